@@ -1,0 +1,72 @@
+"""Argument validation shared by ops, layers and models.
+
+Every check raises a ValueError / TypeError whose message names the argument, the value it got
+and what is allowed, so a user sees at once what to fix.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+REAL_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_tensor(name: str, value) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_real_float(name: str, value) -> torch.Tensor:
+    """Require a real floating-point tensor (fp16, bf16, fp32 or fp64)."""
+    check_tensor(name, value)
+    if value.dtype not in REAL_FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be a real floating-point tensor (float16, bfloat16, float32 or float64), "
+            f"got dtype {value.dtype}"
+        )
+    return value
+
+
+def check_rank(name: str, value: torch.Tensor, allowed: Sequence[int] | int, layout: str) -> None:
+    """Require value.dim() in allowed; layout describes the expected shape, e.g. '[B, T, S, C]'."""
+    allowed = (allowed,) if isinstance(allowed, int) else tuple(allowed)
+    if value.dim() not in allowed:
+        ranks = " or ".join(str(r) for r in allowed)
+        raise ValueError(
+            f"{name} must have rank {ranks} ({layout}), got shape {tuple(value.shape)}"
+        )
+
+
+def check_shape(name: str, value: torch.Tensor, expected: Sequence[int], layout: str) -> None:
+    if tuple(value.shape) != tuple(expected):
+        raise ValueError(
+            f"{name} must have shape {tuple(expected)} ({layout}), got {tuple(value.shape)}"
+        )
+
+
+def check_same_device(**tensors: torch.Tensor) -> None:
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"{n} on {d}" for n, d in devices.items())
+        raise ValueError(f"all tensors must be on one device, got {listing}")
+
+
+def check_int_range(name: str, value, low: int, high: int | None = None) -> int:
+    """Require an int with low <= value (<= high)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ValueError(f"{name} must be {allowed}, got {value}")
+    return value
+
+
+def compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
+    """The dtype a reference computes in: the promoted dtype, at least float32 (FFTs and
+    complex arithmetic have no half-precision CPU path)."""
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = torch.promote_types(dtype, t.dtype)
+    return torch.promote_types(dtype, torch.float32)

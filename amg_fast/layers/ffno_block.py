@@ -1,0 +1,26 @@
+"""FFNO block (fourierflow): x + FeedForward(SpectralConv(x)), FeedForward = H -> 4H -> ReLU -> H."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from amg_fast.layers.spectral_conv import SpectralConv1d
+
+
+class FeedForward(nn.Sequential):
+    """[..., H] -> [..., H] through a hidden layer of factor * H with ReLU."""
+
+    def __init__(self, width: int, factor: int = 4):
+        super().__init__(nn.Linear(width, factor * width), nn.ReLU(), nn.Linear(factor * width, width))
+
+
+class FFNOBlock(nn.Module):
+    """x [..., S, H] -> x + FeedForward(SpectralConv1d(x)), same shape."""
+
+    def __init__(self, width: int, modes: int | None = None, *, ff_factor: int = 4, backend: str = "auto"):
+        super().__init__()
+        self.spectral = SpectralConv1d(width, width, modes, backend=backend)
+        self.feed_forward = FeedForward(width, ff_factor)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.feed_forward(self.spectral(x))

@@ -1,0 +1,117 @@
+"""How the memory output z joins the Markovian state h at the memory position.
+
+FixedFusion (S4FFNO): "residual" h + z, "convex" alpha z + (1 - alpha) h, "additive" h + alpha z.
+AdaptiveMemoryGate (AMGFNO): g = sigmoid(W_z z + W_h h + b) * chi, out = g z + (1 - g) h, with the
+frequency gate chi = sigmoid(w1 log(omega + eps) + b_omega). Both map (h, z) [..., H] -> [..., H].
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+from torch import nn
+
+from amg_fast.ops import gate_fusion
+
+FUSIONS = ("residual", "convex", "additive")
+logger = logging.getLogger("amg_fast.layers")
+
+
+class FixedFusion(nn.Module):
+    """Fixed memory weight alpha (not learned). alpha applies to "convex" (in [0, 1]) and
+    "additive" (finite); "residual" takes none. Default alpha = 1."""
+
+    def __init__(self, fusion: str = "residual", alpha: float | None = None):
+        super().__init__()
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+        if fusion == "residual" and alpha is not None:
+            raise ValueError(f"alpha applies to fusion 'convex' or 'additive', not 'residual' (got alpha={alpha})")
+        alpha = 1.0 if alpha is None else float(alpha)
+        if fusion == "convex" and not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1] for convex fusion, got {alpha}")
+        if not math.isfinite(alpha):
+            raise ValueError(f"alpha must be finite, got {alpha}")
+        self.fusion, self.alpha = fusion, alpha
+
+    def forward(self, h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        if self.fusion == "residual":
+            return h + z
+        if self.fusion == "convex":
+            return self.alpha * z + (1.0 - self.alpha) * h
+        return h + self.alpha * z
+
+    def extra_repr(self) -> str:
+        return f"fusion={self.fusion!r}" + ("" if self.fusion == "residual" else f", alpha={self.alpha}")
+
+
+def check_omega(name: str, omega) -> torch.Tensor:
+    """omega_f as a real tensor (0-dim or [B]); every value finite and >= 0."""
+    t = omega if isinstance(omega, torch.Tensor) else torch.as_tensor(omega, dtype=torch.float64)
+    if t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must be a real number or tensor, got dtype {t.dtype}")
+    if not t.is_floating_point():
+        t = t.double()
+    if t.dim() > 1:
+        raise ValueError(f"{name} must be a scalar or a [B] tensor, got shape {tuple(t.shape)}")
+    if bool((~torch.isfinite(t) | (t < 0)).any()):
+        raise ValueError(f"{name} must be finite and >= 0 (an unresolved-energy ratio), got {t.tolist()}")
+    return t
+
+
+class AdaptiveMemoryGate(nn.Module):
+    """(h, z) [B, ..., H] -> g z + (1 - g) h; the last gate's mean is kept in `last_gate_mean`.
+
+    Content gate Linear(H, H) on z and on h, weights and bias zero-initialised. Frequency gate
+    chi = sigmoid(w1 log(omega + eps) + b_omega) with learnable w1 = 2.0, b_omega = 3.8 and the
+    fixed buffer omega (training-set omega_f). freq_gate=False drops it (chi = 1). omega=None
+    leaves the frequency gate off (chi = 1) until set_omega() is called or omega is passed per
+    batch to forward.
+    """
+
+    def __init__(self, width: int, omega=None, *, freq_gate: bool = True, w1: float = 2.0,
+                 b_omega: float = 3.8, eps: float = 1e-8, backend: str = "auto"):
+        super().__init__()
+        self.freq_gate, self.eps, self.backend = bool(freq_gate), float(eps), backend
+        self.w_z = nn.Parameter(torch.zeros(width, width))
+        self.w_h = nn.Parameter(torch.zeros(width, width))
+        self.b = nn.Parameter(torch.zeros(width))
+        self.w1 = nn.Parameter(torch.tensor(float(w1)))
+        self.b_omega = nn.Parameter(torch.tensor(float(b_omega)))
+        self.register_buffer("omega", torch.tensor(float("nan")))
+        if omega is not None:
+            self.set_omega(omega)
+        self._warned_no_omega = False
+
+    def set_omega(self, omega) -> None:
+        """Set the fixed omega_f (a float >= 0)."""
+        t = check_omega("omega", omega)
+        if t.dim() != 0:
+            raise ValueError(f"omega (the fixed omega_f) must be a scalar, got shape {tuple(t.shape)}")
+        self.omega.fill_(float(t))
+
+    def chi(self, omega: torch.Tensor | None = None) -> torch.Tensor:
+        """Frequency gate: 0-dim, or [B] when a per-batch omega [B] is given."""
+        if not self.freq_gate:
+            return torch.ones((), dtype=self.w1.dtype, device=self.w1.device)
+        if omega is None:
+            if torch.isnan(self.omega):
+                if not self._warned_no_omega:
+                    logger.warning("AdaptiveMemoryGate has no omega: frequency gate off (chi = 1) until "
+                                   "set_omega() is called or omega is passed per batch")
+                    self._warned_no_omega = True
+                return torch.ones((), dtype=self.w1.dtype, device=self.w1.device)
+            omega = self.omega
+        else:
+            omega = check_omega("omega", omega).to(device=self.w1.device, dtype=self.w1.dtype)
+        return torch.sigmoid(self.w1 * torch.log(omega + self.eps) + self.b_omega)
+
+    def forward(self, h: torch.Tensor, z: torch.Tensor, omega=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """h, z [B, ..., H]; omega None (fixed buffer) or per-batch [B] -> (out, g) [B, ..., H]."""
+        chi = self.chi(omega)
+        if chi.dim() == 1 and chi.shape[0] != h.shape[0]:
+            raise ValueError(f"omega per batch must have {h.shape[0]} values (one per trajectory), got {chi.shape[0]}")
+        dtype = h.dtype
+        return gate_fusion(h, z, self.w_z.to(dtype), self.w_h.to(dtype), self.b.to(dtype), chi.to(dtype),
+                           backend=self.backend)

@@ -1,0 +1,41 @@
+"""Model registry: get_model(name, **kwargs), available_models().
+
+Common keyword arguments: in_channels, out_channels, width (H), modes (K; None = S//2 of the
+first input); AMGFNO also takes omega, freq_gate; S4FFNO fusion, alpha; memory models state_dim;
+all take backend ("auto" | "triton" | "reference") for their ops.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from amg_fast.models.base import SequenceModel
+from amg_fast.models.ffno import FFNO1d, MultiInputFFNO1d
+from amg_fast.models.memory import AMGFNO1d, S4FFNO1d
+
+MODELS: dict[str, type[SequenceModel]] = {
+    "ffno": FFNO1d,
+    "multi_input_ffno": MultiInputFFNO1d,
+    "s4ffno": S4FFNO1d,
+    "amgfno": AMGFNO1d,
+}
+
+
+def available_models() -> list[str]:
+    """Names accepted by get_model."""
+    return sorted(MODELS)
+
+
+def get_model(name: str, **kwargs) -> nn.Module:
+    """Build the model registered as `name` with keyword arguments for its constructor."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model name {name!r}; available: {', '.join(available_models())}")
+    return MODELS[name](**kwargs)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable scalars (lazy spectral weights must be materialised first)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+__all__ = ["get_model", "available_models", "count_parameters", "SequenceModel",
+           "FFNO1d", "MultiInputFFNO1d", "S4FFNO1d", "AMGFNO1d", "MODELS"]

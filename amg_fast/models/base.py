@@ -1,0 +1,100 @@
+"""Sequence API shared by every model.
+
+model(u): u [B, T, S, C] -> [B, T, S, C]; output t predicts u_{t+1} from inputs 0..t (teacher
+forcing = feed the true sequence). model.rollout(u0, steps): u0 [B, S, C] -> [B, steps, S, C],
+feeding predictions back through step(), which carries each model's memory from step to step.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from amg_fast._checks import check_int_range, check_rank, check_real_float
+from amg_fast.layers import FFNOBlock
+
+
+def grid_coordinates(S: int, like: torch.Tensor) -> torch.Tensor:
+    """Normalised grid x_r / L = r / S as [S, 1] on like's device and dtype."""
+    return (torch.arange(S, device=like.device, dtype=like.dtype) / S)[:, None]
+
+
+class SequenceModel(nn.Module):
+    """Base class: input checks, grid encoder, generic autoregressive rollout.
+
+    Subclasses implement forward(u) and step(u_t, state) -> (prediction, state), with
+    initial_state(u0) giving the state before the first step.
+    """
+
+    def __init__(self, in_channels: int = 1, out_channels: int = 1):
+        super().__init__()
+        self.in_channels = check_int_range("in_channels", in_channels, 1)
+        self.out_channels = check_int_range("out_channels", out_channels, 1)
+
+    # -- input checks ---------------------------------------------------------------------------
+    def check_sequence(self, u: torch.Tensor) -> None:
+        check_real_float("u", u)
+        check_rank("u", u, 4, "[B, T, S, C]")
+        self._check_channels("u", u)
+
+    def check_state(self, name: str, u_t: torch.Tensor) -> None:
+        check_real_float(name, u_t)
+        check_rank(name, u_t, 3, "[B, S, C]")
+        self._check_channels(name, u_t)
+
+    def _check_channels(self, name: str, u: torch.Tensor) -> None:
+        if u.shape[-1] != self.in_channels:
+            raise ValueError(
+                f"{name} must have {self.in_channels} channel(s) in its last dimension (in_channels), "
+                f"got shape {tuple(u.shape)}"
+            )
+
+    # -- stepping -------------------------------------------------------------------------------
+    def initial_state(self, u0: torch.Tensor) -> Any:
+        return None
+
+    def step(self, u_t: torch.Tensor, state: Any, **kwargs) -> tuple[torch.Tensor, Any]:
+        """u_t [B, S, C], state -> (prediction of u_{t+1} [B, S, C], next state)."""
+        raise NotImplementedError
+
+    def rollout(self, u0: torch.Tensor, steps: int, **step_kwargs) -> torch.Tensor:
+        """Autoregressive rollout from u0 [B, S, C] only -> predictions [B, steps, S, C]."""
+        self.check_state("u0", u0)
+        check_int_range("steps", steps, 1)
+        state, current, preds = self.initial_state(u0), u0, []
+        for _ in range(steps):
+            current, state = self.step(current, state, **step_kwargs)
+            preds.append(current)
+        return torch.stack(preds, dim=1)
+
+
+class FFNOBackbone(SequenceModel):
+    """Encoder Linear([u, x/L]) -> H, `n_blocks` FFNO blocks, decoder H -> 128 -> C (fourierflow).
+
+    encode(u) [..., S, C_in] -> [..., S, H]; decode(h) [..., S, H] -> [..., S, C].
+    """
+
+    def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
+                 modes: int | None = None, *, n_blocks: int = 4, encoder_channels: int | None = None,
+                 backend: str = "auto"):
+        super().__init__(in_channels, out_channels)
+        self.width = check_int_range("width", width, 1)
+        self.modes = None if modes is None else check_int_range("modes", modes, 1)
+        self.backend = backend
+        enc_in = in_channels if encoder_channels is None else encoder_channels
+        self.encoder = nn.Linear(enc_in + 1, width)
+        self.blocks = nn.ModuleList(FFNOBlock(width, modes, backend=backend) for _ in range(n_blocks))
+        self.decoder = nn.Sequential(nn.Linear(width, 128), nn.Linear(128, out_channels))
+
+    def encode(self, u: torch.Tensor) -> torch.Tensor:
+        grid = grid_coordinates(u.shape[-2], u).expand(u.shape[:-1] + (1,))
+        return self.encoder(torch.cat([u, grid], dim=-1))
+
+    def decode(self, h: torch.Tensor) -> torch.Tensor:
+        return self.decoder(h)
+
+    def run_blocks(self, h: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        for block in self.blocks[start:stop]:
+            h = block(h)
+        return h

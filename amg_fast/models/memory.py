@@ -1,0 +1,108 @@
+"""Memory models: ffno, ffno, memory, ffno, ffno (S4D memory at position 3).
+
+S4FFNO1d fuses the memory output z with the state h of block 2 by a fixed rule; AMGFNO1d by the
+adaptive memory gate. Both carry the S4D state through rollout, one step costing O(1) in the
+history length.
+"""
+from __future__ import annotations
+
+import torch
+
+from amg_fast.layers import AdaptiveMemoryGate, FixedFusion, S4DMemory
+from amg_fast.models.base import FFNOBackbone
+
+MEMORY_POSITION = 2  # blocks before the memory layer (the memory is layer 3 of 5)
+
+
+class MemoryFFNO(FFNOBackbone):
+    """Shared body; subclasses define fuse(h, z, **kw) -> h, both [B, (T,) S, H]."""
+
+    def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
+                 modes: int | None = None, *, state_dim: int = 64, backend: str = "auto"):
+        super().__init__(in_channels, out_channels, width, modes, backend=backend)
+        self.memory = S4DMemory(width, state_dim, backend=backend)
+
+    def fuse(self, h: torch.Tensor, z: torch.Tensor, **kwargs) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _head(self, u):
+        return self.run_blocks(self.encode(u), 0, MEMORY_POSITION)
+
+    def _tail(self, h):
+        return self.decode(self.run_blocks(h, MEMORY_POSITION, len(self.blocks)))
+
+    def forward(self, u: torch.Tensor, **fuse_kwargs) -> torch.Tensor:
+        self.check_sequence(u)
+        h = self._head(u)  # [B, T, S, H]
+        return self._tail(self.fuse(h, self.memory(h), **fuse_kwargs))
+
+    def initial_state(self, u0):
+        return self.memory.initial_state(u0.new_zeros(u0.shape[:-1] + (self.width,)))
+
+    def step(self, u_t, state, **fuse_kwargs):
+        h = self._head(u_t)  # [B, S, H]
+        z, state = self.memory.step(h, state)
+        return self._tail(self.fuse(h, z, **fuse_kwargs)), state
+
+
+class S4FFNO1d(MemoryFFNO):
+    """S4FFNO with fusion "residual" (h + z, MemNO), "convex" (alpha z + (1 - alpha) h) or
+    "additive" (h + alpha z); alpha is fixed, not learned."""
+
+    def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
+                 modes: int | None = None, *, fusion: str = "residual", alpha: float | None = None,
+                 state_dim: int = 64, backend: str = "auto"):
+        super().__init__(in_channels, out_channels, width, modes, state_dim=state_dim, backend=backend)
+        self.fusion = FixedFusion(fusion, alpha)
+
+    def fuse(self, h, z):
+        return self.fusion(h, z)
+
+
+class AMGFNO1d(MemoryFFNO):
+    """AMGFNO: memory fused by the adaptive memory gate g = content gate * frequency gate.
+
+    omega: the fixed omega_f of the training data (buffer); freq_gate=False drops the frequency
+    gate; forward(u, omega=[B]) / rollout(u0, steps, omega=[B]) use a per-batch omega instead.
+    After each forward or rollout, `last_gate_mean` holds the mean gate g-bar (a detached 0-dim
+    tensor; paper eq. app-mean-gate) and `gate_mean` the same as a float.
+    """
+
+    def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
+                 modes: int | None = None, *, omega=None, freq_gate: bool = True,
+                 state_dim: int = 64, backend: str = "auto"):
+        super().__init__(in_channels, out_channels, width, modes, state_dim=state_dim, backend=backend)
+        self.gate = AdaptiveMemoryGate(width, omega, freq_gate=freq_gate, backend=backend)
+        self.last_gate_mean: torch.Tensor | None = None
+        self._gate_sum, self._gate_count = None, 0
+
+    def fuse(self, h, z, omega=None):
+        out, g = self.gate(h, z, omega)
+        g_mean = g.detach().float().mean()
+        self._gate_sum = g_mean if self._gate_sum is None else self._gate_sum + g_mean
+        self._gate_count += 1
+        return out
+
+    def _reset_gate_record(self):
+        self._gate_sum, self._gate_count = None, 0
+
+    def _close_gate_record(self):
+        self.last_gate_mean = self._gate_sum / self._gate_count
+
+    def forward(self, u: torch.Tensor, omega=None) -> torch.Tensor:
+        self._reset_gate_record()
+        out = super().forward(u, omega=omega)
+        self._close_gate_record()
+        return out
+
+    def rollout(self, u0: torch.Tensor, steps: int, omega=None) -> torch.Tensor:
+        """As SequenceModel.rollout; g-bar is the mean gate over all rollout steps."""
+        self._reset_gate_record()
+        out = super().rollout(u0, steps, omega=omega)
+        self._close_gate_record()
+        return out
+
+    @property
+    def gate_mean(self) -> float | None:
+        """g-bar of the last forward or rollout as a float (None before the first call)."""
+        return None if self.last_gate_mean is None else float(self.last_gate_mean)

@@ -1,0 +1,23 @@
+"""Shared test helpers: tolerances per dtype, random inputs, readable ids."""
+from __future__ import annotations
+
+import torch
+
+# Relative (norm-wise) tolerances per dtype. fp32 values allow for TF32 accumulation on a GPU.
+RTOL = {torch.float64: 1e-10, torch.float32: 2e-3}
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """||a - b|| / ||b|| in float64 (0 when both are 0)."""
+    a, b = a.detach().to(torch.complex128 if a.is_complex() else torch.float64), b.detach().to(
+        torch.complex128 if b.is_complex() else torch.float64)
+    denom = b.norm()
+    return float((a - b).norm() / denom) if denom > 0 else float((a - b).norm())
+
+
+def randn(*shape, dtype=torch.float64, generator=None, requires_grad=False) -> torch.Tensor:
+    return torch.randn(*shape, dtype=dtype, generator=generator).requires_grad_(requires_grad)
+
+
+def ids(**kw) -> str:
+    return "-".join(f"{k}{v}" for k, v in kw.items())

@@ -1,0 +1,95 @@
+"""spectral_conv1d reference vs an explicit DFT matrix (float64), gradcheck, dtypes, bad input."""
+import math
+
+import pytest
+import torch
+from helpers import RTOL, ids, randn, rel_err
+
+from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
+
+
+def dft_matrix_spectral_conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Independent formula: explicit forward DFT matrix, complex mixing, explicit real inverse.
+
+    y[s] = 1/sqrt(S) * sum_{k<K} c_k Re(Y_k exp(2 pi i k s / S)), c_0 = 1, c_{S/2} = 1, else 2.
+    """
+    S, K = x.shape[-2], weight.shape[0]
+    k = torch.arange(K, dtype=torch.float64)[:, None]
+    s = torch.arange(S, dtype=torch.float64)[None, :]
+    forward = torch.exp(-2j * math.pi * k * s / S) / math.sqrt(S)  # [K, S]
+    X = forward @ x.to(torch.complex128)  # [..., K, H_in]
+    W = torch.complex(weight[..., 0], weight[..., 1]).to(torch.complex128)
+    Y = torch.einsum("...ki,kio->...ko", X, W)
+    c = torch.full((K,), 2.0, dtype=torch.float64)
+    c[0] = 1.0
+    if S % 2 == 0 and K == S // 2 + 1:
+        c[-1] = 1.0
+    inverse = c * torch.exp(2j * math.pi * s.T * k.T / S) / math.sqrt(S)  # [S, K]
+    return (inverse @ Y).real
+
+
+CASES = [(S, K, h_in, h_out) for S in (32, 48, 64, 128) for K in sorted({1, S // 4, S // 2, S // 2 + 1})
+         for h_in, h_out in ((16, 16), (3, 5))] + [(7, 4, 4, 2), (2, 2, 1, 1), (1, 1, 2, 2)]
+
+
+@pytest.mark.parametrize("S,K,h_in,h_out", CASES, ids=[ids(S=S, K=K, Hi=a, Ho=b) for S, K, a, b in CASES])
+def test_reference_matches_dft_matrix(S, K, h_in, h_out, gen):
+    x = randn(2, 3, S, h_in, generator=gen)
+    w = randn(K, h_in, h_out, 2, generator=gen)
+    y = spectral_conv1d(x, w, backend="reference")
+    assert y.shape == (2, 3, S, h_out) and y.dtype == torch.float64
+    assert rel_err(y, dft_matrix_spectral_conv(x, w)) <= 1e-10
+
+
+def test_dft_oracle_is_not_trivially_equal(gen):
+    """The oracle distinguishes the Nyquist weighting: dropping it changes the result."""
+    x, w = randn(16, 3, generator=gen), randn(9, 3, 3, 2, generator=gen)
+    assert rel_err(spectral_conv1d_ref(x, w), dft_matrix_spectral_conv(x, w)) <= 1e-10
+    assert rel_err(spectral_conv1d_ref(x, w), dft_matrix_spectral_conv(x, w[:8])) > 1e-3
+
+
+@pytest.mark.parametrize("S,K", [(8, 5), (9, 3), (6, 1)], ids=["S8-K5", "S9-K3", "S6-K1"])
+def test_gradcheck_float64(S, K, gen):
+    x = randn(2, S, 3, generator=gen, requires_grad=True)
+    w = randn(K, 3, 2, 2, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: spectral_conv1d(a, b, backend="reference"), (x, w))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_low_precision_inputs_keep_dtype(dtype, gen):
+    x, w = randn(4, 32, 16, generator=gen), randn(16, 16, 8, 2, generator=gen)
+    y = spectral_conv1d(x.to(dtype), w.float())
+    assert y.dtype == dtype
+    tol = {torch.float32: RTOL[torch.float32], torch.bfloat16: 2e-2, torch.float16: 5e-3}[dtype]
+    assert rel_err(y, dft_matrix_spectral_conv(x.to(dtype).double(), w.float().double())) <= tol
+
+
+def test_linear_in_x_and_in_weight(gen):
+    x1, x2 = randn(5, 32, 4, generator=gen), randn(5, 32, 4, generator=gen)
+    w = randn(10, 4, 4, 2, generator=gen)
+    assert rel_err(spectral_conv1d(x1 + 2 * x2, w), spectral_conv1d(x1, w) + 2 * spectral_conv1d(x2, w)) < 1e-12
+
+
+@pytest.mark.parametrize(
+    "x_shape,w_shape,dtype,match",
+    [
+        ((32,), (4, 1, 1, 2), torch.float32, "x must have rank"),
+        ((32, 4), (4, 3, 4, 2), torch.float32, r"weight.shape\[1\] \(H_in\) must equal x.shape\[-1\] = 4"),
+        ((32, 4), (4, 4, 4), torch.float32, "weight must have rank 4"),
+        ((32, 4), (4, 4, 4, 3), torch.float32, "last dimension of 2"),
+        ((32, 4), (0, 4, 4, 2), torch.float32, r"1..S//2\+1 = 1..17 for S = 32, got 0"),
+        ((32, 4), (18, 4, 4, 2), torch.float32, r"1..S//2\+1 = 1..17 for S = 32, got 18"),
+        ((32, 4), (4, 4, 4, 2), torch.int64, "x must be a real floating-point tensor.*int64"),
+        ((32, 4), (4, 4, 4, 2), torch.complex64, "x must be a real floating-point tensor.*complex64"),
+    ],
+    ids=["rank1", "h_in-mismatch", "weight-rank", "weight-last-dim", "K0", "K-too-big", "int", "complex"],
+)
+def test_bad_input_errors(x_shape, w_shape, dtype, match):
+    x = torch.zeros(x_shape, dtype=dtype)
+    with pytest.raises((ValueError, TypeError), match=match):
+        spectral_conv1d(x, torch.zeros(w_shape))
+
+
+def test_weight_dtype_checked():
+    with pytest.raises(TypeError, match="weight must be a real floating-point"):
+        spectral_conv1d(torch.zeros(8, 2), torch.zeros(2, 2, 2, 2, dtype=torch.int32))

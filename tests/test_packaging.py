@@ -1,0 +1,27 @@
+"""Install layout and import hygiene."""
+import subprocess
+import sys
+from pathlib import Path
+
+import amg_fast
+
+
+def run_python(code: str, cwd: Path) -> str:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def test_kernels_is_a_subpackage_not_a_top_level_module(tmp_path):
+    out = run_python("import importlib.util, amg_fast.kernels as k; "
+                     "print(importlib.util.find_spec('kernels') is None, k.__name__)", tmp_path)
+    assert out.split() == ["True", "amg_fast.kernels"]
+
+
+def test_import_does_not_initialise_cuda(tmp_path):
+    out = run_python("import torch, amg_fast, amg_fast.models, amg_fast.layers, amg_fast.kernels; "
+                     "print(torch.cuda.is_initialized())", tmp_path)
+    assert out.strip() == "False"
+
+
+def test_version_matches_pyproject():
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    assert f'version = "{amg_fast.__version__}"' in pyproject
