@@ -78,7 +78,7 @@ class AMGFNO1d(MemoryFFNO):
 
     def fuse(self, h, z, omega=None):
         out, g = self.gate(h, z, omega)
-        g_mean = g.detach().float().mean()
+        g_mean = g.detach().mean(dtype=torch.promote_types(g.dtype, torch.float32))
         self._gate_sum = g_mean if self._gate_sum is None else self._gate_sum + g_mean
         self._gate_count += 1
         return out

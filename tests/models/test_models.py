@@ -1,0 +1,210 @@
+"""The four core models: sequence API, causality, rollout, gate, resolutions, determinism, bad input."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import rel_err
+
+from amg_fast.models import AMGFNO1d, FFNO1d, available_models, count_parameters, get_model
+
+CORE = ["ffno", "multi_input_ffno", "s4ffno", "amgfno"]
+SMALL = dict(in_channels=1, out_channels=1, width=16, modes=4)
+
+
+def small_model(name, **kw):
+    torch.manual_seed(0)
+    extra = {"omega": 0.083} if name == "amgfno" else {}
+    return get_model(name, **{**SMALL, **extra, **kw}).double()
+
+
+def test_registry_lists_the_core_models():
+    assert set(CORE) <= set(available_models())
+
+
+def test_unknown_model_name():
+    with pytest.raises(ValueError, match=r"unknown model name 'fno'; available: amgfno, ffno"):
+        get_model("fno")
+
+
+@pytest.mark.parametrize("name", CORE)
+@pytest.mark.parametrize("S", [32, 64, 128], ids=lambda s: f"S{s}")
+def test_same_model_runs_at_every_resolution(name, S):
+    model = small_model(name)
+    u = torch.randn(2, 3, S, 1, dtype=torch.float64)
+    assert model(u).shape == (2, 3, S, 1)
+    assert model.rollout(u[:, 0], 2).shape == (2, 2, S, 1)
+
+
+@pytest.mark.parametrize("name", CORE)
+@pytest.mark.parametrize("t0", [0, 4, 7], ids=lambda t: f"t0-{t}")
+def test_causal_in_time(name, t0):
+    """Outputs before t0 do not move when input t0 changes (beyond the float64 round-off of the
+    S4D reference's FFT convolution); output t0 moves by O(1)."""
+    model = small_model(name)
+    u = torch.randn(2, 8, 32, 1, dtype=torch.float64)
+    v = u.clone()
+    v[:, t0] += torch.randn_like(v[:, t0])
+    a, b = model(u), model(v)
+    if t0 > 0:
+        assert rel_err(b[:, :t0], a[:, :t0]) <= 1e-13
+    assert rel_err(b[:, t0], a[:, t0]) > 1e-3
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_rollout_equals_teacher_forcing_on_its_own_predictions(name):
+    model = small_model(name)
+    u0 = torch.randn(2, 32, 1, dtype=torch.float64)
+    preds = model.rollout(u0, 6)
+    for k in range(6):
+        history = torch.cat([u0[:, None], preds[:, :k]], dim=1)
+        assert rel_err(preds[:, k], model(history)[:, -1]) <= 1e-10, f"step {k}"
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_deterministic_given_a_seed(name):
+    u = torch.randn(2, 4, 32, 1)
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(123)
+        model = get_model(name, **SMALL)
+        outs.append((model(u), model.rollout(u[:, 0], 3)))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+def transplant_to_ffno(model):
+    ffno = FFNO1d(**SMALL).double()
+    missing, unexpected = ffno.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and all(k.startswith(("memory.", "gate.", "fusion.")) for k in unexpected)
+    return ffno
+
+
+def test_amgfno_with_gate_forced_to_zero_is_ffno_without_memory():
+    model = small_model("amgfno")
+    with torch.no_grad():
+        model.gate.b.fill_(-1e4)  # content gate -> exactly 0
+    u = torch.randn(2, 6, 32, 1, dtype=torch.float64)
+    ffno = transplant_to_ffno(model)
+    assert torch.equal(model(u), ffno(u))
+    assert torch.equal(model.rollout(u[:, 0], 4), ffno.rollout(u[:, 0], 4))
+    assert model.gate_mean == 0.0
+    with torch.no_grad():
+        model.gate.b.zero_()
+    assert not torch.allclose(model(u), ffno(u))  # the memory branch does matter when the gate is open
+
+
+def test_s4ffno_convex_alpha_zero_is_ffno():
+    model = small_model("s4ffno", fusion="convex", alpha=0.0)
+    u = torch.randn(2, 5, 32, 1, dtype=torch.float64)
+    assert torch.equal(model(u), transplant_to_ffno(model)(u))
+
+
+def test_s4ffno_fusions_differ():
+    u = torch.randn(1, 5, 32, 1, dtype=torch.float64)
+    outs = [small_model("s4ffno", fusion=f, alpha=a)(u) for f, a in (("residual", None), ("convex", 0.5),
+                                                                       ("additive", 0.5))]
+    assert not torch.allclose(outs[0], outs[1]) and not torch.allclose(outs[0], outs[2])
+
+
+def test_amgfno_records_mean_gate_for_forward_and_rollout():
+    model = small_model("amgfno")
+    u = torch.randn(2, 5, 32, 1, dtype=torch.float64)
+    model(u)
+    chi = float(torch.sigmoid(2.0 * torch.log(torch.tensor(0.083 + 1e-8)) + model.gate.b_omega.detach().float()))
+    assert model.gate_mean == pytest.approx(0.5 * chi, rel=1e-6)  # zero-initialised content gate
+    with torch.no_grad():
+        model.gate.w_h.normal_()
+    model.rollout(u[:, 0], 3)
+    g_rollout = model.gate_mean
+    _, gs = [], []
+    state, cur = model.initial_state(u[:, 0]), u[:, 0]
+    for _ in range(3):  # recompute g-bar by hand: mean over steps of the mean gate
+        h = model._head(cur)
+        z, state = model.memory.step(h, state)
+        out, g = model.gate(h, z)
+        gs.append(float(g.mean()))
+        cur = model._tail(out)
+    assert g_rollout == pytest.approx(sum(gs) / 3, rel=1e-10)
+
+
+def test_amgfno_per_batch_omega_matches_fixed_omega_per_sample():
+    model = small_model("amgfno")
+    u = torch.randn(2, 4, 32, 1, dtype=torch.float64)
+    omegas = torch.tensor([0.5, 0.001], dtype=torch.float64)
+    batch = model(u, omega=omegas)
+    rolled = model.rollout(u[:, 0], 3, omega=omegas)
+    for i, w in enumerate(omegas.tolist()):
+        model.gate.set_omega(w)
+        assert rel_err(batch[i:i + 1], model(u[i:i + 1])) <= 1e-12
+        assert rel_err(rolled[i:i + 1], model.rollout(u[i:i + 1, 0], 3)) <= 1e-12
+    with pytest.raises(ValueError, match="omega per batch must have 2 values"):
+        model(u, omega=torch.tensor([0.1, 0.2, 0.3]))
+
+
+def test_amgfno_without_frequency_gate():
+    model = small_model("amgfno", freq_gate=False)
+    model(torch.randn(1, 3, 32, 1, dtype=torch.float64))
+    assert model.gate_mean == pytest.approx(0.5)
+
+
+def test_s4d_memory_model_with_4096_steps_stays_finite():
+    torch.manual_seed(0)
+    model = get_model("amgfno", **SMALL, omega=0.5)
+    y = model(torch.randn(1, 4096, 32, 1))
+    assert torch.isfinite(y).all()
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_gradients_reach_every_parameter(name):
+    model = small_model(name)
+    if name == "amgfno":
+        with torch.no_grad():  # zero-init content gate: W_z, W_h only get gradient through sigmoid' * (z - h)
+            model.gate.w_z.normal_()
+    model(torch.randn(2, 4, 32, 1, dtype=torch.float64)).square().mean().backward()
+    for pname, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, pname
+
+
+@pytest.mark.parametrize("name", CORE)
+@pytest.mark.parametrize(
+    "u,match",
+    [(torch.zeros(2, 32, 1), r"u must have rank 4 \(\[B, T, S, C\]\), got shape \(2, 32, 1\)"),
+     (torch.zeros(2, 3, 32, 2), r"u must have 1 channel\(s\) .* got shape \(2, 3, 32, 2\)"),
+     (torch.zeros(2, 3, 32, 1, dtype=torch.int64), "u must be a real floating-point tensor.*int64"),
+     (torch.zeros(2, 3, 32, 1, dtype=torch.complex64), "u must be a real floating-point tensor.*complex64"),
+     (torch.zeros(2, 3, 4, 1), r"modes K\) must be in 1..S//2\+1 = 1..3 for S = 4, got 4")],
+    ids=["rank", "channels", "int", "complex", "modes-above-S"],
+)
+def test_bad_input(name, u, match):
+    model = get_model(name, **SMALL)
+    with pytest.raises((ValueError, TypeError), match=match):
+        model(u.float() if u.dtype == torch.float64 else u)
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_rollout_bad_input(name):
+    model = get_model(name, **SMALL)
+    with pytest.raises(ValueError, match=r"u0 must have rank 3 \(\[B, S, C\]\)"):
+        model.rollout(torch.zeros(2, 1, 32, 1), 3)
+    with pytest.raises(ValueError, match="steps must be >= 1, got 0"):
+        model.rollout(torch.zeros(2, 32, 1), 0)
+
+
+def test_amgfno_bad_omega():
+    with pytest.raises(ValueError, match=r"omega must be finite and >= 0 .* got -0.5"):
+        AMGFNO1d(omega=-0.5)
+
+
+def readme_parameter_counts():
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|", text, flags=re.M)
+    return {name: [int(n.replace(",", "")) for n in counts] for name, *counts in rows}
+
+
+def test_parameter_counts_listed_in_readme():
+    """README lists each model's parameter count at the paper's width 128 and modes f//2."""
+    table = readme_parameter_counts()
+    assert set(CORE) <= set(table)
+    for name in CORE:
+        got = [count_parameters(get_model(name, width=128, modes=f // 2)) for f in (32, 64, 128)]
+        assert table[name] == got, name
