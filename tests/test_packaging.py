@@ -25,3 +25,17 @@ def test_import_does_not_initialise_cuda(tmp_path):
 def test_version_matches_pyproject():
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     assert f'version = "{amg_fast.__version__}"' in pyproject
+
+
+def test_wheel_holds_only_the_amg_fast_package(tmp_path):
+    """`pip install .` installs from this wheel: kernels/ must land as amg_fast/kernels/."""
+    import zipfile
+
+    root = Path(__file__).parents[1]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(root)], check=True, capture_output=True, text=True)
+    (wheel,) = tmp_path.glob("amg_fast-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"amg_fast", f"amg_fast-{amg_fast.__version__}.dist-info"}, tops
+    assert "amg_fast/kernels/__init__.py" in names and "amg_fast/ops/spectral_conv.py" in names

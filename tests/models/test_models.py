@@ -122,7 +122,7 @@ def test_amgfno_records_mean_gate_for_forward_and_rollout():
         h = model._head(cur)
         z, state = model.memory.step(h, state)
         out, g = model.gate(h, z)
-        gs.append(float(g.mean()))
+        gs.append(g.detach().mean().item())
         cur = model._tail(out)
     assert g_rollout == pytest.approx(sum(gs) / 3, rel=1e-10)
 
