@@ -1,0 +1,113 @@
+"""torch Datasets over the HDF5 files: trajectories at a requested resolution plus omega_f.
+
+The file is opened lazily in each process (h5py handles do not survive fork or pickling), so
+DataLoader workers are safe.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from amg_fast.data.h5 import check_finite, locate, open_file
+from amg_fast.data.resample import to_resolution
+from amg_fast.data.spectral import unresolved_energy_ratio
+
+__all__ = ["TrajectoryDataset", "PAPER_FRAMES", "split_indices", "source_grid_of"]
+
+# (stride, number of frames) of the paper's protocol per PDE: KS all 26 frames (25 steps);
+# Burgers every 7th PDEBench frame, 21 frames up to t = 1.4 (20 steps).
+PAPER_FRAMES = {"ks": (1, None), "burgers": (7, 21)}
+TEST_FRACTION = 0.1  # PDEBench-layout files hold every trajectory; the last 10% are the test split
+
+
+def split_indices(n_total: int, split: str, n_test: int | None = None) -> np.ndarray:
+    """Train = the first n_total - n_test trajectories, test = the last n_test (default 10%)."""
+    n_test = int(round(TEST_FRACTION * n_total)) if n_test is None else int(n_test)
+    if split == "train":
+        return np.arange(0, n_total - n_test)
+    if split == "test":
+        return np.arange(n_total - n_test, n_total)
+    raise ValueError(f"split must be 'train' or 'test' for a single-tensor file, got {split!r}")
+
+
+def source_grid_of(x: np.ndarray) -> str:
+    """"cell" when x holds cell centres (x_0 = dx/2), else "node" (x_0 = 0)."""
+    dx = x[1] - x[0]
+    return "cell" if abs(x[0] - 0.5 * dx) < 1e-6 * abs(dx) else "node"
+
+
+def _pde_of(attrs: dict, layout: str) -> str:
+    return str(attrs.get("pde", "burgers" if layout == "pdebench" else "ks"))
+
+
+class TrajectoryDataset(Dataset):
+    """Item i -> (u [T, f, 1] float tensor at resolution f, omega_f 0-dim tensor).
+
+    path: a PDEBench, LPSDA or amg_fast file (amg_fast.data.h5). split: "train" | "test" (an
+    LPSDA group, or the first 90% / last 10% of a single-tensor file). stride, n_frames: which
+    frames; "paper" (default) = the paper's protocol for the file's PDE (PAPER_FRAMES), n_frames
+    None = all. limit: keep the
+    first `limit` trajectories of the split. omega: the omega_f to report; default the file's
+    stored `omega_f_{f}`, else computed from the file's high-resolution training split.
+    """
+
+    def __init__(self, path, resolution: int, *, split: str = "train", stride: int | str = "paper",
+                 n_frames: int | None | str = "paper", limit: int | None = None, omega: float | None = None,
+                 dtype: torch.dtype = torch.float32):
+        self.path, self.resolution, self.split, self.dtype = path, int(resolution), split, dtype
+        with open_file(path) as f:
+            loc = locate(f, path, split if not _single_tensor(f) else None)
+            self._dataset, self.x, self.layout, self.attrs = loc.dataset, loc.x, loc.layout, loc.attrs
+            n_total, _, n_points = loc.shape
+            paper_stride, paper_frames = PAPER_FRAMES.get(_pde_of(loc.attrs, loc.layout), (1, None))
+            self.stride = paper_stride if stride == "paper" else int(stride)
+            if self.stride < 1 or (n_frames not in ("paper", None) and int(n_frames) < 1):
+                raise ValueError(f"stride and n_frames must be >= 1, got stride={stride}, n_frames={n_frames}")
+            self.frames = np.arange(0, loc.shape[1], self.stride)[: paper_frames if n_frames == "paper" else n_frames]
+            self.t = loc.t[self.frames]
+            if loc.layout == "lpsda":
+                self.indices = np.arange(n_total)
+            else:
+                self.indices = split_indices(n_total, split, loc.attrs.get("n_test"))
+            if limit is not None:
+                self.indices = self.indices[:limit]
+            if not 1 <= self.resolution <= n_points:
+                raise ValueError(f"resolution must be in 1..{n_points} (the data's resolution), got {resolution}")
+            self.source_grid = source_grid_of(self.x)
+            self.omega = float(omega) if omega is not None else self._stored_or_computed_omega(f)
+        self._file = None
+
+    def _stored_or_computed_omega(self, f) -> float:
+        key = f"omega_f_{self.resolution}"
+        if key in self.attrs:
+            return float(self.attrs[key])
+        train = locate(f, self.path, "train" if self.layout == "lpsda" else None)
+        rows = np.arange(train.shape[0]) if self.layout == "lpsda" else split_indices(
+            train.shape[0], "train", train.attrs.get("n_test"))
+        u = f[train.dataset][rows[0]:rows[-1] + 1, self.frames]
+        return unresolved_energy_ratio(u, self.resolution)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._file is None:
+            self._file = open_file(self.path)
+        u = np.asarray(self._file[self._dataset][self.indices[i], self.frames])  # [T, X]
+        check_finite(self.path, f"{self._dataset}[{self.indices[i]}]", u)
+        low = to_resolution(u, self.resolution, source_grid=self.source_grid)
+        return torch.as_tensor(low, dtype=self.dtype)[..., None], torch.tensor(self.omega, dtype=self.dtype)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_file"] = None  # each worker opens its own handle
+        return state
+
+    def __del__(self):
+        if getattr(self, "_file", None) is not None:
+            self._file.close()
+
+
+def _single_tensor(f) -> bool:
+    return "tensor" in f or "u" in f

@@ -1,0 +1,226 @@
+"""HDF5 layouts: read and write PDEBench (Burgers), LPSDA (KS) and amg_fast's own.
+
+PDEBench  `tensor` float32 [N, T, X], `x-coordinate` [X] (cell centres), `t-coordinate` [T + 1]
+          (PDEBench saves one time more than there are frames; the first T are the frames),
+          root attribute `Nu` (the file's nu; the PDE's viscosity is Nu / pi). A downloaded file
+          without `Nu` gets it from its name (`..._Nu0.001.hdf5`).
+LPSDA     one group per split (`train`, `valid`, `test`), each with `pde_{nt}-{nx}` [N, nt, nx],
+          `x` [N, nx], `t` [N, nt], `dx` [N], `dt` [N]; group attributes `nu`, `L`, `seed`.
+amg_fast  root `u` [N, T, X], `x` [X], `t` [T], attribute `format = "amg_fast"`.
+Root attributes of any layout are passed through (the generators store `omega_f_{f}` there).
+Writers go through a temporary file renamed at the end: an interrupted write leaves no file
+that looks complete.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+__all__ = ["Trajectories", "DataFileError", "read_trajectories", "locate", "atomic_h5",
+           "write_pdebench", "write_lpsda", "write_amg_fast", "LAYOUTS"]
+
+LAYOUTS = ("pdebench", "lpsda", "amg_fast")
+
+
+class DataFileError(ValueError):
+    """A data file that is missing, unreadable or malformed; the message names the file."""
+
+
+@dataclass
+class Trajectories:
+    """u [N, T, X], x [X], t [T], attrs (PDE parameters and generator metadata)."""
+
+    u: np.ndarray
+    x: np.ndarray
+    t: np.ndarray
+    attrs: dict = field(default_factory=dict)
+    layout: str = "amg_fast"
+
+
+@dataclass
+class Location:
+    """Where a split's trajectories live inside an open file, with their (validated) grids."""
+
+    dataset: str
+    x: np.ndarray
+    t: np.ndarray
+    attrs: dict
+    layout: str
+    shape: tuple
+
+
+# -- writing ----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def atomic_h5(path):
+    """Open `path`.tmp-<pid> for writing; rename it to `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        with h5py.File(tmp, "w") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _set_attrs(obj, attrs: dict | None) -> None:
+    for key, value in (attrs or {}).items():
+        obj.attrs[key] = value
+
+
+def write_pdebench(path, u, x, t, *, nu_file: float, attrs: dict | None = None) -> None:
+    """u [N, T, X] (stored float32), x [X] cell centres, t [T] frame times."""
+    u, x, t = np.asarray(u), np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    t_coordinate = np.append(t, t[-1] + (t[-1] - t[-2]) if len(t) > 1 else t[-1] + 1.0)
+    with atomic_h5(path) as f:
+        f.create_dataset("tensor", data=u.astype(np.float32, copy=False))
+        f.create_dataset("x-coordinate", data=x)
+        f.create_dataset("t-coordinate", data=t_coordinate)
+        f.attrs["Nu"] = float(nu_file)
+        _set_attrs(f, attrs)
+
+
+def write_lpsda(path, splits: dict, x, t, *, nu: float, L: float, seeds: dict, attrs: dict | None = None) -> None:
+    """splits: {name: u [N, T, X]} (stored float32), x [X], t [T]; seeds: {name: int}."""
+    x, t = np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    with atomic_h5(path) as f:
+        for name, u in splits.items():
+            u = np.asarray(u)
+            n, nt, nx = u.shape
+            group = f.create_group(name)
+            group.create_dataset(f"pde_{nt}-{nx}", data=u.astype(np.float32, copy=False))
+            group.create_dataset("x", data=np.broadcast_to(x, (n, nx)))
+            group.create_dataset("t", data=np.broadcast_to(t, (n, nt)))
+            group.create_dataset("dx", data=np.full(n, x[1] - x[0]))
+            group.create_dataset("dt", data=np.full(n, t[1] - t[0] if nt > 1 else 0.0))
+            group.attrs.update({"nu": float(nu), "L": float(L), "seed": int(seeds[name])})
+        _set_attrs(f, attrs)
+
+
+def write_amg_fast(path, u, x, t, attrs: dict | None = None) -> None:
+    """u [N, T, X] (dtype kept), x [X], t [T]."""
+    with atomic_h5(path) as f:
+        f.create_dataset("u", data=np.asarray(u))
+        f.create_dataset("x", data=np.asarray(x, dtype=np.float64))
+        f.create_dataset("t", data=np.asarray(t, dtype=np.float64))
+        f.attrs["format"] = "amg_fast"
+        _set_attrs(f, attrs)
+
+
+# -- reading ----------------------------------------------------------------------------------
+def _plain(value):
+    if isinstance(value, bytes):
+        return value.decode()
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _attrs(*objs) -> dict:
+    out = {}
+    for obj in objs:
+        out.update({k: _plain(v) for k, v in obj.attrs.items()})
+    return out
+
+
+def _require(f, key: str, path, layout: str):
+    if key not in f:
+        raise DataFileError(f"{path}: missing dataset {key!r} ({layout} layout)")
+    return f[key]
+
+
+def _check_grids(path, name: str, shape, x, t) -> None:
+    if len(shape) != 3:
+        raise DataFileError(f"{path}: dataset {name!r} must have rank 3 [N, T, X], got shape {shape}")
+    if x.ndim != 1 or len(x) != shape[2]:
+        raise DataFileError(f"{path}: x must be 1-D with {shape[2]} entries (X of {name!r}), got shape {x.shape}")
+    if t.ndim != 1 or len(t) != shape[1]:
+        raise DataFileError(f"{path}: t must be 1-D with {shape[1]} entries (T of {name!r}), got shape {t.shape}")
+    for axis, values in (("x", x), ("t", t)):
+        if not np.all(np.isfinite(values)):
+            raise DataFileError(f"{path}: {axis} holds NaN or Inf values")
+        if len(values) > 1 and not np.all(np.diff(values) > 0):
+            raise DataFileError(f"{path}: {axis} must be strictly increasing, got {values[:8].tolist()}...")
+
+
+def _per_trajectory_grid(path, group, key: str) -> np.ndarray:
+    values = np.asarray(_require(group, key, path, "LPSDA"))
+    if values.ndim == 2:
+        if not np.allclose(values, values[:1]):
+            raise DataFileError(f"{path}: {group.name}/{key} differs between trajectories; one grid per file is supported")
+        values = values[0]
+    return values
+
+
+def _nu_from_name(path) -> dict:
+    match = re.search(r"Nu([0-9.eE+-]+?)(?:\.h(?:df)?5)?$", Path(path).name)
+    return {"Nu": float(match.group(1))} if match else {}
+
+
+def locate(f: h5py.File, path, split: str | None = None) -> Location:
+    """Find the trajectories of `split` in an open file; validate grids (not values)."""
+    if "tensor" in f:
+        shape = f["tensor"].shape
+        t = np.asarray(_require(f, "t-coordinate", path, "PDEBench"), dtype=np.float64)
+        x = np.asarray(_require(f, "x-coordinate", path, "PDEBench"), dtype=np.float64)
+        if len(shape) == 3 and t.ndim == 1 and len(t) == shape[1] + 1:
+            t = t[:-1]  # PDEBench stores one time more than there are frames
+        attrs = {**_nu_from_name(path), **_attrs(f)}
+        _check_grids(path, "tensor", shape, x, t)
+        return Location("tensor", x, t, attrs, "pdebench", shape)
+    if "u" in f or _plain(f.attrs.get("format")) == "amg_fast":
+        u = _require(f, "u", path, "amg_fast")
+        x = np.asarray(_require(f, "x", path, "amg_fast"), dtype=np.float64)
+        t = np.asarray(_require(f, "t", path, "amg_fast"), dtype=np.float64)
+        _check_grids(path, "u", u.shape, x, t)
+        return Location("u", x, t, _attrs(f), "amg_fast", u.shape)
+    splits = [k for k in f if isinstance(f[k], h5py.Group) and any(n.startswith("pde_") for n in f[k])]
+    if not splits:
+        raise DataFileError(
+            f"{path}: unrecognised layout: expected 'tensor' (PDEBench), '<split>/pde_{{nt}}-{{nx}}' (LPSDA) "
+            f"or 'u' (amg_fast); found keys {sorted(f.keys())}"
+        )
+    if split is None:
+        split = "train" if "train" in splits else splits[0] if len(splits) == 1 else None
+        if split is None:
+            raise DataFileError(f"{path}: holds splits {sorted(splits)}; pass split=")
+    if split not in splits:
+        raise DataFileError(f"{path}: no split {split!r}; available: {sorted(splits)}")
+    group = f[split]
+    name = next(n for n in group if n.startswith("pde_"))
+    x, t = _per_trajectory_grid(path, group, "x"), _per_trajectory_grid(path, group, "t")
+    _check_grids(path, f"{split}/{name}", group[name].shape, x, t)
+    return Location(f"{split}/{name}", x, t, {**_attrs(f, group), "split": split}, "lpsda", group[name].shape)
+
+
+def open_file(path) -> h5py.File:
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file")
+    try:
+        return h5py.File(path, "r")
+    except OSError as err:
+        raise DataFileError(f"{path}: not a readable HDF5 file ({err})") from err
+
+
+def check_finite(path, name: str, u: np.ndarray) -> None:
+    if not np.all(np.isfinite(u)):
+        bad = np.argwhere(~np.isfinite(u))[0].tolist()
+        raise DataFileError(f"{path}: {name} holds NaN or Inf values (first at index {bad})")
+
+
+def read_trajectories(path, *, split: str | None = None) -> Trajectories:
+    """Read a PDEBench, LPSDA or amg_fast file -> Trajectories(u [N, T, X], x [X], t [T], attrs).
+
+    split picks an LPSDA group (default "train", or the only one); other layouts hold one set.
+    """
+    with open_file(path) as f:
+        loc = locate(f, path, split)
+        u = np.asarray(f[loc.dataset])
+    check_finite(path, loc.dataset, u)
+    return Trajectories(u=u, x=loc.x, t=loc.t, attrs=loc.attrs, layout=loc.layout)
