@@ -1,6 +1,7 @@
 """Shared test helpers: tolerances per dtype, random inputs, readable ids."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 # Relative (norm-wise) tolerances per dtype. fp32 values allow for TF32 accumulation on a GPU.
@@ -21,3 +22,15 @@ def randn(*shape, dtype=torch.float64, generator=None, requires_grad=False) -> t
 
 def ids(**kw) -> str:
     return "-".join(f"{k}{v}" for k, v in kw.items())
+
+
+def translating_waves(n: int, T: int = 6, N: int = 64, seed: int = 0) -> np.ndarray:
+    """u[i, t, j] = sum_k a_k sin(2 pi k (x_j - t dx)) : each step shifts the state by one cell."""
+    rng = np.random.default_rng(seed)
+    x = np.arange(N) / N
+    t = np.arange(T)[:, None]
+    u = np.zeros((n, T, N))
+    for k in (1, 2, 3):
+        a, phase = rng.uniform(0.5, 1.0, (n, 1, 1)), rng.uniform(0, 2 * np.pi, (n, 1, 1))
+        u += a * np.sin(2 * np.pi * k * (x - t / N) + phase)
+    return u

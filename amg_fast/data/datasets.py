@@ -50,12 +50,15 @@ class TrajectoryDataset(Dataset):
     None = all. limit: keep the
     first `limit` trajectories of the split. omega: the omega_f to report; default the file's
     stored `omega_f_{f}`, else computed from the file's high-resolution training split.
+    omega_per_trajectory=True reports each trajectory's own omega_f instead (computed from its
+    high-resolution frames: the paper's per-batch ablation averages these over a batch).
     """
 
     def __init__(self, path, resolution: int, *, split: str = "train", stride: int | str = "paper",
                  n_frames: int | None | str = "paper", limit: int | None = None, omega: float | None = None,
-                 dtype: torch.dtype = torch.float32):
+                 omega_per_trajectory: bool = False, dtype: torch.dtype = torch.float32):
         self.path, self.resolution, self.split, self.dtype = path, int(resolution), split, dtype
+        self.omega_per_trajectory = bool(omega_per_trajectory)
         with open_file(path) as f:
             loc = locate(f, path, split if not _single_tensor(f) else None)
             self._dataset, self.x, self.layout, self.attrs = loc.dataset, loc.x, loc.layout, loc.attrs
@@ -97,7 +100,8 @@ class TrajectoryDataset(Dataset):
         u = np.asarray(self._file[self._dataset][self.indices[i], self.frames])  # [T, X]
         check_finite(self.path, f"{self._dataset}[{self.indices[i]}]", u)
         low = to_resolution(u, self.resolution, source_grid=self.source_grid)
-        return torch.as_tensor(low, dtype=self.dtype)[..., None], torch.tensor(self.omega, dtype=self.dtype)
+        omega = unresolved_energy_ratio(u, self.resolution) if self.omega_per_trajectory else self.omega
+        return torch.as_tensor(low, dtype=self.dtype)[..., None], torch.tensor(omega, dtype=self.dtype)
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -158,7 +158,7 @@ def _per_trajectory_grid(path, group, key: str) -> np.ndarray:
 
 
 def _nu_from_name(path) -> dict:
-    match = re.search(r"Nu([0-9.eE+-]+?)(?:\.h(?:df)?5)?$", Path(path).name)
+    match = re.search(r"_Nu([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)", Path(path).name)
     return {"Nu": float(match.group(1))} if match else {}
 
 

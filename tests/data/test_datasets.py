@@ -47,6 +47,12 @@ def test_omega_computed_from_training_split_when_not_stored(ks_file):
     assert ds.omega == pytest.approx(unresolved_energy_ratio(train, 64), rel=1e-6)
 
 
+def test_per_trajectory_omega(ks_file):
+    path, train, _ = ks_file
+    ds = TrajectoryDataset(path, 32, omega_per_trajectory=True)
+    assert float(ds[3][1]) == pytest.approx(unresolved_energy_ratio(train[3], 32), rel=1e-5)
+
+
 def test_burgers_paper_frames_and_split(burgers_file):
     path, u = burgers_file
     train, test = TrajectoryDataset(path, 32), TrajectoryDataset(path, 32, split="test")

@@ -1,0 +1,102 @@
+"""Data-set generation: layouts, omega_f from the training split, seeds, skip/overwrite, CLI."""
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from amg_fast.data import generate
+from amg_fast.data.datasets import TrajectoryDataset
+from amg_fast.data.h5 import read_trajectories
+from amg_fast.data.spectral import unresolved_energy_ratio
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def ks_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ks")
+    path, summary = generate.generate_dataset("ks", nu=0.1, n_train=3, n_test=2, seed=5, out_dir=out)
+    return path, summary
+
+
+def test_ks_file_layout_and_omega_from_training_split(ks_file):
+    path, summary = ks_file
+    assert path.name == "ks_nu0.1_train3_test2_seed5.h5" and not summary["skipped"]
+    train, test = read_trajectories(path, split="train"), read_trajectories(path, split="test")
+    assert train.u.shape == (3, 26, 512) and test.u.shape == (2, 26, 512) and train.layout == "lpsda"
+    assert np.allclose(train.t, np.linspace(0, 2.5, 26)) and np.allclose(train.x, np.arange(512) * 64 / 512)
+    assert train.attrs["nu"] == 0.1 and train.attrs["L"] == 64.0 and train.attrs["seed"] != test.attrs["seed"]
+    for f in (32, 64, 128):
+        assert train.attrs[f"omega_f_{f}"] == pytest.approx(unresolved_energy_ratio(train.u, f), rel=1e-4)
+        assert summary[f"omega_f_{f}"] == train.attrs[f"omega_f_{f}"]
+    assert train.attrs["omega_f_32"] > train.attrs["omega_f_64"] > train.attrs["omega_f_128"] > 0
+
+
+def test_same_arguments_skip_and_other_arguments_refuse(ks_file, tmp_path):
+    path, summary = ks_file
+    again_path, again = generate.generate_dataset("ks", nu=0.1, n_train=3, n_test=2, seed=5, out_dir=path.parent)
+    assert again_path == path and again["skipped"] and again["omega_f_32"] == summary["omega_f_32"]
+    with h5py.File(path, "r+") as f:  # the same name with other recorded arguments
+        f.attrs["generator_args"] = f.attrs["generator_args"].replace('"seed": 5', '"seed": 6')
+    with pytest.raises(FileExistsError, match="exists with other generator arguments"):
+        generate.generate_dataset("ks", nu=0.1, n_train=3, n_test=2, seed=5, out_dir=path.parent)
+
+
+def test_same_seed_same_data_and_splits_differ(ks_file, tmp_path):
+    path, _ = ks_file
+    copy, _ = generate.generate_dataset("ks", nu=0.1, n_train=3, n_test=2, seed=5, out_dir=tmp_path)
+    assert np.array_equal(read_trajectories(copy).u, read_trajectories(path).u)
+    other, _ = generate.generate_dataset("ks", nu=0.1, n_train=3, n_test=2, seed=6, out_dir=tmp_path)
+    assert not np.allclose(read_trajectories(other).u, read_trajectories(path).u)
+    seeds = generate.split_seeds(5)
+    assert seeds["train"] != seeds["test"] and seeds == generate.split_seeds(5)
+
+
+def test_interrupted_generation_leaves_no_file(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate.ks, "generate_ks", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        generate.generate_dataset("ks", nu=0.1, n_train=2, n_test=1, out_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_burgers_pdebench_file(tmp_path):
+    path, summary = generate.generate_dataset("burgers", nu=0.001, n_train=2, n_test=1, seed=0, out_dir=tmp_path)
+    assert path.name == "1D_Burgers_Sols_Nu0.001_train2_test1_seed0.hdf5"
+    data = read_trajectories(path)
+    assert data.layout == "pdebench" and data.u.shape == (3, 201, 1024) and data.u.dtype == np.float32
+    assert data.attrs["Nu"] == 0.001 and data.attrs["nu"] == pytest.approx(0.001 / np.pi) and data.attrs["n_test"] == 1
+    assert np.allclose(data.t, np.arange(201) * 0.01) and np.allclose(data.x, (np.arange(1024) + 0.5) / 1024)
+    paper_frames = data.u[:2, ::7][:, :21]
+    assert summary["omega_f_32"] == pytest.approx(unresolved_energy_ratio(paper_frames, 32), rel=1e-4)
+    test = TrajectoryDataset(path, 32, split="test")
+    assert len(test) == 1 and test[0][0].shape == (21, 32, 1) and test.source_grid == "cell"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"pde": "heat"}, r"pde must be one of \('ks', 'burgers'\), got 'heat'"),
+    ({"nu": -1.0}, "nu must be a finite number > 0, got -1.0"),
+    ({"n_train": 0}, "n_train must be an int >= 1, got 0"),
+    ({"pde": "burgers", "method": "radau"}, "method applies to KS only"),
+], ids=["pde", "nu", "n_train", "burgers-method"])
+def test_bad_arguments(tmp_path, kwargs, match):
+    args = {"pde": "ks", "nu": 0.1, "n_train": 2, "n_test": 1, "out_dir": tmp_path, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        generate.generate_dataset(args.pop("pde"), **args)
+
+
+def test_cli_summary_and_skip(tmp_path):
+    cmd = [sys.executable, str(ROOT / "scripts" / "generate_data.py"), "--pde", "ks", "--nu", "0.125",
+           "--n-train", "2", "--n-test", "1", "--out", str(tmp_path)]
+    first = subprocess.run(cmd, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "trajectories/s" in first.stdout and "omega_f (training split, high resolution): f=32:" in first.stdout
+    second = subprocess.run(cmd, capture_output=True, text=True)
+    assert "already complete with these arguments; skipped" in second.stdout
+    bad = subprocess.run(cmd[:-2] + ["--n-train", "0", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "n_train must be an int >= 1, got 0" in bad.stderr
