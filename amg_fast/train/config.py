@@ -1,0 +1,106 @@
+"""Training configuration: one dataclass, two presets (quick, paper), validation."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amg_fast.layers import FUSIONS
+from amg_fast.models import available_models
+
+__all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir"]
+
+OMEGA_MODES = ("fixed", "batch")
+
+
+def default_cache_dir() -> str:
+    """Where generated data sets are cached: $AMG_FAST_CACHE, else ~/.cache/amg_fast."""
+    return os.environ.get("AMG_FAST_CACHE", str(Path.home() / ".cache" / "amg_fast"))
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a run. None means "the preset's value" (see PRESETS and resolve_config)."""
+
+    model: str = "amgfno"
+    pde: str = "ks"
+    nu: float | None = None
+    res: int = 32
+    data: str | None = None
+    cache_dir: str = field(default_factory=default_cache_dir)
+    n_train: int | None = None
+    n_test: int | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    width: int | None = None
+    modes: int | None = None
+    seed: int = 0
+    out: str | None = None
+    device: str = "auto"
+    preset: str = "quick"
+    fast_kernels: bool = False
+    resume: bool = False
+    eval_every: int = 5
+    num_workers: int = 0
+    alpha: float | None = None
+    fusion: str = "residual"
+    no_freq_gate: bool = False
+    omega_mode: str = "fixed"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# The quick preset fits the <= 5 minute CPU budget; the paper preset is the paper's protocol
+# (appendix "Training Details"): 2048 trajectories, 200 epochs, Adam 1e-3 + cosine, batch 32 / 64.
+PRESETS = {
+    "quick": {"n_train": 256, "n_test": 32, "epochs": 40, "batch_size": 16, "width": 64},
+    "paper": {"n_train": 2048, "n_test": None, "epochs": 200, "batch_size": {"ks": 32, "burgers": 64}, "width": 128},
+}
+DEFAULT_NU = {"ks": 0.1, "burgers": 0.001}
+
+
+def _positive(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def resolve_config(cfg: TrainConfig) -> TrainConfig:
+    """Fill preset values into the None fields and check every setting; returns a new config."""
+    if cfg.preset not in PRESETS:
+        raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {cfg.preset!r}")
+    if cfg.pde not in DEFAULT_NU:
+        raise ValueError(f"pde must be one of {tuple(DEFAULT_NU)}, got {cfg.pde!r}")
+    if cfg.model not in available_models():
+        raise ValueError(f"unknown model {cfg.model!r}; available: {', '.join(available_models())}")
+    values = cfg.to_dict()
+    for key, value in PRESETS[cfg.preset].items():
+        if values[key] is None:
+            values[key] = value[cfg.pde] if isinstance(value, dict) else value
+    values["nu"] = DEFAULT_NU[cfg.pde] if cfg.nu is None else cfg.nu
+    values["modes"] = values["modes"] if values["modes"] is not None else values["res"] // 2
+    out = TrainConfig(**values)
+    for name in ("res", "n_train", "epochs", "batch_size", "width", "modes", "eval_every"):
+        _positive(name, getattr(out, name))
+    if out.n_test is not None:
+        _positive("n_test", out.n_test)
+    if not out.nu > 0:
+        raise ValueError(f"nu must be > 0, got {out.nu}")
+    if not out.lr > 0 or out.weight_decay < 0:
+        raise ValueError(f"need lr > 0 and weight_decay >= 0, got lr={out.lr}, weight_decay={out.weight_decay}")
+    if out.omega_mode not in OMEGA_MODES:
+        raise ValueError(f"omega_mode must be one of {OMEGA_MODES}, got {out.omega_mode!r}")
+    if out.fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {FUSIONS}, got {out.fusion!r}")
+    model_specific = {"alpha": out.alpha is not None, "fusion": out.fusion != "residual"}
+    for flag, used in model_specific.items():
+        if used and out.model != "s4ffno":
+            raise ValueError(f"--{flag} applies to --model s4ffno only, got --model {out.model}")
+    if (out.no_freq_gate or out.omega_mode != "fixed") and out.model != "amgfno":
+        raise ValueError(f"--no-freq-gate and --omega-mode apply to --model amgfno only, got --model {out.model}")
+    if out.no_freq_gate and out.omega_mode != "fixed":
+        raise ValueError("--omega-mode batch needs the frequency gate; it cannot be combined with --no-freq-gate")
+    return out

@@ -1,0 +1,195 @@
+"""Training and evaluation: loss goes down, metric anchors, rollout-only evaluation, resume
+after kill -9, DDP on CPU, the quick default, and every bad input or fault."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import translating_waves
+
+from amg_fast.models.base import SequenceModel
+from amg_fast.train.config import TrainConfig
+from amg_fast.train.evaluate import evaluate
+from amg_fast.train.trainer import RunDirError, TrainingDiverged, train
+
+ROOT = Path(__file__).parents[2]
+TINY = dict(res=32, n_train=12, n_test=4, batch_size=4, width=16, modes=8, eval_every=100, device="cpu")
+
+
+def run_cli(script, *args, env=None, **kw):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *map(str, args)], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, **kw)
+
+
+def test_tiny_run_lowers_the_loss_and_writes_the_run_directory(tiny_data, tmp_path):
+    out = tmp_path / "run"
+    results = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=8, **TINY), log=lambda *a: None)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and rows[-1]["train_loss"] < 0.5 * rows[0]["train_loss"]
+    assert {"epoch", "train_loss", "lr", "gate_mean", "time_s"} <= set(rows[0]) and "test_nrmse" in rows[-1]
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["nrmse"] == results["nrmse"] and 0 < saved["nrmse"] < 1 and len(saved["nrmse_per_step"]) == 5
+    assert {"nrmse", "nrmse_per_step", "gate_mean", "params", "wall_time_s", "device"} <= set(saved)
+    assert saved["gate_mean_last20_epochs"] == pytest.approx(np.mean([r["gate_mean"] for r in rows]))
+    rollout = np.load(out / "rollout.npz")
+    assert rollout["pred"].shape == rollout["true"].shape == (4, 5, 32)
+    assert json.loads((out / "config.json").read_text())["epochs"] == 8
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["epoch"] == 8
+
+
+class Shift(SequenceModel):
+    """Predicts the next state by shifting one cell (exact for translating_waves at S = 64)."""
+
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, u):
+        return self.scale * torch.roll(u, 1, dims=2)
+
+    def step(self, u_t, state):
+        return self.scale * torch.roll(u_t, 1, dims=1), state
+
+
+class Cheater(SequenceModel):
+    """Perfect under teacher forcing with the whole sequence (it reads u_{t+1}); at rollout it
+    only has its own predictions and repeats the state."""
+
+    def forward(self, u):
+        return torch.cat([u[:, 1:], u[:, -1:]], dim=1)
+
+    def step(self, u_t, state):
+        return u_t, state
+
+
+def loader(n=6, T=6):
+    u = torch.tensor(translating_waves(n, T), dtype=torch.float64)[..., None]
+    return [(u, torch.zeros(n))], u
+
+
+def test_nrmse_anchors_perfect_and_zero_predictor():
+    batches, _ = loader()
+    assert evaluate(Shift(), batches, "cpu").nrmse == pytest.approx(0.0, abs=1e-12)
+    assert evaluate(Shift(scale=0.0), batches, "cpu").nrmse == pytest.approx(1.0, abs=1e-12)
+
+
+def test_evaluation_rolls_out_from_u0_only():
+    batches, u = loader()
+    result = evaluate(Cheater(), batches, "cpu")
+    persistence = ((u[:, :1] - u[:, 1:]).flatten(2).norm(dim=-1) / u[:, 1:].flatten(2).norm(dim=-1)).mean()
+    assert result.nrmse == pytest.approx(float(persistence), rel=1e-12) and result.nrmse > 0.1
+    assert np.allclose(result.pred, np.broadcast_to(u[:, :1, :, 0].numpy(), result.pred.shape))
+
+
+def test_resume_after_kill_9_matches_an_uninterrupted_run(tiny_data, tmp_path):
+    args = ["--data", tiny_data, "--epochs", 6, "--res", 32, "--n-train", 12, "--n-test", 4, "--batch-size", 4,
+            "--width", 16, "--modes", 8, "--eval-every", 3, "--device", "cpu", "--seed", 3]
+    assert run_cli("train.py", *args, "--out", tmp_path / "full").returncode == 0
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), *map(str, args), "--out", str(killed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        metrics = killed / "metrics.jsonl"
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 2:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (killed / "results.json").exists()
+    resumed = run_cli("train.py", *args, "--out", killed, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stdout
+    full, again = (json.loads((d / "results.json").read_text()) for d in (tmp_path / "full", killed))
+    assert again["nrmse"] == pytest.approx(full["nrmse"], rel=1e-6)
+    rows = [[json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()] for d in (tmp_path / "full", killed)]
+    assert [r["train_loss"] for r in rows[1]] == pytest.approx([r["train_loss"] for r in rows[0]], rel=1e-6)
+
+
+def test_ddp_two_gloo_processes_agree(tiny_data, tmp_path):
+    out = tmp_path / "ddp"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+                           str(ROOT / "scripts" / "train.py"), "--data", str(tiny_data), "--epochs", "2", "--res", "32",
+                           "--n-train", "12", "--n-test", "4", "--batch-size", "4", "--width", "16", "--modes", "8",
+                           "--device", "cpu", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["world_size"] == 2 and results["ddp_ranks_agree"] is True
+    assert proc.stdout.count("epoch    1") == 1  # only rank 0 logs
+
+
+def test_quick_default_reduced_variant(tmp_path):
+    """The no-flag command's path (generated KS data in a cache, AMGFNO, results table), made small."""
+    proc = run_cli("train.py", "--n-train", 4, "--n-test", 2, "--epochs", 1, "--width", 8, "--batch-size", 4,
+                   "--cache-dir", tmp_path / "cache", "--out", tmp_path / "quick", "--fast-kernels")
+    assert proc.returncode == 0, proc.stderr
+    assert "falling back to the PyTorch reference" in proc.stdout
+    assert "| amgfno | ks | 0.1 | 32 |" in proc.stdout
+    assert len(list((tmp_path / "cache").glob("ks_nu0.1_*.h5"))) == 1
+
+
+def test_evaluate_script_matches_training_results(tiny_data, tmp_path):
+    out = tmp_path / "run"
+    results = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=2, **TINY), log=lambda *a: None)
+    proc = run_cli("evaluate.py", out / "checkpoint.pt", "--data", tiny_data, "--json", tmp_path / "e.json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "e.json").read_text())["nrmse"] == pytest.approx(results["nrmse"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "change,error,match",
+    [
+        ({"data": "missing.h5"}, ValueError, "missing.h5: no such file"),
+        ({"res": 128}, ValueError, r"resolution must be in 1..64 \(the data's resolution\), got 128"),
+        ({"model": "fno"}, ValueError, "unknown model 'fno'"),
+        ({"alpha": 0.5}, ValueError, "--alpha applies to --model s4ffno only"),
+        ({"model": "ffno", "no_freq_gate": True}, ValueError, "apply to --model amgfno only"),
+        ({"epochs": 0}, ValueError, "epochs must be an integer >= 1, got 0"),
+    ],
+    ids=["missing-file", "res-above-data", "unknown-model", "alpha-with-amgfno", "freq-gate-with-ffno", "epochs-0"],
+)
+def test_bad_configs(tiny_data, tmp_path, change, error, match):
+    cfg = TrainConfig(**{**TINY, "data": str(tiny_data), "out": str(tmp_path / "run"), "epochs": 1, **change})
+    with pytest.raises(error, match=match):
+        train(cfg, log=lambda *a: None)
+
+
+def test_malformed_data_file(tmp_path):
+    bad = tmp_path / "bad.h5"
+    bad.write_text("not hdf5")
+    proc = run_cli("train.py", "--data", bad, "--epochs", 1, "--out", tmp_path / "run")
+    assert proc.returncode == 2 and "bad.h5: not a readable HDF5 file" in proc.stderr
+
+
+def test_nan_loss_stops_with_the_epoch_and_keeps_the_last_checkpoint(tiny_data, tmp_path, monkeypatch):
+    import amg_fast.train.trainer as trainer
+
+    real_loss, calls = trainer._loss, []
+
+    def loss_nan_from_epoch_2(*args):  # 3 batches per epoch: the 4th call is epoch 2
+        calls.append(1)
+        loss = real_loss(*args)
+        return loss * float("nan") if len(calls) > 3 else loss
+
+    monkeypatch.setattr(trainer, "_loss", loss_nan_from_epoch_2)
+    out = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match=r"loss is nan at epoch 2; .* last good checkpoint .*checkpoint.pt\) is kept"):
+        train(TrainConfig(data=str(tiny_data), out=str(out), epochs=3, **TINY), log=lambda *a: None)
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["epoch"] == 1
+    assert not (out / "results.json").exists()
+
+
+def test_run_directory_of_another_run_needs_resume(tiny_data, tmp_path):
+    out = tmp_path / "run"
+    train(TrainConfig(data=str(tiny_data), out=str(out), epochs=1, **TINY), log=lambda *a: None)
+    with pytest.raises(RunDirError, match="already holds a run .* pass --resume"):
+        train(TrainConfig(data=str(tiny_data), out=str(out), epochs=1, **TINY), log=lambda *a: None)
+    with pytest.raises(RunDirError, match=r"--resume with settings that differ .* width=16 -> 32"):
+        train(TrainConfig(**{**TINY, "width": 32}, data=str(tiny_data), out=str(out), epochs=1, resume=True),
+              log=lambda *a: None)
