@@ -1,22 +1,33 @@
 """Model registry: get_model(name, **kwargs), available_models().
 
+Memory models: "ffno", "multi_input_ffno" (window of 4 states), "s4ffno", "amgfno". Markovian
+baselines of the paper's main table: "factformer", "gkt" (Galerkin Transformer), "unet".
+
 Common keyword arguments: in_channels, out_channels, width (H), modes (K; None = S//2 of the
 first input); AMGFNO also takes omega, freq_gate; S4FFNO fusion, alpha; memory models state_dim;
-all take backend ("auto" | "triton" | "reference") for their ops.
+all take backend ("auto" | "triton" | "reference") for their ops. Factformer and UNet have no
+Fourier layer: they take modes=None only (class attribute uses_modes = False); UNet needs S % 16 == 0.
 """
 from __future__ import annotations
 
 from torch import nn
 
 from amg_fast.models.base import SequenceModel
+from amg_fast.models.factformer import Factformer1d
 from amg_fast.models.ffno import FFNO1d, MultiInputFFNO1d
+from amg_fast.models.gkt import GalerkinTransformer1d
+from amg_fast.models.markovian import MarkovianModel
 from amg_fast.models.memory import AMGFNO1d, S4FFNO1d
+from amg_fast.models.unet import UNet1d
 
 MODELS: dict[str, type[SequenceModel]] = {
     "ffno": FFNO1d,
     "multi_input_ffno": MultiInputFFNO1d,
     "s4ffno": S4FFNO1d,
     "amgfno": AMGFNO1d,
+    "factformer": Factformer1d,
+    "gkt": GalerkinTransformer1d,
+    "unet": UNet1d,
 }
 
 
@@ -37,5 +48,6 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-__all__ = ["get_model", "available_models", "count_parameters", "SequenceModel",
-           "FFNO1d", "MultiInputFFNO1d", "S4FFNO1d", "AMGFNO1d", "MODELS"]
+__all__ = ["get_model", "available_models", "count_parameters", "SequenceModel", "MarkovianModel",
+           "FFNO1d", "MultiInputFFNO1d", "S4FFNO1d", "AMGFNO1d",
+           "Factformer1d", "GalerkinTransformer1d", "UNet1d", "MODELS"]

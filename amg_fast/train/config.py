@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amg_fast.layers import FUSIONS
-from amg_fast.models import available_models
+from amg_fast.models import MODELS, available_models
 
 __all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir"]
 
@@ -81,10 +81,16 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         if values[key] is None:
             values[key] = value[cfg.pde] if isinstance(value, dict) else value
     values["nu"] = DEFAULT_NU[cfg.pde] if cfg.nu is None else cfg.nu
-    values["modes"] = values["modes"] if values["modes"] is not None else values["res"] // 2
+    if getattr(MODELS[cfg.model], "uses_modes", True):
+        values["modes"] = values["modes"] if values["modes"] is not None else values["res"] // 2
+    elif values["modes"] is not None:
+        raise ValueError(f"--modes applies to models with Fourier layers; --model {cfg.model} has none "
+                         f"(got --modes {values['modes']})")
     out = TrainConfig(**values)
-    for name in ("res", "n_train", "epochs", "batch_size", "width", "modes", "eval_every"):
+    for name in ("res", "n_train", "epochs", "batch_size", "width", "eval_every"):
         _positive(name, getattr(out, name))
+    if out.modes is not None:
+        _positive("modes", out.modes)
     if out.n_test is not None:
         _positive("n_test", out.n_test)
     if not out.nu > 0:

@@ -68,7 +68,9 @@ def _backend(fast_kernels: bool, device: torch.device, log) -> str:
 
 
 def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module:
-    kwargs = {"in_channels": 1, "out_channels": 1, "width": cfg.width, "modes": cfg.modes, "backend": backend}
+    kwargs = {"in_channels": 1, "out_channels": 1, "width": cfg.width, "backend": backend}
+    if cfg.modes is not None:  # None for models without Fourier layers (resolve_config)
+        kwargs["modes"] = cfg.modes
     if cfg.model == "amgfno":
         kwargs.update(omega=omega, freq_gate=not cfg.no_freq_gate)
     elif cfg.model == "s4ffno":
@@ -157,13 +159,12 @@ def train(cfg: TrainConfig, log=print) -> dict:
     batch_omega = cfg.omega_mode == "batch"
     train_ds = TrajectoryDataset(path, cfg.res, split="train", limit=cfg.n_train, omega_per_trajectory=batch_omega)
     test_ds = TrajectoryDataset(path, cfg.res, split="test", limit=cfg.n_test, omega_per_trajectory=batch_omega)
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg, train_ds.omega, backend).to(device)  # before the run dir: a bad build leaves none
+    params = count_parameters(model)
     out = _prepare_run_dir(cfg) if rank == 0 else Path(cfg.out)
     if dist.is_initialized():
         dist.barrier()
-
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, train_ds.omega, backend).to(device)
-    params = count_parameters(model)
     if dist.is_initialized():
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(_param_groups(model, cfg.weight_decay), lr=cfg.lr)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import rel_err
 
-from amg_fast.models import AMGFNO1d, FFNO1d, available_models, count_parameters, get_model
+from amg_fast.models import MODELS, AMGFNO1d, FFNO1d, available_models, count_parameters, get_model
 
 CORE = ["ffno", "multi_input_ffno", "s4ffno", "amgfno"]
 SMALL = dict(in_channels=1, out_channels=1, width=16, modes=4)
@@ -23,7 +23,7 @@ def test_registry_lists_the_core_models():
 
 
 def test_unknown_model_name():
-    with pytest.raises(ValueError, match=r"unknown model name 'fno'; available: amgfno, ffno"):
+    with pytest.raises(ValueError, match=r"unknown model name 'fno'; available: amgfno, factformer, ffno"):
         get_model("fno")
 
 
@@ -202,9 +202,13 @@ def readme_parameter_counts():
 
 
 def test_parameter_counts_listed_in_readme():
-    """README lists each model's parameter count at the paper's width 128 and modes f//2."""
+    """README lists each model's parameter count at the paper's sizes: the core models at width 128,
+    the baselines at their default widths; modes f//2 where a model has Fourier layers."""
     table = readme_parameter_counts()
-    assert set(CORE) <= set(table)
-    for name in CORE:
-        got = [count_parameters(get_model(name, width=128, modes=f // 2)) for f in (32, 64, 128)]
+    assert set(available_models()) <= set(table)
+    for name in available_models():
+        kwargs = {"width": 128} if name in CORE else {}
+        uses_modes = getattr(MODELS[name], "uses_modes", True)
+        got = [count_parameters(get_model(name, **kwargs, **({"modes": f // 2} if uses_modes else {})))
+               for f in (32, 64, 128)]
         assert table[name] == got, name

@@ -193,3 +193,17 @@ def test_run_directory_of_another_run_needs_resume(tiny_data, tmp_path):
     with pytest.raises(RunDirError, match=r"--resume with settings that differ .* width=16 -> 32"):
         train(TrainConfig(**{**TINY, "width": 32}, data=str(tiny_data), out=str(out), epochs=1, resume=True),
               log=lambda *a: None)
+
+
+@pytest.mark.parametrize("model", ["multi_input_ffno", "s4ffno", "factformer", "gkt", "unet"])
+def test_every_registered_model_trains_through_the_script_path(tiny_data, tmp_path, model):
+    cfg = TrainConfig(**{**TINY, "modes": None, "width": 8}, model=model, data=str(tiny_data), out=str(tmp_path / model),
+                      epochs=1)
+    results = train(cfg, log=lambda *a: None)
+    assert results["model"] == model and np.isfinite(results["nrmse"]) and results["gate_mean"] is None
+
+
+def test_modes_refused_for_models_without_fourier_layers(tiny_data, tmp_path):
+    with pytest.raises(ValueError, match="--modes applies to models with Fourier layers; --model unet has none"):
+        train(TrainConfig(**TINY, model="unet", data=str(tiny_data), out=str(tmp_path / "u"), epochs=1))
+    assert not (tmp_path / "u").exists()
