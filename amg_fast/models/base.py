@@ -20,6 +20,11 @@ def grid_coordinates(S: int, like: torch.Tensor) -> torch.Tensor:
     return (torch.arange(S, device=like.device, dtype=like.dtype) / S)[:, None]
 
 
+def append_grid(u: torch.Tensor) -> torch.Tensor:
+    """u [..., S, C] -> [u, x/L] [..., S, C + 1] (the grid encoding every model uses)."""
+    return torch.cat([u, grid_coordinates(u.shape[-2], u).expand(u.shape[:-1] + (1,))], dim=-1)
+
+
 class SequenceModel(nn.Module):
     """Base class: input checks, grid encoder, generic autoregressive rollout.
 
@@ -88,8 +93,7 @@ class FFNOBackbone(SequenceModel):
         self.decoder = nn.Sequential(nn.Linear(width, 128), nn.Linear(128, out_channels))
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
-        grid = grid_coordinates(u.shape[-2], u).expand(u.shape[:-1] + (1,))
-        return self.encoder(torch.cat([u, grid], dim=-1))
+        return self.encoder(append_grid(u))
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
         return self.decoder(h)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from amg_fast._checks import check_int_range
-from amg_fast.models.base import SequenceModel, grid_coordinates
+from amg_fast.models.base import SequenceModel, append_grid
 from amg_fast.ops._backend import BACKENDS
 
 __all__ = ["MarkovianModel", "mlp"]
@@ -43,10 +43,7 @@ class MarkovianModel(SequenceModel):
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.backend = backend
 
-    @staticmethod
-    def with_grid(u: torch.Tensor) -> torch.Tensor:
-        """u [..., S, C] -> [u, x/L] [..., S, C + 1]."""
-        return torch.cat([u, grid_coordinates(u.shape[-2], u).expand(u.shape[:-1] + (1,))], dim=-1)
+    with_grid = staticmethod(append_grid)
 
     def predict(self, u: torch.Tensor) -> torch.Tensor:
         """The one-step map: u [..., S, C] -> prediction of the next state [..., S, C]."""
