@@ -1,5 +1,29 @@
+import os
+
 import pytest
 import torch
+
+# Without a GPU the Triton kernels run in Triton's interpreter on CPU tensors. The variable must be
+# set before triton is first imported (the kernels are defined at import time).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+KERNEL_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture
+def kdev():
+    """Device the kernel tests run on: the GPU when there is one, else CPU under TRITON_INTERPRET=1."""
+    return torch.device(KERNEL_DEVICE)
+
+
+@pytest.fixture
+def poisoned():
+    """Every kernel output buffer starts as NaN inside the test, so an unwritten element fails it."""
+    from amg_fast.kernels._common import poisoned_outputs
+
+    with poisoned_outputs():
+        yield
 
 
 @pytest.fixture

@@ -1,12 +1,15 @@
 """Backend selection shared by every op: "auto" | "triton" | "reference".
 
-"auto" picks Triton when the tensors are on CUDA and the op has Triton kernels, else the
-reference; the choice and its reason are logged once per (op, choice, reason). "triton" never
-falls back silently: it raises when the kernels cannot run.
+"auto" picks Triton when the tensors are on CUDA and Triton imports, else the reference; the
+choice and its reason are logged once per (op, choice, reason). "triton" never falls back
+silently: it raises a RuntimeError saying why the kernels cannot run. With TRITON_INTERPRET=1 set
+before Triton is first imported, "triton" runs the same kernels on CPU tensors (how CI tests them).
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 
 import torch
 
@@ -22,25 +25,49 @@ def _log_once(op: str, choice: str, reason: str) -> None:
         logger.info("amg_fast.ops.%s: using the %s backend (%s)", op, choice, reason)
 
 
-def resolve_backend(op: str, backend: str, device: torch.device, *, has_triton_kernels: bool) -> str:
-    """Return "triton" or "reference" for op on device, or raise with the reason."""
+def triton_importable() -> bool:
+    """True when the triton package is installed (checked without importing it)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def triton_interpreter_on() -> bool:
+    """True when TRITON_INTERPRET=1: Triton kernels then run on CPU tensors, in the interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def triton_unavailable_reason(device: torch.device) -> str | None:
+    """Why the Triton kernels cannot run on tensors of this device, or None when they can."""
+    if not triton_importable():
+        return "the triton package is not installed (pip install triton; Linux with an NVIDIA GPU)"
+    if device.type == "cuda":
+        return None
+    if device.type == "cpu" and triton_interpreter_on():
+        return None
+    return (f"tensors are on {device.type}; the Triton kernels need CUDA tensors, or CPU tensors with "
+            "TRITON_INTERPRET=1 set before triton is imported")
+
+
+def resolve_backend(op: str, backend: str, device: torch.device) -> str:
+    """Return "triton" or "reference" for op on device, or raise saying why Triton cannot run."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "reference":
         return "reference"
+    reason = triton_unavailable_reason(device)
     if backend == "triton":
-        if not has_triton_kernels:
-            raise NotImplementedError(
-                f"backend='triton' for {op}: the Triton kernels are not implemented yet "
-                "(they arrive with the kernel issue); use backend='reference' or 'auto'"
-            )
+        if reason is not None:
+            raise RuntimeError(f"backend='triton' for {op} cannot run: {reason}; use backend='reference' "
+                               "or 'auto'")
         return "triton"
-    # auto
-    if not has_triton_kernels:
-        _log_once(op, "reference", "no Triton kernels for this op yet")
-        return "reference"
-    if device.type != "cuda":
-        _log_once(op, "reference", f"tensors are on {device.type}, Triton needs CUDA")
+    if device.type != "cuda" or reason is not None:  # auto: Triton only on CUDA
+        _log_once(op, "reference", reason or f"tensors are on {device.type}, 'auto' uses Triton on CUDA only")
         return "reference"
     _log_once(op, "triton", "tensors on CUDA")
     return "triton"
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype active for this device type, or None when autocast is off."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return None

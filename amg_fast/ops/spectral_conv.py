@@ -1,16 +1,19 @@
 """Truncated-rFFT spectral convolution along the second-to-last axis.
 
 y = irfft(Y, n=S) with Y[k, o] = sum_i rfft(x)[k, i] * W[k, i, o] for k < K, 0 for k >= K
-(both transforms with norm="ortho"). Reads top to bottom: validation -> reference -> public op.
+(both transforms with norm="ortho"). Reads top to bottom: validation -> reference -> custom ops
+over the Triton kernels (torch.library.triton_op, so torch.compile traces through them) ->
+autograd Function -> public op.
 """
 from __future__ import annotations
 
 import torch
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, compute_dtype
-from amg_fast.ops._backend import resolve_backend
+from amg_fast._nvtx import nvtx_range
+from amg_fast.ops._backend import autocast_dtype, resolve_backend, triton_importable
 
-__all__ = ["spectral_conv1d", "spectral_conv1d_ref", "check_spectral_conv1d_args"]
+__all__ = ["spectral_conv1d", "spectral_conv1d_ref", "check_spectral_conv1d_args", "SpectralConv1dFn"]
 
 
 def check_spectral_conv1d_args(x: torch.Tensor, weight: torch.Tensor) -> None:
@@ -50,6 +53,50 @@ def spectral_conv1d_ref(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.fft.irfft(y_hat, n=S, dim=-2, norm="ortho").to(x.dtype)
 
 
+if triton_importable():
+    from torch.library import triton_op
+
+    from amg_fast.kernels import spectral_conv as _kernels
+
+    @triton_op("amg_fast::spectral_conv1d_fwd", mutates_args=())
+    def _spectral_conv1d_fwd_op(x: torch.Tensor, weight: torch.Tensor, transform: str
+                                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [R, S, H_in], weight [K, H_in, H_out, 2] -> (y [R, S, H_out], spectrum [2, K, R, H_in])."""
+        return _kernels.spectral_conv1d_fwd(x, weight, transform)
+
+    @triton_op("amg_fast::spectral_conv1d_bwd", mutates_args=())
+    def _spectral_conv1d_bwd_op(dy: torch.Tensor, spec_x: torch.Tensor, weight: torch.Tensor,
+                                x_like: torch.Tensor, transform: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """dy [R, S, H_out] -> (dx [R, S, H_in] in x_like's dtype, dweight like weight)."""
+        return _kernels.spectral_conv1d_bwd(dy, spec_x, weight, x_like.dtype, transform)
+
+
+class SpectralConv1dFn(torch.autograd.Function):
+    """Autograd over the Triton kernels. x [..., S, H_in], weight [K, H_in, H_out, 2] -> y.
+
+    The forward keeps the truncated spectrum of x (as large as x at K = S/2) for dweight.
+    transform: "auto" | "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, transform="auto"):
+        lead, (S, h_in) = x.shape[:-2], x.shape[-2:]
+        y, spec_x = _spectral_conv1d_fwd_op(x.reshape(-1, S, h_in), weight, transform)
+        ctx.save_for_backward(spec_x, weight)
+        ctx.x_meta = (x.shape, x.dtype)
+        ctx.transform = transform
+        return y.view(*lead, S, weight.shape[2])
+
+    @staticmethod
+    def backward(ctx, dy):
+        spec_x, weight = ctx.saved_tensors
+        x_shape, x_dtype = ctx.x_meta
+        x_like = spec_x.new_empty((0,), dtype=x_dtype)
+        dx, dweight = _spectral_conv1d_bwd_op(dy.reshape(-1, *dy.shape[-2:]), spec_x, weight, x_like,
+                                              ctx.transform)
+        return dx.view(x_shape), dweight, None
+
+
 def spectral_conv1d(x: torch.Tensor, weight: torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
     """Spectral convolution keeping the first K rFFT modes of x along dim -2.
 
@@ -57,5 +104,13 @@ def spectral_conv1d(x: torch.Tensor, weight: torch.Tensor, *, backend: str = "au
     Returns y [..., S, H_out] in x's dtype. backend: "auto" | "triton" | "reference".
     """
     check_spectral_conv1d_args(x, weight)
-    resolve_backend("spectral_conv1d", backend, x.device, has_triton_kernels=False)
-    return spectral_conv1d_ref(x, weight)
+    if resolve_backend("spectral_conv1d", backend, x.device) == "reference":
+        return spectral_conv1d_ref(x, weight)
+    with nvtx_range("amg_fast.spectral_conv1d"):
+        cast = autocast_dtype(x.device)
+        if cast is not None:  # activations in the autocast dtype; weights stay fp32, cast in-kernel
+            x = x.to(cast)
+        if x.dtype == torch.float16 or weight.dtype == torch.float16:
+            raise TypeError("spectral_conv1d with backend='triton' takes float32, float64 or bfloat16 "
+                            f"tensors, got x {x.dtype}, weight {weight.dtype}")
+        return SpectralConv1dFn.apply(x, weight)

@@ -1,4 +1,4 @@
-"""Backend selection: reference runs, triton says it is not there yet, unknown names are refused."""
+"""Backend selection: reference runs, triton runs or says exactly why it cannot, unknown names are refused."""
 import logging
 
 import pytest
@@ -16,9 +16,26 @@ OPS = {
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_triton_backend_raises_until_kernels_exist(op):
-    with pytest.raises(NotImplementedError, match=f"backend='triton' for {op}: the Triton kernels are not implemented"):
+def test_triton_on_cpu_without_interpreter_raises(op, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(RuntimeError, match=f"backend='triton' for {op} cannot run: tensors are on cpu; the Triton "
+                                           "kernels need CUDA tensors, or CPU tensors with TRITON_INTERPRET=1"):
         OPS[op]("triton")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_triton_without_triton_package_raises(op, monkeypatch):
+    monkeypatch.setattr(_backend, "triton_importable", lambda: False)
+    with pytest.raises(RuntimeError, match=f"backend='triton' for {op} cannot run: the triton package is not installed"):
+        OPS[op]("triton")
+
+
+def test_auto_on_cuda_picks_triton_and_on_cpu_reference(monkeypatch):
+    monkeypatch.setattr(_backend, "_logged", set())
+    assert _backend.resolve_backend("op", "auto", torch.device("cuda")) == "triton"
+    assert _backend.resolve_backend("op", "auto", torch.device("cpu")) == "reference"  # interpreter or not
+    monkeypatch.setattr(_backend, "triton_importable", lambda: False)
+    assert _backend.resolve_backend("op", "auto", torch.device("cuda")) == "reference"
 
 
 @pytest.mark.parametrize("op", OPS)

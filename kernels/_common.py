@@ -1,0 +1,41 @@
+"""Launch helpers shared by the kernels: output allocation (NaN-poisoned in tests), dot precision."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import triton
+
+_POISON_OUTPUTS = False
+
+# Triton element types for the torch dtypes the kernels accept.
+TORCH_TO_TL = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def new_output(shape, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """torch.empty, filled with NaN while poisoned_outputs() is active (tests: every element written)."""
+    out = torch.empty(shape, dtype=dtype, device=device)
+    if _POISON_OUTPUTS:
+        out.fill_(float("nan"))
+    return out
+
+
+@contextlib.contextmanager
+def poisoned_outputs():
+    """Within this block every kernel output buffer starts as NaN, so an unwritten element shows."""
+    global _POISON_OUTPUTS
+    previous, _POISON_OUTPUTS = _POISON_OUTPUTS, True
+    try:
+        yield
+    finally:
+        _POISON_OUTPUTS = previous
+
+
+def dot_precision(dtype: torch.dtype) -> str:
+    """tl.dot input_precision: IEEE for fp64; TF32 (fp32 accumulate) for fp32; bf16/fp16 run natively."""
+    return "ieee" if dtype == torch.float64 else "tf32"
+
+
+def next_pow2(n: int, minimum: int = 16) -> int:
+    """Smallest power of two >= max(n, minimum) (tl.arange needs powers of two, tl.dot dims >= 16)."""
+    return max(minimum, triton.next_power_of_2(int(n)))
