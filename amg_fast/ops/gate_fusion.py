@@ -55,5 +55,5 @@ def gate_fusion(h, z, w_z, w_h, b, chi, *, backend: str = "auto") -> tuple[torch
     one value per leading index of h). Returns (out, g), both [..., H] in h's dtype.
     """
     check_gate_fusion_args(h, z, w_z, w_h, b, chi)
-    resolve_backend("gate_fusion", backend, h.device, has_triton_kernels=False)
+    resolve_backend("gate_fusion", backend, h.device)
     return gate_fusion_ref(h, z, w_z, w_h, b, chi)

@@ -73,7 +73,7 @@ def s4d_scan(u, lam, c, d, *, backend: str = "auto") -> torch.Tensor:
     d: real [H]. Returns y [B, T, S, H] in u's dtype.
     """
     check_s4d_scan_args(u, lam, c, d)
-    resolve_backend("s4d_scan", backend, u.device, has_triton_kernels=False)
+    resolve_backend("s4d_scan", backend, u.device)
     return s4d_scan_ref(u, lam, c, d)
 
 
@@ -86,5 +86,5 @@ def s4d_step(u_t, state, lam, c, d, *, backend: str = "auto") -> tuple[torch.Ten
     check_real_float("state", state)
     check_shape("state", state, tuple(u_t.shape) + (lam.shape[1], 2), "[..., H, N, 2]")
     check_same_device(u_t=u_t, state=state, lam=lam, c=c, d=d)
-    resolve_backend("s4d_step", backend, u_t.device, has_triton_kernels=False)
+    resolve_backend("s4d_step", backend, u_t.device)
     return s4d_step_ref(u_t, state, lam, c, d)
