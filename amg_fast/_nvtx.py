@@ -1,11 +1,9 @@
 """nvtx ranges for profilers (Nsight): `with nvtx_range("amg_fast.spectral_conv1d"): ...`.
 
 Uses the `nvtx` package where installed, else torch.cuda.nvtx when CUDA is initialised; a no-op
-without either (and costs ~1 us when no profiler is attached). Never initialises CUDA.
+without either, and under torch.compile (where it must not break the graph). Never initialises CUDA.
 """
 from __future__ import annotations
-
-import contextlib
 
 try:
     import nvtx as _nvtx_pkg
@@ -15,17 +13,24 @@ except ImportError:  # a GPU machine may lack the package
 import torch
 
 
-@contextlib.contextmanager
-def nvtx_range(name: str):
+class nvtx_range:  # noqa: N801 (used like a function: `with nvtx_range(name):`)
     """Mark the enclosed region as `name` in an Nsight timeline."""
-    if _nvtx_pkg is not None:
-        with _nvtx_pkg.annotate(name, domain="amg_fast"):
-            yield
-    elif torch.cuda.is_initialized():
-        torch.cuda.nvtx.range_push(name)
-        try:
-            yield
-        finally:
-            torch.cuda.nvtx.range_pop()
-    else:
-        yield
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        if not torch.compiler.is_compiling():
+            if _nvtx_pkg is not None:
+                _nvtx_pkg.push_range(self.name, domain="amg_fast")
+            elif torch.cuda.is_initialized():
+                torch.cuda.nvtx.range_push(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        if not torch.compiler.is_compiling():
+            if _nvtx_pkg is not None:
+                _nvtx_pkg.pop_range(domain="amg_fast")
+            elif torch.cuda.is_initialized():
+                torch.cuda.nvtx.range_pop()
+        return False

@@ -32,6 +32,20 @@ from amg_fast.kernels._common import dot_precision, new_output, next_pow2
 TRANSFORM_FFT_MIN_S = 512
 TRANSFORMS = ("auto", "dft", "fft")
 
+# Launch configurations (block sizes are capped by the problem size, min 16 for tl.dot). Tuned by
+# scripts/kernel_sweep.py on a GPU; module-level so a sweep can override them.
+TRANSFORM_CONFIG = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
+MIX_CONFIG = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=64, num_warps=4)
+DWEIGHT_CONFIG = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, num_warps=4)
+
+
+def _blocks(config: dict, **sizes: int) -> dict:
+    """Cap each BLOCK_X of config at next_pow2(size X) (>= 16); keep the other launch options."""
+    out = dict(config)
+    for name, size in sizes.items():
+        out[f"BLOCK_{name}"] = min(config[f"BLOCK_{name}"], next_pow2(size))
+    return out
+
 
 @triton.jit
 def _spectral_conv1d_transform_kernel(
@@ -203,11 +217,11 @@ def _launch_transform(basis: torch.Tensor, inp: torch.Tensor, out: torch.Tensor,
     """out[m, r, n] = sum_j basis[m, j] inp[j, r, n]; strides are (j|m, r, n) element strides."""
     M, J = basis.shape
     R, N = out.numel() // (M * out.shape[-1]), out.shape[-1]
-    BLOCK_M, BLOCK_J, BLOCK_N = min(64, next_pow2(M)), min(32, next_pow2(J)), min(128, next_pow2(N))
-    grid = (R, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))
+    cfg = _blocks(TRANSFORM_CONFIG, M=M, J=J, N=N)
+    grid = (R, triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]))
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
         basis, inp, out, M, J, N, basis.stride(0), basis.stride(1), *inp_strides, *out_strides,
-        BLOCK_M=BLOCK_M, BLOCK_J=BLOCK_J, BLOCK_N=BLOCK_N, PRECISION=dot_precision(basis.dtype),
+        PRECISION=dot_precision(basis.dtype), **cfg,
     )
 
 
@@ -258,15 +272,14 @@ def _mix(spec: torch.Tensor, weight: torch.Tensor, adjoint: bool) -> torch.Tenso
     C_out = h_in if adjoint else h_out
     s_wi, s_wo = (weight.stride(2), weight.stride(1)) if adjoint else (weight.stride(1), weight.stride(2))
     out = new_output((2, K, R, C_out), dtype=spec.dtype, device=spec.device)
-    BLOCK_R, BLOCK_I, BLOCK_O = min(64, next_pow2(R)), min(32, next_pow2(C_in)), min(64, next_pow2(C_out))
-    grid = (triton.cdiv(R, BLOCK_R), K, triton.cdiv(C_out, BLOCK_O))
+    cfg = _blocks(MIX_CONFIG, R=R, I=C_in, O=C_out)
+    grid = (triton.cdiv(R, cfg["BLOCK_R"]), K, triton.cdiv(C_out, cfg["BLOCK_O"]))
     wrap_triton(_spectral_conv1d_mix_kernel)[grid](
         spec, weight, out, R, C_in, C_out,
         spec.stride(0), spec.stride(1), spec.stride(2),
         weight.stride(0), s_wi, s_wo,
         out.stride(0), out.stride(1), out.stride(2),
-        CONJ=adjoint, BLOCK_R=BLOCK_R, BLOCK_I=BLOCK_I, BLOCK_O=BLOCK_O,
-        PRECISION=dot_precision(spec.dtype),
+        CONJ=adjoint, PRECISION=dot_precision(spec.dtype), **cfg,
     )
     return out
 
@@ -276,14 +289,14 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, weight: torch.Tensor) 
     _, K, R, h_in = spec_x.shape
     h_out = spec_dy.shape[-1]
     dw = new_output(weight.shape, dtype=weight.dtype, device=weight.device)
-    BLOCK_R, BLOCK_I, BLOCK_O = min(32, next_pow2(R)), min(64, next_pow2(h_in)), min(64, next_pow2(h_out))
-    grid = (K, triton.cdiv(h_in, BLOCK_I), triton.cdiv(h_out, BLOCK_O))
+    cfg = _blocks(DWEIGHT_CONFIG, R=R, I=h_in, O=h_out)
+    grid = (K, triton.cdiv(h_in, cfg["BLOCK_I"]), triton.cdiv(h_out, cfg["BLOCK_O"]))
     wrap_triton(_spectral_conv1d_dweight_kernel)[grid](
         spec_x, spec_dy, dw, R, h_in, h_out,
         spec_x.stride(0), spec_x.stride(1), spec_x.stride(2),
         spec_dy.stride(0), spec_dy.stride(1), spec_dy.stride(2),
         dw.stride(0), dw.stride(1), dw.stride(2),
-        BLOCK_R=BLOCK_R, BLOCK_I=BLOCK_I, BLOCK_O=BLOCK_O, PRECISION=dot_precision(spec_x.dtype),
+        PRECISION=dot_precision(spec_x.dtype), **cfg,
     )
     return dw
 

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from amg_fast._checks import check_int_range, check_rank, check_real_float
+from amg_fast._nvtx import nvtx_range
 from amg_fast.layers import FFNOBlock
 
 
@@ -93,12 +94,15 @@ class FFNOBackbone(SequenceModel):
         self.decoder = nn.Sequential(nn.Linear(width, 128), nn.Linear(128, out_channels))
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
-        return self.encoder(append_grid(u))
+        with nvtx_range("amg_fast.model.encode"):
+            return self.encoder(append_grid(u))
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
-        return self.decoder(h)
+        with nvtx_range("amg_fast.model.decode"):
+            return self.decoder(h)
 
     def run_blocks(self, h: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        for block in self.blocks[start:stop]:
-            h = block(h)
+        for i, block in enumerate(self.blocks[start:stop], start):
+            with nvtx_range(f"amg_fast.model.ffno_block{i}"):
+                h = block(h)
         return h

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from amg_fast._nvtx import nvtx_range
 from amg_fast.layers import AdaptiveMemoryGate, FixedFusion, S4DMemory
 from amg_fast.models.base import FFNOBackbone
 
@@ -34,7 +35,11 @@ class MemoryFFNO(FFNOBackbone):
     def forward(self, u: torch.Tensor, **fuse_kwargs) -> torch.Tensor:
         self.check_sequence(u)
         h = self._head(u)  # [B, T, S, H]
-        return self._tail(self.fuse(h, self.memory(h), **fuse_kwargs))
+        with nvtx_range("amg_fast.model.memory"):
+            z = self.memory(h)
+        with nvtx_range("amg_fast.model.fuse"):
+            fused = self.fuse(h, z, **fuse_kwargs)
+        return self._tail(fused)
 
     def initial_state(self, u0):
         return self.memory.initial_state(u0.new_zeros(u0.shape[:-1] + (self.width,)))
