@@ -4,16 +4,30 @@ Complex parameters are stored as real [..., 2] (real, imag). The reference uses 
 causal convolution y = K * u + d u with the time-invariant kernel K[h, l] = 2 Re(sum_n c lam^l)
 (the state-spaces s4d.py formulation, FFT of length 2T); s4d_step is the recurrent form used for
 rollout, one step costing O(1) in the history length.
-Reads top to bottom: validation -> reference -> public ops.
+
+The Triton backend (kernels/s4d_scan.py) has two forward methods, both parallel over (b, s, h):
+"toeplitz" for short T (the causal depthwise Toeplitz product with K from s4d_conv_kernel, so lam
+and c get their gradients through torch autograd of K) and "scan" for long T (a sequential
+recurrence in registers whose backward recomputes the states, stable for any T). "auto" picks
+toeplitz for T <= TOEPLITZ_MAX_T.
+Reads top to bottom: validation -> reference -> Triton custom ops -> autograd Functions -> public ops.
 """
 from __future__ import annotations
 
 import torch
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape, compute_dtype
-from amg_fast.ops._backend import resolve_backend
+from amg_fast._nvtx import nvtx_range
+from amg_fast.ops._backend import autocast_dtype, resolve_backend, triton_importable
 
 __all__ = ["s4d_scan", "s4d_step", "s4d_scan_ref", "s4d_step_ref", "s4d_conv_kernel"]
+
+METHODS = ("auto", "toeplitz", "scan")
+# "auto" uses the Toeplitz kernel for T <= TOEPLITZ_MAX_T, the recurrent scan above. Measured on an
+# H200 (scripts/kernel_sweep.py, B*T = 800, S = 128, H = 128, N = 32, fwd+bwd ms, toeplitz / scan):
+# T=25 1.59 / 1.67, T=50 1.79 / 1.53, T=100 1.91 / 1.51, T=200 2.87 / 1.52 (forward alone the
+# crossover is near T=100: 0.33 / 0.33). Training runs forward+backward, so the switch is at 32.
+TOEPLITZ_MAX_T = 32
 
 
 def _check_params(lam, c, d, H: int) -> None:
@@ -66,25 +80,169 @@ def s4d_step_ref(u_t, state, lam, c, d) -> tuple[torch.Tensor, torch.Tensor]:
     return y.to(u_t.dtype), torch.view_as_real(x).to(state.dtype)
 
 
-def s4d_scan(u, lam, c, d, *, backend: str = "auto") -> torch.Tensor:
+# ----------------------------------------------------------------------------- Triton custom ops
+# Registered as torch.library custom ops so that torch.compile traces through the kernel launches
+# (each launcher calls its kernel through torch.library.wrap_triton).
+
+if triton_importable():
+    from amg_fast.kernels import s4d_scan as _kernels
+
+    @torch.library.triton_op("amg_fast::s4d_toeplitz_fwd", mutates_args=())
+    def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        return _kernels.s4d_toeplitz_fwd(u, kk, d)
+
+    @torch.library.triton_op("amg_fast::s4d_toeplitz_bwd", mutates_args=())
+    def _s4d_toeplitz_bwd_op(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _kernels.s4d_toeplitz_bwd(dy, u, kk, d)
+
+    @torch.library.triton_op("amg_fast::s4d_scan_fwd", mutates_args=())
+    def _s4d_scan_fwd_op(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        return _kernels.s4d_scan_fwd(u, lam, c, d)
+
+    @torch.library.triton_op("amg_fast::s4d_scan_bwd", mutates_args=())
+    def _s4d_scan_bwd_op(dy: torch.Tensor, u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _kernels.s4d_scan_bwd(dy, u, lam, c, d)
+
+    @torch.library.triton_op("amg_fast::s4d_step_fwd", mutates_args=())
+    def _s4d_step_fwd_op(u_t: torch.Tensor, state: torch.Tensor, lam: torch.Tensor, c: torch.Tensor,
+                         d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _kernels.s4d_step_fwd(u_t, state, lam, c, d)
+
+
+# ----------------------------------------------------------------------------- autograd Functions
+
+
+def _needed(ctx, *grads):
+    """Each gradient, or None where its input does not require grad."""
+    return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad))
+
+
+class S4DToeplitzFn(torch.autograd.Function):
+    """y = causal depthwise Toeplitz product (u [B, T, S, H], kk [H, T]) + d [H] * u, Triton kernels.
+
+    Backward (one kernel): du by the anti-causal correlation with kk; dkk and dd from per-program
+    partial sums reduced in torch (deterministic)."""
+
+    @staticmethod
+    def forward(ctx, u, kk, d):
+        ctx.save_for_backward(u, kk, d)
+        return torch.ops.amg_fast.s4d_toeplitz_fwd(u, kk, d)
+
+    @staticmethod
+    def backward(ctx, dy):
+        u, kk, d = ctx.saved_tensors
+        return _needed(ctx, *torch.ops.amg_fast.s4d_toeplitz_bwd(dy, u, kk, d))
+
+
+class S4DScanFn(torch.autograd.Function):
+    """y = S4D recurrence (u [B, T, S, H]; lam, c [H, N, 2]; d [H]), Triton kernels.
+
+    The backward stores no states: one kernel recomputes them in a forward-time sweep (parameter
+    gradients) and runs the adjoint recurrence in a reverse-time sweep (du)."""
+
+    @staticmethod
+    def forward(ctx, u, lam, c, d):
+        ctx.save_for_backward(u, lam, c, d)
+        return torch.ops.amg_fast.s4d_scan_fwd(u, lam, c, d)
+
+    @staticmethod
+    def backward(ctx, dy):
+        u, lam, c, d = ctx.saved_tensors
+        return _needed(ctx, *torch.ops.amg_fast.s4d_scan_bwd(dy, u, lam, c, d))
+
+
+class S4DStepFn(torch.autograd.Function):
+    """One recurrent step (u_t [..., H], state [..., H, N, 2]) -> (y_t, new state), Triton kernel.
+
+    The forward is the kernel; the backward is plain PyTorch on real (re, im) pairs, with
+    x' = lam x + u, y = 2 Re(sum_n c x') + d u and G = dL/dx' + 2 dy conj(c) (complex gradients as
+    dL/dRe + i dL/dIm): du = Re(sum_n G) + d dy, dstate = conj(lam) G, dlam = sum G conj(x),
+    dc = sum 2 dy conj(x'), dd = sum dy u (sums over the leading dims)."""
+
+    @staticmethod
+    def forward(ctx, u_t, state, lam, c, d):
+        y, new_state = torch.ops.amg_fast.s4d_step_fwd(u_t, state, lam, c, d)
+        ctx.save_for_backward(u_t, state, lam, c, d, new_state)
+        return y, new_state
+
+    @staticmethod
+    def backward(ctx, dy, dstate_new):
+        u_t, state, lam, c, d, new_state = ctx.saved_tensors
+        dtype = compute_dtype(u_t, state, lam, c, d)
+        u, x, x_new = u_t.to(dtype), state.to(dtype), new_state.to(dtype)
+        lam_, c_, d_, dy = lam.to(dtype), c.to(dtype), d.to(dtype), dy.to(dtype)
+        g = dstate_new.to(dtype) + 2 * dy[..., None, None] * c_ * c_.new_tensor([1.0, -1.0])  # [..., H, N, 2]
+        gr, gi = g.unbind(-1)
+        lr, li = lam_.unbind(-1)
+        rows = tuple(range(u.dim() - 1))  # leading dims, summed for the parameter gradients
+
+        def sum_rows(t):
+            return t.sum(rows) if rows else t  # sum(()) would reduce every dim
+
+        du = gr.sum(-1) + d_ * dy
+        dstate = torch.stack([lr * gr + li * gi, lr * gi - li * gr], -1)
+        xr, xi = x.unbind(-1)
+        dlam = sum_rows(torch.stack([gr * xr + gi * xi, gi * xr - gr * xi], -1))
+        dc = sum_rows(2 * dy[..., None, None] * x_new * x_new.new_tensor([1.0, -1.0]))
+        dd = sum_rows(dy * u)
+        return _needed(ctx, du.to(u_t.dtype), dstate.to(state.dtype), dlam.to(lam.dtype), dc.to(c.dtype),
+                       dd.to(d.dtype))
+
+
+def _s4d_scan_triton(u, lam, c, d, method: str) -> torch.Tensor:
+    """The Triton forward chosen by method ("auto" | "toeplitz" | "scan"); arguments as s4d_scan's."""
+    T = u.shape[1]
+    if method == "auto":
+        method = "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
+    if method == "scan":
+        return S4DScanFn.apply(u, lam, c, d)
+    dtype = compute_dtype(u, lam, c, d)
+    kk = s4d_conv_kernel(lam.to(dtype), c.to(dtype), T)  # [H, T]; lam, c get gradients through torch
+    return S4DToeplitzFn.apply(u, kk, d)
+
+
+# ----------------------------------------------------------------------------- public ops
+
+
+def s4d_scan(u, lam, c, d, *, backend: str = "auto", method: str = "auto") -> torch.Tensor:
     """Diagonal S4D recurrence over time for every (b, s, h), started from x_{-1} = 0.
 
     u: real [B, T, S, H]; lam, c: real [H, N, 2] (complex pole and folded readout);
-    d: real [H]. Returns y [B, T, S, H] in u's dtype.
+    d: real [H]. Returns y [B, T, S, H] in u's dtype (under autocast with the Triton backend: the
+    autocast dtype).
+    method (Triton backend only; the reference ignores it): "auto" | "toeplitz" | "scan" forces the
+    forward algorithm; "auto" = toeplitz for T <= TOEPLITZ_MAX_T, else scan. Results agree to
+    rounding.
     """
     check_s4d_scan_args(u, lam, c, d)
-    resolve_backend("s4d_scan", backend, u.device)
-    return s4d_scan_ref(u, lam, c, d)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if resolve_backend("s4d_scan", backend, u.device) == "reference":
+        return s4d_scan_ref(u, lam, c, d)
+    with nvtx_range("amg_fast.s4d_scan"):
+        cast = autocast_dtype(u.device)
+        if cast is not None:
+            u = u.to(cast)
+        with torch.autocast(u.device.type, enabled=False):  # K is built in fp32/fp64, never autocast
+            return _s4d_scan_triton(u, lam, c, d, method)
 
 
 def s4d_step(u_t, state, lam, c, d, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     """Advance the S4D state by one step (rollout). u_t real [..., H]; state real [..., H, N, 2]
-    (zeros before the first step). Returns (y_t [..., H], new state [..., H, N, 2])."""
+    (zeros before the first step). Returns (y_t [..., H] in u_t's dtype, new state [..., H, N, 2]
+    in state's dtype). With the Triton backend the step is one kernel; its backward is PyTorch."""
     check_real_float("u_t", u_t)
     check_rank("u_t", u_t, range(1, 16), "[..., H]")
     _check_params(lam, c, d, u_t.shape[-1])
     check_real_float("state", state)
     check_shape("state", state, tuple(u_t.shape) + (lam.shape[1], 2), "[..., H, N, 2]")
     check_same_device(u_t=u_t, state=state, lam=lam, c=c, d=d)
-    resolve_backend("s4d_step", backend, u_t.device)
-    return s4d_step_ref(u_t, state, lam, c, d)
+    if resolve_backend("s4d_step", backend, u_t.device) == "reference":
+        return s4d_step_ref(u_t, state, lam, c, d)
+    with nvtx_range("amg_fast.s4d_step"):
+        cast = autocast_dtype(u_t.device)
+        if cast is not None:
+            u_t = u_t.to(cast)
+        return S4DStepFn.apply(u_t, state, lam, c, d)

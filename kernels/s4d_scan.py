@@ -1,0 +1,398 @@
+"""Triton kernels for the diagonal S4D scan (forward + backward) and its one-step rollout form.
+
+Math (see amg_fast.ops.s4d_scan for the reference): u real [B, T, S, H], complex lam, c [H, N]
+stored as real [H, N, 2], d [H]; per (b, s, h, n): x_t = lam x_{t-1} + u_t (x_{-1} = 0),
+y_t = 2 Re(sum_n c_n x_t,n) + d u_t. Equivalently y = Kk * u (causal, per h) + d u with
+Kk[h, l] = 2 Re(sum_n c lam^l).
+
+Layout: u, y, dy are read as [B, T, C] with C = S*H, column col = s*H + h (contiguous), so every
+time step of a column block is one coalesced row segment. All kernels are parallel over
+(batch, column blocks of BLOCK_C); time is handled inside the kernel:
+
+- toeplitz (short T): y[b, t, col] = sum_{l<=t} Kk[h, l] u[b, t-l, col] + d u, one program per
+  (b, column block, time block), a loop over the lag l loading shifted u tiles.
+- scan (long T): a sequential recurrence over t, complex state [BLOCK_C, N_PAD] in registers as
+  split real/imag parts. The backward recomputes states (nothing stored): a forward-time sweep
+  for the parameter gradients, a reverse-time sweep for du. Stable for any T since |lam| < 1 and
+  nothing divides by lam.
+- step (rollout): one recurrence step, parallel over rows x H, N in registers.
+
+Parameter gradients are written as per-program partial sums (no atomics, deterministic) that the
+launchers reduce in torch. Accumulation is fp32 (fp64 when any input is fp64); outputs take u's
+dtype, partials the accumulation dtype. Launchers take any strides (they make inputs contiguous).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from amg_fast.kernels._common import new_output, next_pow2
+
+__all__ = [
+    "s4d_toeplitz_fwd", "s4d_toeplitz_bwd", "s4d_scan_fwd", "s4d_scan_bwd", "s4d_step_fwd",
+]
+
+# Launch policy per device type. "tile": register budget of one program, in elements per
+# [BLOCK_C, ...] tile row set (Toeplitz: BLOCK_T * BLOCK_C; scan: BLOCK_C * N_PAD * the number of
+# complex tiles held). "programs": how many programs the backward kernels aim for when choosing how
+# many batch entries one program loops over (each program writes one partial sum; ~8 per SM of an
+# H100). On CPU (Triton's interpreter) programs run one after another at a large fixed cost per
+# op, so there few, large programs run fastest; tests patch in the "cuda" policy to run the GPU tiling.
+LAUNCH_POLICY = {
+    "cuda": {"tile": 4096, "programs": 1024},
+    "cpu": {"tile": 65536, "programs": 1},
+}
+
+
+# ----------------------------------------------------------------------------- jit helpers
+
+
+@triton.jit
+def _acc(x, FP64: tl.constexpr):
+    """x in the accumulation dtype: fp64 when FP64, else fp32."""
+    if FP64:
+        y = x.to(tl.float64)
+    else:
+        y = x.to(tl.float32)
+    return y
+
+
+@triton.jit
+def _load_pair(ptr, h, n, N, mask, FP64: tl.constexpr):
+    """(re, im) [BLOCK_C, N_PAD] of a complex parameter stored as real [H, N, 2], rows h [BLOCK_C],
+    columns n [N_PAD]; masked entries are 0."""
+    off = (h[:, None] * N + n[None, :]) * 2
+    re = tl.load(ptr + off, mask=mask, other=0.0)
+    im = tl.load(ptr + off + 1, mask=mask, other=0.0)
+    return _acc(re, FP64), _acc(im, FP64)
+
+
+@triton.jit
+def _column_params(lam_ptr, c_ptr, d_ptr, C, H, N, FP64: tl.constexpr, BLOCK_C: tl.constexpr,
+                   N_PAD: tl.constexpr):
+    """This program's BLOCK_C columns (grid axis 0; column col has channel h = col % H) and their
+    parameters: (cols, cmask, n, pmask, lam re/im, c re/im [BLOCK_C, N_PAD], d [BLOCK_C])."""
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = cols < C
+    h = cols % H
+    n = tl.arange(0, N_PAD)
+    pmask = cmask[:, None] & (n < N)[None, :]
+    lr, li = _load_pair(lam_ptr, h, n, N, pmask, FP64)
+    cr, ci = _load_pair(c_ptr, h, n, N, pmask, FP64)
+    d = _acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)
+    return cols, cmask, n, pmask, lr, li, cr, ci, d
+
+
+@triton.jit
+def _store_pair(ptr, re, im, rows, n, N, mask):
+    """Store (re, im) [BLOCK, N_PAD] into a real [..., N, 2] buffer at rows [BLOCK], columns n."""
+    off = (rows[:, None].to(tl.int64) * N + n[None, :]) * 2
+    tl.store(ptr + off, re.to(ptr.dtype.element_ty), mask=mask)
+    tl.store(ptr + off + 1, im.to(ptr.dtype.element_ty), mask=mask)
+
+
+# ----------------------------------------------------------------------------- toeplitz
+
+
+@triton.jit
+def _s4d_toeplitz_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, C, H,
+                             FP64: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """y[b, t, col] = sum_{l <= t} Kk[h, l] u[b, t-l, col] + d[h] u[b, t, col], h = col % H.
+
+    u, y [B, T, C] contiguous; Kk [H, T] contiguous; d [H]. Grid (cdiv(C, BLOCK_C), B, cdiv(T, BLOCK_T)).
+    """
+    pid_c, pid_b, pid_t = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = cols < C
+    h = cols % H
+    t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    mask = (t < T)[:, None] & cmask[None, :]
+    base = pid_b.to(tl.int64) * T * C
+    off = t[:, None] * C + cols[None, :]
+    u0 = _acc(tl.load(u_ptr + base + off, mask=mask, other=0.0), FP64)
+    acc = _acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)[None, :] * u0
+    t_hi = tl.minimum(T, (pid_t + 1) * BLOCK_T)  # lags beyond the block's last t see only t - l < 0
+    for lag in range(0, t_hi):
+        k = tl.load(k_ptr + h * T + lag, mask=cmask, other=0.0).to(acc.dtype)
+        u_s = tl.load(u_ptr + base + off - lag * C, mask=mask & (t - lag >= 0)[:, None], other=0.0)
+        acc += k[None, :] * u_s.to(acc.dtype)
+    tl.store(y_ptr + base + off, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _s4d_toeplitz_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, dk_part_ptr, B, T, C, H, B_PER,
+                             FP64: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Backward of the Toeplitz form for batch entries [g*B_PER, (g+1)*B_PER) of one column/time block.
+
+    du[b, j, col] = sum_{l < T-j} Kk[h, l] dy[b, j+l, col] + d[h] dy[b, j, col] (anti-causal correlation);
+    dk_part[g, tb, l, col] = sum_{b in group, t in time block} dy[b, t, col] u[b, t-l, col]
+    (l = 0 is also the d gradient). u, dy, du [B, T, C]; Kk [H, T]; dk_part [G, n_tb, T, C].
+    Grid (cdiv(C, BLOCK_C), G, n_tb).
+    """
+    pid_c, pid_g, pid_t = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = cols < C
+    h = cols % H
+    t0 = pid_t * BLOCK_T
+    t = t0 + tl.arange(0, BLOCK_T)
+    mask = (t < T)[:, None] & cmask[None, :]
+    off = t[:, None] * C + cols[None, :]
+    d = _acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)
+    b0 = pid_g * B_PER
+    nb = tl.minimum(B_PER, B - b0)
+
+    # du: for every batch entry of the group, a loop over the lag (reads dy[t + l]).
+    for bi in range(0, nb):
+        base = (b0 + bi).to(tl.int64) * T * C
+        acc = d[None, :] * tl.load(dy_ptr + base + off, mask=mask, other=0.0).to(d.dtype)
+        for lag in range(0, T - t0):
+            k = tl.load(k_ptr + h * T + lag, mask=cmask, other=0.0).to(d.dtype)
+            dy_s = tl.load(dy_ptr + base + off + lag * C, mask=mask & (t + lag < T)[:, None], other=0.0)
+            acc += k[None, :] * dy_s.to(d.dtype)
+        tl.store(du_ptr + base + off, acc.to(du_ptr.dtype.element_ty), mask=mask)
+
+    # dKk partials: for every lag, the sum over the group and the time block of dy[t] u[t - l].
+    part = dk_part_ptr + (pid_g * tl.num_programs(2) + pid_t).to(tl.int64) * T * C
+    l_hi = tl.minimum(T, t0 + BLOCK_T)
+    for lag in range(0, l_hi):
+        acc_k = tl.zeros_like(d)
+        for bi in range(0, nb):
+            base = (b0 + bi).to(tl.int64) * T * C
+            dy_t = tl.load(dy_ptr + base + off, mask=mask, other=0.0).to(d.dtype)
+            u_s = tl.load(u_ptr + base + off - lag * C, mask=mask & (t - lag >= 0)[:, None], other=0.0)
+            acc_k += tl.sum(dy_t * u_s.to(d.dtype), axis=0)
+        tl.store(part + lag * C + cols, acc_k.to(dk_part_ptr.dtype.element_ty), mask=cmask)
+    for lag in range(l_hi, T):  # lags no t of this block reaches: the partial is 0
+        tl.store(part + lag * C + cols, tl.zeros_like(d).to(dk_part_ptr.dtype.element_ty), mask=cmask)
+
+
+# ----------------------------------------------------------------------------- scan
+
+
+@triton.jit
+def _s4d_scan_fwd_kernel(u_ptr, lam_ptr, c_ptr, d_ptr, y_ptr, T, C, H, N,
+                         FP64: tl.constexpr, BLOCK_C: tl.constexpr, N_PAD: tl.constexpr):
+    """Sequential recurrence over t for one batch entry and BLOCK_C columns.
+
+    u, y [B, T, C]; lam, c [H, N, 2]; d [H]. State x [BLOCK_C, N_PAD] (re, im) in registers;
+    padded n have lam = c = 0 and so add nothing to y. Grid (cdiv(C, BLOCK_C), B).
+    """
+    pid_b = tl.program_id(1)
+    cols, cmask, n, pmask, lr, li, cr, ci, d = _column_params(lam_ptr, c_ptr, d_ptr, C, H, N, FP64, BLOCK_C, N_PAD)
+    xr, xi = tl.zeros_like(lr), tl.zeros_like(lr)
+    ptr = pid_b.to(tl.int64) * T * C + cols
+    for _t in range(0, T):
+        u_t = tl.load(u_ptr + ptr, mask=cmask, other=0.0).to(d.dtype)
+        xr, xi = lr * xr - li * xi + u_t[:, None], lr * xi + li * xr
+        y = 2.0 * tl.sum(cr * xr - ci * xi, axis=1) + d * u_t
+        tl.store(y_ptr + ptr, y.to(y_ptr.dtype.element_ty), mask=cmask)
+        ptr += C
+
+
+@triton.jit
+def _s4d_scan_bwd_kernel(u_ptr, dy_ptr, lam_ptr, c_ptr, d_ptr, du_ptr, dlc_part_ptr, dd_part_ptr,
+                         B, T, C, H, N, B_PER,
+                         FP64: tl.constexpr, BLOCK_C: tl.constexpr, N_PAD: tl.constexpr):
+    """Backward of the scan for batch entries [g*B_PER, (g+1)*B_PER) and BLOCK_C columns, no stored states.
+
+    Forward-time sweep (recomputes x_t and q_t = lam q_{t-1} + x_{t-1}, q_0 = 0), e_t = 2 dy_t conj(c):
+        dc += 2 dy_t conj(x_t),  dlam += e_t conj(q_t),  dd += dy_t u_t;
+    reverse-time sweep: G_t = conj(lam) G_{t+1} + e_t,  du_t = Re(sum_n G_t) + d dy_t.
+    (Complex gradients as dL/dRe + i dL/dIm, i.e. the gradients of the real [..., 2] views.)
+    u, dy, du [B, T, C]; dlc_part [G, 2, C, N, 2] (0: dlam, 1: dc); dd_part [G, C].
+    Grid (cdiv(C, BLOCK_C), G).
+    """
+    pid_g = tl.program_id(1)
+    cols, cmask, n, pmask, lr, li, cr, ci, d = _column_params(lam_ptr, c_ptr, d_ptr, C, H, N, FP64, BLOCK_C, N_PAD)
+    dlr, dli = tl.zeros_like(lr), tl.zeros_like(lr)
+    dcr, dci = tl.zeros_like(lr), tl.zeros_like(lr)
+    dd = tl.zeros_like(d)
+    b0 = pid_g * B_PER
+    nb = tl.minimum(B_PER, B - b0)
+    for bi in range(0, nb):
+        base = (b0 + bi).to(tl.int64) * T * C + cols
+        # forward-time sweep: parameter gradients
+        xr, xi = tl.zeros_like(lr), tl.zeros_like(lr)
+        qr, qi = tl.zeros_like(lr), tl.zeros_like(lr)
+        ptr = base
+        for _t in range(0, T):
+            u_t = tl.load(u_ptr + ptr, mask=cmask, other=0.0).to(d.dtype)
+            dy_t = tl.load(dy_ptr + ptr, mask=cmask, other=0.0).to(d.dtype)
+            g_t = 2.0 * dy_t[:, None]
+            qr, qi = lr * qr - li * qi + xr, lr * qi + li * qr + xi  # q_t = lam q_{t-1} + x_{t-1}
+            xr, xi = lr * xr - li * xi + u_t[:, None], lr * xi + li * xr
+            er, ei = g_t * cr, -g_t * ci  # e_t = 2 dy_t conj(c)
+            dcr += g_t * xr
+            dci -= g_t * xi
+            dlr += er * qr + ei * qi
+            dli += ei * qr - er * qi
+            dd += dy_t * u_t
+            ptr += C
+        # reverse-time sweep: du
+        gr, gi = tl.zeros_like(lr), tl.zeros_like(lr)
+        ptr = base + (T - 1) * C
+        for _t in range(0, T):
+            dy_t = tl.load(dy_ptr + ptr, mask=cmask, other=0.0).to(d.dtype)
+            g_t = 2.0 * dy_t[:, None]
+            # G_t = conj(lam) G_{t+1} + e_t,  e_t = 2 dy_t conj(c)
+            gr, gi = lr * gr + li * gi + g_t * cr, lr * gi - li * gr - g_t * ci
+            du = tl.sum(gr, axis=1) + d * dy_t
+            tl.store(du_ptr + ptr, du.to(du_ptr.dtype.element_ty), mask=cmask)
+            ptr -= C
+    rows = pid_g.to(tl.int64) * 2 * C + cols  # row index into dlc_part viewed as [G * 2 * C, N, 2]
+    _store_pair(dlc_part_ptr, dlr, dli, rows, n, N, pmask)
+    _store_pair(dlc_part_ptr, dcr, dci, rows + C, n, N, pmask)
+    tl.store(dd_part_ptr + pid_g.to(tl.int64) * C + cols, dd.to(dd_part_ptr.dtype.element_ty), mask=cmask)
+
+
+# ----------------------------------------------------------------------------- step
+
+
+@triton.jit
+def _s4d_step_fwd_kernel(u_ptr, state_ptr, lam_ptr, c_ptr, d_ptr, y_ptr, new_state_ptr, E, H, N,
+                         FP64: tl.constexpr, BLOCK_E: tl.constexpr, N_PAD: tl.constexpr):
+    """One step for E = rows * H entries e (h = e % H): x' = lam x + u, y = 2 Re(sum_n c x') + d u.
+
+    u, y [E]; state, new_state [E, N, 2]; lam, c [H, N, 2]; d [H]. Grid (cdiv(E, BLOCK_E),).
+    """
+    e, emask, n, pmask, lr, li, cr, ci, d = _column_params(lam_ptr, c_ptr, d_ptr, E, H, N, FP64, BLOCK_E, N_PAD)
+    xr, xi = _load_pair(state_ptr, e.to(tl.int64), n, N, pmask, FP64)
+    u = _acc(tl.load(u_ptr + e, mask=emask, other=0.0), FP64)
+    xr, xi = lr * xr - li * xi + u[:, None], lr * xi + li * xr
+    y = 2.0 * tl.sum(cr * xr - ci * xi, axis=1) + d * u
+    tl.store(y_ptr + e, y.to(y_ptr.dtype.element_ty), mask=emask)
+    _store_pair(new_state_ptr, xr, xi, e, n, N, pmask)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+def _acc_dtype(*tensors: torch.Tensor) -> torch.dtype:
+    """fp64 when any input is fp64, else fp32 (the reference's compute dtype)."""
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def _policy(device: torch.device) -> dict:
+    return LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
+
+
+def _block_c(C: int, per_column: int, device: torch.device) -> int:
+    """Columns per program: a power of two >= 16 with BLOCK_C * per_column within the tile budget."""
+    return max(16, min(next_pow2(C), _policy(device)["tile"] // per_column))
+
+
+def _batch_groups(B: int, programs_per_group: int, device: torch.device) -> tuple[int, int]:
+    """(G, B_PER): split the batch into G groups of B_PER entries (the last may be shorter) so that
+    G * programs_per_group is about the policy's program count."""
+    groups = max(1, min(B, triton.cdiv(_policy(device)["programs"], programs_per_group)))
+    b_per = triton.cdiv(B, groups)
+    return triton.cdiv(B, b_per), b_per
+
+
+def _flat(u: torch.Tensor) -> tuple[torch.Tensor, int, int, int, int]:
+    """u [B, T, S, H] -> (contiguous u, B, T, C = S*H, H)."""
+    u = u.contiguous()
+    B, T, S, H = u.shape
+    if T * S * H >= 2**31 or B > 65535:  # int32 offsets within a batch entry; grid axis 1 holds B
+        raise ValueError(f"u must have T*S*H < 2**31 and B <= 65535, got shape {tuple(u.shape)}")
+    return u, B, T, S * H, H
+
+
+def _toeplitz_blocks(T: int, C: int, device: torch.device) -> tuple[int, int]:
+    """(BLOCK_T, BLOCK_C) of the Toeplitz kernels."""
+    block_t = min(next_pow2(T, 2), 32)
+    return block_t, _block_c(C, block_t, device)
+
+
+def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """y[b, t, s, h] = sum_{l <= t} kk[h, l] u[b, t-l, s, h] + d[h] u[b, t, s, h].
+
+    u [B, T, S, H]; kk [H, T] (s4d_conv_kernel); d [H]. Returns y [B, T, S, H] in u's dtype.
+    """
+    u, B, T, C, H = _flat(u)
+    kk, d = kk.contiguous(), d.contiguous()
+    y = new_output(u.shape, dtype=u.dtype, device=u.device)
+    BLOCK_T, BLOCK_C = _toeplitz_blocks(T, C, u.device)
+    grid = (triton.cdiv(C, BLOCK_C), B, triton.cdiv(T, BLOCK_T))  # column blocks first: the longest axis
+    torch.library.wrap_triton(_s4d_toeplitz_fwd_kernel)[grid](
+        u, kk, d, y, T, C, H, FP64=_acc_dtype(u, kk, d) == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
+    return y
+
+
+def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor,
+                     d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of s4d_toeplitz_fwd. dy, u [B, T, S, H]; kk [H, T]; d [H] ->
+    (du [B, T, S, H] in u's dtype, dkk [H, T] in kk's dtype, dd [H] in d's dtype).
+
+    The dkk partials take G * cdiv(T, BLOCK_T) * T * S * H accumulation-dtype elements (O(T^2)):
+    this form is meant for short T."""
+    u, B, T, C, H = _flat(u)
+    dy, kk, d = dy.contiguous(), kk.contiguous(), d.contiguous()
+    acc = _acc_dtype(u, dy, kk, d)
+    BLOCK_T, BLOCK_C = _toeplitz_blocks(T, C, u.device)
+    n_c, n_t = triton.cdiv(C, BLOCK_C), triton.cdiv(T, BLOCK_T)
+    G, b_per = _batch_groups(B, n_c * n_t, u.device)
+    du = new_output(u.shape, dtype=u.dtype, device=u.device)
+    part = new_output((G, n_t, T, C), dtype=acc, device=u.device)
+    torch.library.wrap_triton(_s4d_toeplitz_bwd_kernel)[(n_c, G, n_t)](
+        u, dy, kk, d, du, part, B, T, C, H, b_per,
+        FP64=acc == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
+    dkk = part.sum(dim=(0, 1)).view(T, C // H, H).sum(dim=1).t()  # [H, T]
+    # copies: the outputs of a custom op must not alias one another
+    return du, dkk.to(kk.dtype), dkk[:, 0].to(d.dtype, copy=True)
+
+
+def s4d_scan_fwd(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """Recurrent S4D scan. u [B, T, S, H]; lam, c [H, N, 2]; d [H] -> y [B, T, S, H] in u's dtype."""
+    u, B, T, C, H = _flat(u)
+    lam, c, d = lam.contiguous(), c.contiguous(), d.contiguous()
+    N = lam.shape[1]
+    N_PAD = next_pow2(N, 2)
+    BLOCK_C = _block_c(C, 4 * N_PAD, u.device)  # state, lam, c: 4 real tiles
+    y = new_output(u.shape, dtype=u.dtype, device=u.device)
+    torch.library.wrap_triton(_s4d_scan_fwd_kernel)[(triton.cdiv(C, BLOCK_C), B)](
+        u, lam, c, d, y, T, C, H, N,
+        FP64=_acc_dtype(u, lam, c, d) == torch.float64, BLOCK_C=BLOCK_C, N_PAD=N_PAD)
+    return y
+
+
+def s4d_scan_bwd(dy: torch.Tensor, u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor,
+                 d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of s4d_scan_fwd, recomputing the states. dy, u [B, T, S, H]; lam, c [H, N, 2]; d [H]
+    -> (du in u's dtype, dlam, dc [H, N, 2], dd [H] in the parameters' dtypes)."""
+    u, B, T, C, H = _flat(u)
+    dy, lam, c, d = dy.contiguous(), lam.contiguous(), c.contiguous(), d.contiguous()
+    acc = _acc_dtype(u, dy, lam, c, d)
+    N = lam.shape[1]
+    N_PAD = next_pow2(N, 2)
+    BLOCK_C = _block_c(C, 8 * N_PAD, u.device)  # x, q, G, dlam, dc, lam, c: 8+ real tiles
+    n_c = triton.cdiv(C, BLOCK_C)
+    G, b_per = _batch_groups(B, n_c, u.device)
+    du = new_output(u.shape, dtype=u.dtype, device=u.device)
+    dlc_part = new_output((G, 2, C, N, 2), dtype=acc, device=u.device)
+    dd_part = new_output((G, C), dtype=acc, device=u.device)
+    torch.library.wrap_triton(_s4d_scan_bwd_kernel)[(n_c, G)](
+        u, dy, lam, c, d, du, dlc_part, dd_part, B, T, C, H, N, b_per,
+        FP64=acc == torch.float64, BLOCK_C=BLOCK_C, N_PAD=N_PAD)
+    dlc = dlc_part.sum(dim=0).view(2, C // H, H, N, 2).sum(dim=1)  # [2, H, N, 2]
+    dd = dd_part.sum(dim=0).view(C // H, H).sum(dim=0)
+    return du, dlc[0].to(lam.dtype, copy=True), dlc[1].to(c.dtype, copy=True), dd.to(d.dtype)
+
+
+def s4d_step_fwd(u_t: torch.Tensor, state: torch.Tensor, lam: torch.Tensor, c: torch.Tensor,
+                 d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One recurrent step. u_t [..., H]; state [..., H, N, 2]; lam, c [H, N, 2]; d [H] ->
+    (y_t [..., H] in u_t's dtype, new state [..., H, N, 2] in state's dtype)."""
+    u_t, state = u_t.contiguous(), state.contiguous()
+    lam, c, d = lam.contiguous(), c.contiguous(), d.contiguous()
+    H, N = lam.shape[0], lam.shape[1]
+    E = u_t.numel()
+    N_PAD = next_pow2(N, 2)
+    BLOCK_E = _block_c(E, 4 * N_PAD, u_t.device)
+    y = new_output(u_t.shape, dtype=u_t.dtype, device=u_t.device)
+    new_state = new_output(state.shape, dtype=state.dtype, device=state.device)
+    torch.library.wrap_triton(_s4d_step_fwd_kernel)[(triton.cdiv(E, BLOCK_E),)](
+        u_t, state, lam, c, d, y, new_state, E, H, N,
+        FP64=_acc_dtype(u_t, state, lam, c, d) == torch.float64, BLOCK_E=BLOCK_E, N_PAD=N_PAD)
+    return y, new_state

@@ -1,0 +1,293 @@
+"""Triton S4D kernels (kernels/s4d_scan.py) vs the PyTorch reference: forward and gradients of both
+forward methods ("toeplitz", "scan"), gradcheck through each autograd Function, non-contiguous
+inputs, T = 4096 stability, the one-step rollout kernel, the GPU tiling (run on CPU), clear errors.
+
+Without a GPU the kernels run in Triton's interpreter on CPU tensors (fp32/fp64 only); tests
+marked gpu (bf16, torch.compile with Inductor) run only where CUDA is present.
+"""
+import importlib
+import math
+
+import pytest
+import torch
+from helpers import RTOL, ids, rel_err
+
+from amg_fast.kernels import s4d_scan as s4d_kernels
+from amg_fast.ops import s4d_scan, s4d_scan_ref, s4d_step, s4d_step_ref
+
+s4d_mod = importlib.import_module("amg_fast.ops.s4d_scan")  # the module (amg_fast.ops.s4d_scan is the function)
+
+METHODS = ("toeplitz", "scan")
+DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
+
+
+def make_inputs(B, T, S, H, N, gen, device, dtype=torch.float64, radius=(0.5, 0.999)):
+    """u [B, T, S, H]; stable poles lam = r e^{i theta} with r in radius; c [H, N, 2]; d [H]."""
+    u = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64)
+    r = radius[0] + (radius[1] - radius[0]) * torch.rand(H, N, generator=gen, dtype=torch.float64)
+    theta = 2 * math.pi * torch.rand(H, N, generator=gen, dtype=torch.float64)
+    lam = torch.stack([r * torch.cos(theta), r * torch.sin(theta)], -1)
+    c = torch.randn(H, N, 2, generator=gen, dtype=torch.float64)
+    d = torch.randn(H, generator=gen, dtype=torch.float64)
+    return tuple(t.to(device=device, dtype=dtype) for t in (u, lam, c, d))
+
+
+def value_and_grads(fn, inputs, dy):
+    """fn(*inputs) and the gradients of <fn(*inputs), dy> w.r.t. every input (fresh leaves, same strides)."""
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    y = fn(*leaves)
+    return y, torch.autograd.grad(y, leaves, dy.to(y.dtype))
+
+
+def reference_fp64(inputs, dy):
+    """The reference's output and gradients, computed in fp64 on CPU from the same values."""
+    return value_and_grads(s4d_scan_ref, [t.detach().cpu().double() for t in inputs], dy.cpu().double())
+
+
+def assert_matches(got, want, tol, names=("y", "du", "dlam", "dc", "dd")):
+    y, grads = got
+    y_ref, grads_ref = want
+    for name, a, b in zip(names, (y, *grads), (y_ref, *grads_ref)):
+        assert torch.isfinite(a).all(), f"{name} has non-finite entries (unwritten output?)"
+        assert rel_err(a.cpu(), b) <= tol, f"{name}: rel err {rel_err(a.cpu(), b):.2e} > {tol:.0e}"
+
+
+# B, T, S, H, N: T in {1, 25, 26}, B in {1, 3}, H in {16, 128}, S in {32, 48}, N in {32 (paper), 5}.
+CASES = [
+    (1, 1, 32, 16, 32),
+    (3, 25, 48, 16, 5),
+    (1, 26, 32, 128, 32),
+    (3, 26, 48, 16, 32),
+    (1, 25, 32, 128, 5),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("B,T,S,H,N", CASES, ids=[ids(B=b, T=t, S=s, H=h, N=n) for b, t, s, h, n in CASES])
+def test_forward_and_gradients_match_reference(B, T, S, H, N, method, dtype, kdev, poisoned, gen):
+    inputs = make_inputs(B, T, S, H, N, gen, kdev, dtype)
+    dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, dy)
+    assert got[0].shape == (B, T, S, H) and got[0].dtype == dtype
+    assert all(g.dtype == dtype for g in got[1])
+    assert_matches(got, reference_fp64(inputs, dy), RTOL[dtype])
+
+
+def test_auto_method_switches_at_toeplitz_max_t(kdev, gen, monkeypatch):
+    calls = []
+    for fn_name in ("S4DToeplitzFn", "S4DScanFn"):
+        fn = getattr(s4d_mod, fn_name)
+        monkeypatch.setattr(fn, "apply", (lambda f, name: lambda *a: calls.append(name) or f(*a))(fn.apply, fn_name))
+    u, lam, c, d = make_inputs(1, 3, 2, 16, 2, gen, kdev)
+    s4d_scan(u, lam, c, d, backend="triton")
+    monkeypatch.setattr(s4d_mod, "TOEPLITZ_MAX_T", 2)
+    s4d_scan(u, lam, c, d, backend="triton")
+    assert calls == ["S4DToeplitzFn", "S4DScanFn"]
+
+
+def test_mixed_dtypes_follow_u_and_parameters(kdev, poisoned, gen):
+    """u fp32, parameters fp64: computed in fp64 (as the reference), y in u's dtype, grads in each input's."""
+    u, lam, c, d = make_inputs(2, 5, 3, 16, 4, gen, kdev)
+    inputs = (u.float(), lam, c, d)
+    dy = torch.randn(2, 5, 3, 16, generator=gen, dtype=torch.float64).to(kdev)
+    for method in METHODS:
+        y, grads = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, dy)
+        assert y.dtype == torch.float32 and [g.dtype for g in grads] == [t.dtype for t in inputs]
+        assert_matches((y, grads), reference_fp64(inputs, dy), RTOL[torch.float32])
+
+
+# ----------------------------------------------------------------------------- gradcheck (fp64)
+
+
+def test_gradcheck_toeplitz_fn(kdev, poisoned, gen):
+    u = torch.randn(2, 4, 3, 2, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
+    kk = torch.randn(2, 4, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
+    d = torch.randn(2, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
+    assert torch.autograd.gradcheck(s4d_mod.S4DToeplitzFn.apply, (u, kk, d), fast_mode=True)
+
+
+def test_gradcheck_scan_fn(kdev, poisoned, gen):
+    inputs = tuple(t.requires_grad_() for t in make_inputs(2, 4, 3, 2, 3, gen, kdev))
+    assert torch.autograd.gradcheck(s4d_mod.S4DScanFn.apply, inputs, fast_mode=True)
+
+
+def test_gradcheck_step_fn(kdev, poisoned, gen):
+    u, lam, c, d = make_inputs(1, 1, 3, 2, 3, gen, kdev)
+    state = torch.randn(3, 2, 3, 2, generator=gen, dtype=torch.float64).to(kdev)
+    inputs = tuple(t.requires_grad_() for t in (u[0, 0], state, lam, c, d))
+    assert torch.autograd.gradcheck(s4d_mod.S4DStepFn.apply, inputs, fast_mode=True)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_gradcheck_public_op(method, kdev, poisoned, gen):
+    """Through s4d_scan, so lam and c also reach the Toeplitz path through s4d_conv_kernel."""
+    inputs = tuple(t.requires_grad_() for t in make_inputs(1, 4, 2, 2, 2, gen, kdev))
+    assert torch.autograd.gradcheck(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, fast_mode=True)
+
+
+# ----------------------------------------------------------------------------- layouts, stability
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_non_contiguous_inputs(method, kdev, poisoned, gen):
+    B, T, S, H, N = 2, 7, 5, 16, 3
+    u, lam, c, d = make_inputs(B, T, S, H, N, gen, kdev)
+    u_t = u.transpose(1, 2).contiguous().transpose(1, 2)  # [B, T, S, H] view of a [B, S, T, H] buffer
+    lam_s = torch.stack([lam, torch.zeros_like(lam)], 2).flatten(1, 2)[:, ::2]  # every other row
+    d_s = torch.stack([d, d], -1)[:, 0]
+    assert not (u_t.is_contiguous() or lam_s.is_contiguous() or d_s.is_contiguous())
+    dy = torch.randn(B, S, T, H, generator=gen, dtype=torch.float64).to(kdev).transpose(1, 2)
+    inputs = (u_t, lam_s, c, d_s)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, dy)
+    assert_matches(got, reference_fp64(inputs, dy), RTOL[torch.float64])
+
+
+def test_scan_stable_at_T4096_float32(kdev, poisoned, gen):
+    """fp32 scan over 4096 steps with poles near the unit circle (|lam| up to 0.9999) and small ones."""
+    H, N = 4, 8
+    u, lam, c, d = make_inputs(1, 4096, 2, H, N, gen, kdev, radius=(0.99, 0.9999))
+    small = make_inputs(1, 1, 1, H, N, gen, kdev, radius=(0.01, 0.5))[1]
+    lam = torch.cat([lam[:, : N // 2], small[:, N // 2:]], 1)
+    inputs = tuple(t.float() for t in (u, lam, c, d))
+    dy = torch.randn(u.shape, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method="scan"), inputs, dy)
+    assert_matches(got, reference_fp64(inputs, dy), 3e-4)
+
+
+# ----------------------------------------------------------------------------- step (rollout)
+
+STEP_SHAPES = [((3, 7, 16), 32), ((16,), 5)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("lead,N", [(s[:-1], n) for s, n in STEP_SHAPES],
+                         ids=["x".join(map(str, s)) + f"-N{n}" for s, n in STEP_SHAPES])
+def test_step_matches_reference(lead, N, dtype, kdev, poisoned, gen):
+    H = 16
+    _, lam, c, d = make_inputs(1, 1, 1, H, N, gen, kdev, dtype)
+    u_t = torch.randn(*lead, H, generator=gen, dtype=torch.float64).to(kdev, dtype)
+    state = torch.randn(*lead, H, N, 2, generator=gen, dtype=torch.float64).to(kdev, dtype)
+    dy = torch.randn(*lead, H, generator=gen, dtype=torch.float64).to(kdev)
+    dstate = torch.randn(*lead, H, N, 2, generator=gen, dtype=torch.float64).to(kdev)
+    inputs = (u_t, state, lam, c, d)
+
+    def loss(fn, args):
+        y, new_state = fn(*args)
+        return y, new_state, (y * dy.to(y.dtype)).sum() + (new_state * dstate.to(y.dtype)).sum()
+
+    leaves = [t.clone().requires_grad_() for t in inputs]
+    y, new_state, total = loss(lambda *a: s4d_step(*a, backend="triton"), leaves)
+    grads = torch.autograd.grad(total, leaves)
+    ref_leaves = [t.detach().cpu().double().requires_grad_() for t in inputs]
+    y_ref, state_ref, total_ref = loss(s4d_step_ref, ref_leaves)
+    grads_ref = torch.autograd.grad(total_ref, ref_leaves)
+    assert y.dtype == dtype and new_state.dtype == dtype
+    assert_matches((y, (new_state, *grads)), (y_ref, (state_ref, *grads_ref)), RTOL[dtype],
+                   names=("y", "state", "du", "dstate", "dlam", "dc", "dd"))
+
+
+def test_rollout_of_steps_equals_scan(kdev, poisoned, gen):
+    B, T, S, H, N = 2, 12, 5, 16, 5
+    u, lam, c, d = make_inputs(B, T, S, H, N, gen, kdev)
+    state = torch.zeros(B, S, H, N, 2, dtype=torch.float64, device=kdev)
+    ys = []
+    for t in range(T):
+        y_t, state = s4d_step(u[:, t], state, lam, c, d, backend="triton")
+        ys.append(y_t)
+    rollout = torch.stack(ys, 1)
+    assert rel_err(rollout, s4d_scan(u, lam, c, d, backend="triton", method="scan")) <= RTOL[torch.float64]
+    assert rel_err(rollout.cpu(), s4d_scan_ref(u.cpu(), lam.cpu(), c.cpu(), d.cpu())) <= RTOL[torch.float64]
+
+
+# ----------------------------------------------------------------------------- GPU tiling, on any device
+
+
+@pytest.mark.parametrize(
+    "B,T,S,H,programs",
+    [(3, 40, 5, 7, 1024), (3, 26, 3, 5, 2)],
+    ids=["several-column-and-time-blocks", "uneven-batch-groups"],
+)
+def test_gpu_launch_policy(B, T, S, H, programs, kdev, poisoned, gen, monkeypatch):
+    """The CUDA block sizes (several column / time blocks, partial last blocks) and batch groups of
+    unequal size (B = 3 in groups of 2), whatever device runs the test."""
+    monkeypatch.setitem(s4d_kernels.LAUNCH_POLICY, kdev.type, {"tile": 4096, "programs": programs})
+    inputs = make_inputs(B, T, S, H, 32, gen, kdev)
+    dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
+    want = reference_fp64(inputs, dy)
+    for method in METHODS:
+        got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, dy)
+        assert_matches(got, want, RTOL[torch.float64])
+    u, lam, c, d = inputs
+    state = torch.randn(B, S, H, 32, 2, generator=gen, dtype=torch.float64).to(kdev)
+    y, new_state = s4d_step(u[:, 0], state, lam, c, d, backend="triton")
+    y_ref, state_ref = s4d_step_ref(*(t.cpu() for t in (u[:, 0], state, lam, c, d)))
+    assert rel_err(y.cpu(), y_ref) <= RTOL[torch.float64] and rel_err(new_state.cpu(), state_ref) <= RTOL[torch.float64]
+
+
+def test_batch_groups_split():
+    cpu = torch.device("cpu")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(s4d_kernels.LAUNCH_POLICY, "cpu", {"tile": 4096, "programs": 2})
+        assert s4d_kernels._batch_groups(3, 1, cpu) == (2, 2)
+        assert s4d_kernels._batch_groups(3, 5, cpu) == (1, 3)
+        assert s4d_kernels._batch_groups(1, 1, cpu) == (1, 1)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_triton_backend_without_interpreter_on_cpu_raises(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    u, lam, c, d = torch.zeros(1, 2, 3, 4), torch.zeros(4, 2, 2), torch.zeros(4, 2, 2), torch.zeros(4)
+    with pytest.raises(RuntimeError, match="backend='triton' for s4d_scan cannot run: tensors are on cpu"):
+        s4d_scan(u, lam, c, d, backend="triton")
+    with pytest.raises(RuntimeError, match="backend='triton' for s4d_step cannot run: tensors are on cpu"):
+        s4d_step(u[:, 0], torch.zeros(1, 3, 4, 2, 2), lam, c, d, backend="triton")
+
+
+def test_unknown_method_rejected():
+    with pytest.raises(ValueError, match=r"method must be one of \('auto', 'toeplitz', 'scan'\), got 'fft'"):
+        s4d_scan(torch.zeros(1, 2, 3, 4), torch.zeros(4, 2, 2), torch.zeros(4, 2, 2), torch.zeros(4), method="fft")
+
+
+# ----------------------------------------------------------------------------- GPU only
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_bfloat16_close_to_fp32_reference(method, kdev, gen):
+    inputs = make_inputs(4, 25, 64, 128, 32, gen, kdev, torch.float32)
+    inputs = (inputs[0].bfloat16(), *inputs[1:])
+    dy = torch.randn(4, 25, 64, 128, generator=gen, dtype=torch.float64).to(kdev)
+    y, grads = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, dy)
+    assert y.dtype == torch.bfloat16 and grads[0].dtype == torch.bfloat16
+    assert_matches((y, grads), reference_fp64(inputs, dy), 1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_autocast_bfloat16_output(method, kdev, gen):
+    inputs = make_inputs(2, 25, 32, 128, 32, gen, kdev, torch.float32)
+    with torch.autocast(kdev.type, dtype=torch.bfloat16):
+        y = s4d_scan(*inputs, backend="triton", method=method)
+    assert y.dtype == torch.bfloat16
+    assert rel_err(y, s4d_scan_ref(*inputs)) <= 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_torch_compile_matches_eager(method, kdev, gen):
+    inputs = make_inputs(2, 25, 32, 128, 32, gen, kdev, torch.float32)
+    dy = torch.randn(2, 25, 32, 128, generator=gen, device="cpu").to(kdev)
+
+    def f(*a):
+        return s4d_scan(*a, backend="triton", method=method)
+
+    eager = value_and_grads(f, inputs, dy)
+    compiled = value_and_grads(torch.compile(f), inputs, dy)
+    assert_matches(compiled, (eager[0].cpu().double(), [g.cpu().double() for g in eager[1]]), 1e-5)
+    # below the public op (validation, logging, nvtx): kernel launches and autograd trace in one graph
+    full = torch.compile(lambda *a: s4d_mod._s4d_scan_triton(*a, method), fullgraph=True)
+    assert_matches(value_and_grads(full, inputs, dy), (eager[0].cpu().double(), [g.cpu().double() for g in eager[1]]),
+                   1e-5)
