@@ -1,0 +1,212 @@
+"""gate_fusion backend="triton" (fused Triton kernels) against the PyTorch reference.
+
+On a machine without a GPU the kernels run in Triton's interpreter on CPU tensors (fp32/fp64
+only: bf16 arithmetic is wrong there); the tests marked gpu need CUDA. Every kernel output
+buffer starts as NaN (fixture `poisoned`), so an element the kernels fail to write shows.
+"""
+import importlib
+
+import pytest
+import torch
+from helpers import RTOL, ids, rel_err
+
+from amg_fast.layers.memory_fusion import AdaptiveMemoryGate
+from amg_fast.ops import gate_fusion, gate_fusion_ref
+
+# The module (amg_fast.ops.gate_fusion, the attribute, is the function), for monkeypatching.
+gate_fusion_mod = importlib.import_module("amg_fast.ops.gate_fusion")
+GRAD_NAMES = ("h", "z", "w_z", "w_h", "b", "chi")
+
+
+def make_args(shape, chi_shape, dtype, gen, device, *, w_dtype=None):
+    """Random (h, z, w_z, w_h, b, chi) with logits of order one; chi in (0, 1), leaves requiring grad."""
+    H = shape[-1]
+    w_dtype = w_dtype or dtype
+
+    def rand(*s, scale=1.0, dt=dtype):
+        return (torch.randn(*s, generator=gen, dtype=torch.float64) * scale).to(device=device, dtype=dt)
+
+    args = (rand(*shape), rand(*shape), rand(H, H, scale=H ** -0.5, dt=w_dtype), rand(H, H, scale=H ** -0.5, dt=w_dtype),
+            rand(H, scale=0.5, dt=w_dtype), torch.rand(chi_shape, generator=gen, dtype=torch.float64).to(device, w_dtype))
+    return [a.requires_grad_() for a in args]
+
+
+def forward_and_grads(args, backend, gen):
+    """(out, g) and the gradients of a loss that uses both outputs, w.r.t. all six inputs.
+
+    The weights of g in the loss are positive, so that dchi (a sum over a whole batch) does not
+    cancel down to a small number whose relative error TF32 would inflate.
+    """
+    out, g = gate_fusion(*args, backend=backend)
+    w_out = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
+    w_g = torch.rand(g.shape, generator=gen, dtype=torch.float64).to(g)
+    loss = (out * w_out).sum() + (g * w_g).sum()
+    return out, g, torch.autograd.grad(loss, args)
+
+
+def reference_in_float64(args, gen_seed):
+    """Reference outputs and grads computed in float64 from the same input values."""
+    args64 = [a.detach().double().requires_grad_() for a in args]
+    return forward_and_grads(args64, "reference", torch.Generator().manual_seed(gen_seed))
+
+
+# (B, T, S, H) leading shapes with chi 0-dim or one per batch; H not a power of two included.
+CASES = [
+    ((1, 25, 32, 16), ()),
+    ((3, 26, 48, 48), (3,)),
+    ((3, 1, 32, 128), (3,)),
+    ((3, 1, 32, 48), ()),
+    ((1, 26, 8, 128), (1,)),
+    ((2, 1, 16, 256), ()),
+]
+CASE_IDS = [ids(B=s[0], T=s[1], S=s[2], H=s[3]) + ("-chiB" if c else "-chi0") for s, c in CASES]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("shape,chi_shape", CASES, ids=CASE_IDS)
+def test_forward_and_all_grads_match_reference(shape, chi_shape, dtype, kdev, poisoned, gen):
+    args = make_args(shape, chi_shape, dtype, gen, kdev)
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
+    out_ref, g_ref, grads_ref = reference_in_float64(args, seed)
+    assert out.dtype == g.dtype == dtype and out.shape == g.shape == shape
+    tol = RTOL[dtype]  # fp32: allows TF32 tl.dot on a GPU
+    assert rel_err(out, out_ref) <= tol and rel_err(g, g_ref) <= tol
+    for name, grad, ref in zip(GRAD_NAMES, grads, grads_ref):
+        assert grad.dtype == dtype and grad.shape == ref.shape, name
+        assert rel_err(grad, ref) <= tol, f"d{name}: rel err {rel_err(grad, ref):.2e}"
+
+
+@pytest.mark.parametrize("chi_shape", [(), (2,)], ids=["chi0", "chiB"])
+def test_gradcheck_float64(chi_shape, kdev, gen):
+    args = make_args((2, 1, 16), chi_shape, torch.float64, gen, kdev)
+    fn = lambda *a: gate_fusion(*a, backend="triton")  # noqa: E731
+    # Full Jacobians w.r.t. h, z and chi (the weights' have 2 * 256 columns: too slow in the
+    # interpreter); random directional checks (fast_mode) through all six inputs.
+    h, z, w_z, w_h, b, chi = args
+    assert torch.autograd.gradcheck(lambda h_, z_, chi_: fn(h_, z_, w_z, w_h, b, chi_), (h, z, chi))
+    assert torch.autograd.gradcheck(fn, args, fast_mode=True)
+
+
+def test_launcher_bwd_without_g_grad_matches_autograd(kdev, poisoned, gen):
+    """gate_fusion_bwd(dg=None) treats the grad of g as zeros."""
+    from amg_fast.kernels.gate_fusion import gate_fusion_bwd
+
+    args = make_args((3, 5, 48), (3,), torch.float64, gen, kdev)
+    dout = torch.randn(3, 5, 48, generator=gen, dtype=torch.float64).to(kdev)
+    dz, dh, dlogits, db, dchi = gate_fusion_bwd(*[a.detach() for a in args], dout, None)
+    out, _ = gate_fusion_ref(*args)
+    dh_ref, dz_ref, dw_z_ref, _, db_ref, dchi_ref = torch.autograd.grad((out * dout).sum(), args)
+    assert rel_err(dz, dz_ref) <= 1e-12 and rel_err(dh, dh_ref) <= 1e-12
+    assert rel_err(dlogits.T @ args[1].detach().reshape(-1, 48), dw_z_ref) <= 1e-12
+    assert rel_err(db, db_ref) <= 1e-12 and rel_err(dchi, dchi_ref) <= 1e-12
+
+
+def test_non_contiguous_inputs(kdev, poisoned, gen):
+    H = 48
+    base = torch.randn(3, 2 * H, 10, generator=gen, dtype=torch.float64).to(kdev)
+    h = base[:, ::2, :].transpose(1, 2).requires_grad_()           # [3, 10, H], strided
+    z = base[:, 1::2, :].transpose(1, 2).requires_grad_()
+    w = torch.randn(2, H, H, generator=gen, dtype=torch.float64).to(kdev) / H ** 0.5
+    w_z, w_h = w[0].T.requires_grad_(), w[1].T.requires_grad_()      # transposed views
+    b = torch.randn(2 * H, generator=gen, dtype=torch.float64).to(kdev)[::2].requires_grad_()
+    chi = torch.rand(3, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
+    args = [h, z, w_z, w_h, b, chi]
+    assert not any(a.is_contiguous() for a in args[:5])
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
+    out_ref, g_ref, grads_ref = reference_in_float64(args, seed)
+    assert rel_err(out, out_ref) <= 1e-10 and rel_err(g, g_ref) <= 1e-10
+    for name, grad, ref in zip(GRAD_NAMES, grads, grads_ref):
+        assert rel_err(grad, ref) <= 1e-10, name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_chi_zero_returns_h_and_finite_grads(dtype, kdev, poisoned, gen):
+    h, z, w_z, w_h, b, _ = make_args((2, 7, 48), (), dtype, gen, kdev)
+    chi = torch.zeros((), dtype=dtype, device=kdev, requires_grad=True)
+    out, g = gate_fusion(h, z, w_z, w_h, b, chi, backend="triton")
+    assert torch.equal(out, h) and torch.equal(g, torch.zeros_like(g))
+    grads = torch.autograd.grad(out.sum() + g.sum(), (h, z, w_z, w_h, b, chi))
+    assert all(torch.isfinite(gr).all() for gr in grads)
+    assert torch.equal(grads[0], torch.ones_like(h)) and torch.equal(grads[1], torch.zeros_like(z))
+    assert all(torch.equal(gr, torch.zeros_like(gr)) for gr in grads[2:5])  # dlogits = 0 when chi = 0
+    assert float(grads[5]) != 0.0
+
+
+def test_layer_with_triton_backend_matches_reference(kdev, gen):
+    """AdaptiveMemoryGate learns w1, b_omega through chi: their grads match the reference backend."""
+    torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
+    layers = {be: AdaptiveMemoryGate(16, omega=0.05, backend=be).double().to(kdev) for be in ("triton", "reference")}
+    with torch.no_grad():
+        for p in layers["triton"].parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    layers["reference"].load_state_dict(layers["triton"].state_dict())
+    h, z = (torch.randn(2, 3, 8, 16, generator=gen, dtype=torch.float64).to(kdev) for _ in range(2))
+    results = {}
+    for be, layer in layers.items():
+        out, g = layer(h, z)
+        (out.square().sum() + g.sum()).backward()
+        results[be] = [out] + [p.grad for p in layer.parameters()]
+    for got, ref in zip(results["triton"], results["reference"]):
+        assert rel_err(got, ref) <= 1e-10
+
+
+def test_width_over_limit_is_refused_by_triton_and_auto_falls_back(kdev, gen, monkeypatch):
+    H = 272
+    args = make_args((2, 3, H), (), torch.float64, gen, kdev)
+    with pytest.raises(ValueError, match=r"H <= 256 .*got H=272"):
+        gate_fusion(*args, backend="triton")
+    # Where "auto" would pick Triton (tensors on CUDA), a too-wide gate runs the reference instead.
+    monkeypatch.setattr(gate_fusion_mod, "resolve_backend", lambda op, backend, device: "triton")
+    out, g = gate_fusion(*args, backend="auto")
+    out_ref, g_ref = gate_fusion_ref(*args)
+    assert torch.equal(out, out_ref) and torch.equal(g, g_ref)
+
+
+# ----------------------------------------------------------------------------- GPU only
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape,chi_shape", CASES[:3], ids=CASE_IDS[:3])
+def test_half_inputs_match_float32_reference(shape, chi_shape, dtype, kdev, poisoned, gen):
+    """Half-precision activations with fp32 weights (the autocast layout), fp32 accumulation."""
+    args = make_args(shape, chi_shape, dtype, gen, kdev, w_dtype=torch.float32)
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
+    out_ref, g_ref, grads_ref = reference_in_float64(args, seed)
+    assert out.dtype == g.dtype == dtype
+    assert rel_err(out, out_ref) <= 1e-2 and rel_err(g, g_ref) <= 1e-2
+    for name, grad, ref, arg in zip(GRAD_NAMES, grads, grads_ref, args):
+        assert grad.dtype == arg.dtype, name
+        assert rel_err(grad, ref) <= 2e-2, f"d{name}: rel err {rel_err(grad, ref):.2e}"
+
+
+@pytest.mark.gpu
+def test_autocast_runs_bf16_and_returns_fp32_grads(kdev, gen):
+    args = make_args((2, 25, 32, 128), (2,), torch.float32, gen, kdev)
+    with torch.autocast(kdev.type, dtype=torch.bfloat16):
+        out, g = gate_fusion(*args, backend="triton")
+    assert out.dtype == g.dtype == torch.bfloat16
+    grads = torch.autograd.grad(out.float().sum() + g.float().sum(), args)
+    assert all(gr.dtype == torch.float32 for gr in grads)
+    out_ref, _ = gate_fusion_ref(*[a.detach() for a in args])
+    assert rel_err(out, out_ref) <= 1e-2
+
+
+@pytest.mark.gpu
+def test_torch_compile_matches_eager(kdev, gen):
+    args = make_args((2, 25, 32, 128), (2,), torch.float32, gen, kdev)
+
+    def step(*a):
+        out, g = gate_fusion(*a, backend="triton")
+        return out.square().mean() + g.mean()
+
+    eager_loss = step(*args)
+    eager_grads = torch.autograd.grad(eager_loss, args)
+    compiled_loss = torch.compile(step)(*args)
+    compiled_grads = torch.autograd.grad(compiled_loss, args)
+    assert rel_err(compiled_loss, eager_loss) <= 1e-5
+    for name, got, ref in zip(GRAD_NAMES, compiled_grads, eager_grads):
+        assert rel_err(got, ref) <= 1e-5, name
