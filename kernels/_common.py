@@ -32,8 +32,17 @@ def poisoned_outputs():
 
 
 def dot_precision(dtype: torch.dtype) -> str:
-    """tl.dot input_precision: IEEE for fp64; TF32 (fp32 accumulate) for fp32; bf16/fp16 run natively."""
-    return "ieee" if dtype == torch.float64 else "tf32"
+    """tl.dot input_precision for inputs of this dtype.
+
+    fp64: "ieee". fp32: "tf32x3" (three TF32 products, fp32-accurate) unless the user allowed TF32
+    matmuls (torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision("high")), then
+    "tf32" -- plain TF32 truncates inputs on Hopper, a biased ~5e-4 error per operand that adds up
+    to ~3e-3 over the spectral conv's three chained GEMMs (measured on an H200). bf16/fp16 run
+    natively with fp32 accumulation (the argument is ignored for them).
+    """
+    if dtype == torch.float64:
+        return "ieee"
+    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "tf32x3"
 
 
 def next_pow2(n: int, minimum: int = 16) -> int:

@@ -27,8 +27,9 @@ from torch.library import wrap_triton
 
 from amg_fast.kernels._common import dot_precision, new_output, next_pow2
 
-# Placeholder pending a GPU measurement of the DFT-GEMM vs torch.fft crossover: the basis GEMM
-# costs O(S^2) per channel, the FFT O(S log S) plus layout copies.
+# From this S on the transforms go through torch.fft. Measured on an H200 (scripts/kernel_sweep.py,
+# 800 rows, H = 128, K = S/2, fwd+bwd ms, dft / fft): S=128 1.72 / 1.80, S=256 2.99 / 3.53,
+# S=512 8.50 / 7.01, S=1024 27.5 / 13.6: the basis GEMM costs O(S^2) per channel.
 TRANSFORM_FFT_MIN_S = 512
 TRANSFORMS = ("auto", "dft", "fft")
 
@@ -162,12 +163,12 @@ def _spectral_conv1d_dweight_kernel(
 # Bases and launchers
 # ---------------------------------------------------------------------------------------------
 
-def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
     """Dtype of bases and intermediates: fp64 for fp64, the input's for bf16/fp16, else fp32."""
     return dtype if dtype in (torch.float64, torch.bfloat16, torch.float16) else torch.float32
 
 
-_BASES_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+_BASES_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
 
 def _tracing() -> bool:
@@ -175,39 +176,32 @@ def _tracing() -> bool:
     return torch.compiler.is_compiling() or torch._guards.detect_fake_mode() is not None
 
 
-def _bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(A [2K, S], a [K]): the ortho rFFT analysis basis (cos rows, then -sin rows) and the irfft
-    mode weights a_k (1 for k = 0 and the Nyquist mode of an even S, else 2). Cached per
-    (S, K, dtype, device) in eager mode."""
+def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(A [2K, S], G [S, 2K], a [K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)).
+
+    A: the ortho rFFT analysis basis (cos rows, then -sin rows): [X_re; X_im] = A x.
+    G: the synthesis basis: irfft(Y, n=S, norm="ortho") = G [Y_re; Y_im], G = (A * [a; a]).T.
+    a: the irfft mode weights a_k (1 for k = 0 and the Nyquist mode of an even S, else 2).
+    Cached per (S, K, dtype, device) in eager mode, so a call launches no basis work.
+    """
     key = (S, K, dtype, device)
     if key in _BASES_CACHE and not _tracing():
         return _BASES_CACHE[key]
-    bases = _compute_bases(S, K, dtype, device)
+    k = torch.arange(K, dtype=torch.int64, device=device)
+    s = torch.arange(S, dtype=torch.int64, device=device)
+    angle = (2 * math.pi / S) * torch.remainder(k[:, None] * s[None, :], S).to(torch.float64)  # exact reduction
+    A = torch.cat([torch.cos(angle), -torch.sin(angle)]) / math.sqrt(S)
+    a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64)
+    G = (A * torch.cat([a, a])[:, None]).t().contiguous()
+    bases = (A.to(dtype), G.to(dtype), a.to(dtype))
     if not _tracing():
         _BASES_CACHE[key] = bases
     return bases
 
 
-def _compute_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Angles reduced exactly in integers (k*s mod S), evaluated in fp64, then cast."""
-    k = torch.arange(K, dtype=torch.int64)
-    s = torch.arange(S, dtype=torch.int64)
-    angle = (2 * math.pi / S) * torch.remainder(k[:, None] * s[None, :], S).to(torch.float64)
-    A = torch.cat([torch.cos(angle), -torch.sin(angle)]) / math.sqrt(S)
-    a = torch.full((K,), 2.0, dtype=torch.float64)
-    a[0] = 1.0
-    if S % 2 == 0 and K == S // 2 + 1:
-        a[-1] = 1.0
-    return A.to(device=device, dtype=dtype), a.to(device=device, dtype=dtype)
-
-
-def _synthesis_basis(S: int, K: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """G [S, 2K] with y = G @ [Y_re; Y_im] equal to irfft(Y, n=S, norm="ortho") for modes < K."""
-    A, a = _bases(S, K, dtype, device)
-    return (A * torch.cat([a, a])[:, None]).t()
-
-
-def _use_fft(S: int, transform: str) -> bool:
+def use_fft(S: int, transform: str) -> bool:
+    """Whether the transforms of an S-sample conv go through torch.fft ("fft", or "auto" at large S)."""
     if transform not in TRANSFORMS:
         raise ValueError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
     return transform == "fft" or (transform == "auto" and S >= TRANSFORM_FFT_MIN_S)
@@ -225,38 +219,38 @@ def _launch_transform(basis: torch.Tensor, inp: torch.Tensor, out: torch.Tensor,
     )
 
 
-def _analysis(x: torch.Tensor, K: int, adjoint_of_synthesis: bool, use_fft: bool) -> torch.Tensor:
-    """x [R, S, C] -> spectrum [2, K, R, C] (work dtype). adjoint_of_synthesis=False: rfft(x)[:K];
-    True: G^T x = a_k * rfft(x)[:K] (the backward of the synthesis)."""
+def _analysis(x: torch.Tensor, basis: torch.Tensor, mode_weights: torch.Tensor, fft: bool, adjoint: bool
+              ) -> torch.Tensor:
+    """x [R, S, C] -> spectrum [2, K, R, C] = basis @ x (basis [2K, S], any strides).
+
+    Forward: basis = A (rfft(x)[:K]); backward of the synthesis: basis = G^T (= a_k rfft(x)[:K]).
+    With fft, torch.fft does the transform (times mode_weights when adjoint, i.e. basis is G^T)."""
     R, S, C = x.shape
-    wdt = _work_dtype(x.dtype)
-    if use_fft:
-        spec = torch.fft.rfft(x.to(torch.promote_types(wdt, torch.float32)), dim=1, norm="ortho")[:, :K]
-        if adjoint_of_synthesis:
-            spec = spec * _bases(S, K, spec.real.dtype, x.device)[1][:, None]
-        return torch.view_as_real(spec).permute(3, 1, 0, 2).to(wdt).contiguous()
-    A, a = _bases(S, K, wdt, x.device)
-    basis = A * torch.cat([a, a])[:, None] if adjoint_of_synthesis else A
-    out = new_output((2, K, R, C), dtype=wdt, device=x.device)
+    K = basis.shape[0] // 2
+    if fft:
+        spec = torch.fft.rfft(x.to(torch.promote_types(basis.dtype, torch.float32)), dim=1, norm="ortho")[:, :K]
+        if adjoint:
+            spec = spec * mode_weights.to(spec.real.dtype)[:, None]
+        return torch.view_as_real(spec).permute(3, 1, 0, 2).to(basis.dtype).contiguous()
+    out = new_output((2, K, R, C), dtype=basis.dtype, device=x.device)
     _launch_transform(basis, x, out, (x.stride(1), x.stride(0), x.stride(2)),
                       (out.stride(1), out.stride(2), out.stride(3)))
     return out
 
 
-def _synthesis(spec: torch.Tensor, S: int, out_dtype: torch.dtype, adjoint_of_analysis: bool,
-               use_fft: bool) -> torch.Tensor:
-    """spectrum [2, K, R, C] -> y [R, S, C]. adjoint_of_analysis=False: irfft(spec, n=S);
-    True: A^T spec = irfft(spec / a_k, n=S) (the backward of the analysis)."""
+def _synthesis(spec: torch.Tensor, basis: torch.Tensor, mode_weights: torch.Tensor, out_dtype: torch.dtype,
+               fft: bool, adjoint: bool) -> torch.Tensor:
+    """spectrum [2, K, R, C] -> y [R, S, C] = basis @ spectrum (basis [S, 2K], any strides).
+
+    Forward: basis = G (irfft); backward of the analysis: basis = A^T (= irfft(spec / a_k)).
+    With fft, torch.fft does the transform (dividing by mode_weights when adjoint, i.e. basis is A^T)."""
     _, K, R, C = spec.shape
-    if use_fft:
+    S = basis.shape[0]
+    if fft:
         z = torch.view_as_complex(spec.to(torch.promote_types(spec.dtype, torch.float32)).permute(2, 1, 3, 0).contiguous())
-        if adjoint_of_analysis:
-            z = z / _bases(S, K, z.real.dtype, spec.device)[1][:, None]
+        if adjoint:
+            z = z / mode_weights.to(z.real.dtype)[:, None]
         return torch.fft.irfft(z, n=S, dim=1, norm="ortho").to(out_dtype)
-    if adjoint_of_analysis:
-        basis = _bases(S, K, spec.dtype, spec.device)[0].t()
-    else:
-        basis = _synthesis_basis(S, K, spec.dtype, spec.device)
     out = new_output((R, S, C), dtype=out_dtype, device=spec.device)
     flat = spec.view(2 * K, R, C)
     _launch_transform(basis, flat, out, (flat.stride(0), flat.stride(1), flat.stride(2)),
@@ -301,26 +295,23 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, weight: torch.Tensor) 
     return dw
 
 
-def spectral_conv1d_fwd(x: torch.Tensor, weight: torch.Tensor, transform: str = "auto"
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [R, S, H_in], weight [K, H_in, H_out, 2] -> (y [R, S, H_out] in x.dtype, the truncated
-    spectrum X [2, K, R, H_in] kept for the backward)."""
+def spectral_conv1d_fwd(x: torch.Tensor, weight: torch.Tensor, analysis: torch.Tensor, synthesis: torch.Tensor,
+                        mode_weights: torch.Tensor, fft: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [R, S, H_in], weight [K, H_in, H_out, 2], bases from spectral_bases(S, K, work dtype) ->
+    (y [R, S, H_out] in x.dtype, the truncated spectrum X [2, K, R, H_in] kept for the backward)."""
     x, weight = x.contiguous(), weight.contiguous()
-    S, K = x.shape[1], weight.shape[0]
-    use_fft = _use_fft(S, transform)
-    spec_x = _analysis(x, K, adjoint_of_synthesis=False, use_fft=use_fft)
+    spec_x = _analysis(x, analysis, mode_weights, fft, adjoint=False)
     spec_y = _mix(spec_x, weight, adjoint=False)
-    return _synthesis(spec_y, S, x.dtype, adjoint_of_analysis=False, use_fft=use_fft), spec_x
+    return _synthesis(spec_y, synthesis, mode_weights, x.dtype, fft, adjoint=False), spec_x
 
 
-def spectral_conv1d_bwd(dy: torch.Tensor, spec_x: torch.Tensor, weight: torch.Tensor, x_dtype: torch.dtype,
-                        transform: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
-    """dy [R, S, H_out], spec_x [2, K, R, H_in] (from the forward), weight -> (dx [R, S, H_in] in
-    x_dtype, dweight like weight)."""
+def spectral_conv1d_bwd(dy: torch.Tensor, spec_x: torch.Tensor, weight: torch.Tensor, analysis: torch.Tensor,
+                        synthesis: torch.Tensor, mode_weights: torch.Tensor, x_dtype: torch.dtype, fft: bool
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy [R, S, H_out], spec_x [2, K, R, H_in] (from the forward), weight, the forward's bases ->
+    (dx [R, S, H_in] in x_dtype, dweight like weight). Runs the adjoint chain G^T, W^H, A^T."""
     dy, weight = dy.contiguous(), weight.contiguous()
-    S, K = dy.shape[1], weight.shape[0]
-    use_fft = _use_fft(S, transform)
-    spec_dy = _analysis(dy.to(spec_x.dtype), K, adjoint_of_synthesis=True, use_fft=use_fft)
+    spec_dy = _analysis(dy.to(spec_x.dtype), synthesis.t(), mode_weights, fft, adjoint=True)
     dweight = _dweight(spec_x, spec_dy, weight)
     spec_dx = _mix(spec_dy, weight, adjoint=True)
-    return _synthesis(spec_dx, S, x_dtype, adjoint_of_analysis=True, use_fft=use_fft), dweight
+    return _synthesis(spec_dx, analysis.t(), mode_weights, x_dtype, fft, adjoint=True), dweight

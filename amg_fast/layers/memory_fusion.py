@@ -79,7 +79,8 @@ class AdaptiveMemoryGate(nn.Module):
         self.b = nn.Parameter(torch.zeros(width))
         self.w1 = nn.Parameter(torch.tensor(float(w1)))
         self.b_omega = nn.Parameter(torch.tensor(float(b_omega)))
-        self.register_buffer("omega", torch.tensor(float("nan")))
+        self.register_buffer("omega", torch.tensor(float("nan")))  # NaN = not set
+        self._has_omega = False  # Python mirror of "omega is set": no tensor test (a graph break) in chi()
         if omega is not None:
             self.set_omega(omega)
         self._warned_no_omega = False
@@ -90,13 +91,18 @@ class AdaptiveMemoryGate(nn.Module):
         if t.dim() != 0:
             raise ValueError(f"omega (the fixed omega_f) must be a scalar, got shape {tuple(t.shape)}")
         self.omega.fill_(float(t))
+        self._has_omega = True
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._has_omega = not bool(torch.isnan(self.omega))
 
     def chi(self, omega: torch.Tensor | None = None) -> torch.Tensor:
         """Frequency gate: 0-dim, or [B] when a per-batch omega [B] is given."""
         if not self.freq_gate:
             return torch.ones((), dtype=self.w1.dtype, device=self.w1.device)
         if omega is None:
-            if torch.isnan(self.omega):
+            if not self._has_omega:
                 if not self._warned_no_omega:
                     logger.warning("AdaptiveMemoryGate has no omega: frequency gate off (chi = 1) until "
                                    "set_omega() is called or omega is passed per batch")

@@ -16,6 +16,7 @@ import torch
 BACKENDS = ("auto", "triton", "reference")
 logger = logging.getLogger("amg_fast.ops")
 _logged: set[tuple[str, str, str]] = set()
+_TRITON_INSTALLED = importlib.util.find_spec("triton") is not None  # looked up once, without importing
 
 
 def _log_once(op: str, choice: str, reason: str) -> None:
@@ -27,7 +28,7 @@ def _log_once(op: str, choice: str, reason: str) -> None:
 
 def triton_importable() -> bool:
     """True when the triton package is installed (checked without importing it)."""
-    return importlib.util.find_spec("triton") is not None
+    return _TRITON_INSTALLED
 
 
 def triton_interpreter_on() -> bool:
@@ -53,6 +54,8 @@ def resolve_backend(op: str, backend: str, device: torch.device) -> str:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "reference":
         return "reference"
+    if torch.compiler.is_compiling():  # no logging or environment lookups inside a traced graph
+        return "triton" if backend == "triton" or (device.type == "cuda" and triton_importable()) else "reference"
     reason = triton_unavailable_reason(device)
     if backend == "triton":
         if reason is not None:

@@ -59,41 +59,46 @@ if triton_importable():
     from amg_fast.kernels import spectral_conv as _kernels
 
     @triton_op("amg_fast::spectral_conv1d_fwd", mutates_args=())
-    def _spectral_conv1d_fwd_op(x: torch.Tensor, weight: torch.Tensor, transform: str
+    def _spectral_conv1d_fwd_op(x: torch.Tensor, weight: torch.Tensor, analysis: torch.Tensor,
+                                synthesis: torch.Tensor, mode_weights: torch.Tensor, fft: bool
                                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """x [R, S, H_in], weight [K, H_in, H_out, 2] -> (y [R, S, H_out], spectrum [2, K, R, H_in])."""
-        return _kernels.spectral_conv1d_fwd(x, weight, transform)
+        return _kernels.spectral_conv1d_fwd(x, weight, analysis, synthesis, mode_weights, fft)
 
     @triton_op("amg_fast::spectral_conv1d_bwd", mutates_args=())
     def _spectral_conv1d_bwd_op(dy: torch.Tensor, spec_x: torch.Tensor, weight: torch.Tensor,
-                                x_like: torch.Tensor, transform: str) -> tuple[torch.Tensor, torch.Tensor]:
+                                analysis: torch.Tensor, synthesis: torch.Tensor, mode_weights: torch.Tensor,
+                                x_like: torch.Tensor, fft: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """dy [R, S, H_out] -> (dx [R, S, H_in] in x_like's dtype, dweight like weight)."""
-        return _kernels.spectral_conv1d_bwd(dy, spec_x, weight, x_like.dtype, transform)
+        return _kernels.spectral_conv1d_bwd(dy, spec_x, weight, analysis, synthesis, mode_weights,
+                                            x_like.dtype, fft)
 
 
 class SpectralConv1dFn(torch.autograd.Function):
     """Autograd over the Triton kernels. x [..., S, H_in], weight [K, H_in, H_out, 2] -> y.
 
     The forward keeps the truncated spectrum of x (as large as x at K = S/2) for dweight.
-    transform: "auto" | "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing).
+    transform: "auto" | "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing); "auto"
+    uses fft from kernels.spectral_conv.TRANSFORM_FFT_MIN_S on. The DFT bases are computed here
+    (cached in eager mode) and passed to the custom ops as tensors.
     """
 
     @staticmethod
     def forward(ctx, x, weight, transform="auto"):
         lead, (S, h_in) = x.shape[:-2], x.shape[-2:]
-        y, spec_x = _spectral_conv1d_fwd_op(x.reshape(-1, S, h_in), weight, transform)
-        ctx.save_for_backward(spec_x, weight)
-        ctx.x_meta = (x.shape, x.dtype)
-        ctx.transform = transform
+        fft = _kernels.use_fft(S, transform)
+        bases = _kernels.spectral_bases(S, weight.shape[0], _kernels.work_dtype(x.dtype), x.device)
+        y, spec_x = _spectral_conv1d_fwd_op(x.reshape(-1, S, h_in), weight, *bases, fft)
+        ctx.save_for_backward(spec_x, weight, *bases)
+        ctx.x_meta = (x.shape, x.dtype, fft)
         return y.view(*lead, S, weight.shape[2])
 
     @staticmethod
     def backward(ctx, dy):
-        spec_x, weight = ctx.saved_tensors
-        x_shape, x_dtype = ctx.x_meta
+        spec_x, weight, *bases = ctx.saved_tensors
+        x_shape, x_dtype, fft = ctx.x_meta
         x_like = spec_x.new_empty((0,), dtype=x_dtype)
-        dx, dweight = _spectral_conv1d_bwd_op(dy.reshape(-1, *dy.shape[-2:]), spec_x, weight, x_like,
-                                              ctx.transform)
+        dx, dweight = _spectral_conv1d_bwd_op(dy.reshape(-1, *dy.shape[-2:]), spec_x, weight, *bases, x_like, fft)
         return dx.view(x_shape), dweight, None
 
 

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.data.generate import dataset_path, default_n_test, generate_dataset
 from amg_fast.models import count_parameters, get_model
+from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate, unwrap
@@ -58,13 +59,18 @@ def _device(name: str, rank: int) -> torch.device:
 
 
 def _backend(fast_kernels: bool, device: torch.device, log) -> str:
+    """"triton" for --fast-kernels where the kernels can run (CUDA, or CPU under TRITON_INTERPRET=1),
+    else "reference" with a message saying why."""
     if not fast_kernels:
         return "reference"
-    if device.type != "cuda":
-        log("--fast-kernels: no CUDA GPU on this machine, so the Triton kernels cannot run; "
+    reason = triton_unavailable_reason(device)
+    if reason is not None:
+        log(f"--fast-kernels: the Triton kernels cannot run here ({reason}); "
             "falling back to the PyTorch reference ops")
         return "reference"
-    return "auto"  # Triton where the op has kernels on CUDA; amg_fast.ops logs each choice once
+    log(f"--fast-kernels: running the Triton kernels on {device.type}"
+        + (" (Triton interpreter: slow, for testing)" if device.type == "cpu" else ""))
+    return "triton"
 
 
 def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module:

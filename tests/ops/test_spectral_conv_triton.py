@@ -85,6 +85,36 @@ def test_unknown_transform_is_refused(kdev):
         SpectralConv1dFn.apply(x, w, "fast")
 
 
+@pytest.fixture
+def allow_tf32():
+    """Set torch.backends.cuda.matmul.allow_tf32 inside the test; restored afterwards."""
+    previous = torch.backends.cuda.matmul.allow_tf32
+
+    def set_(value: bool):
+        torch.backends.cuda.matmul.allow_tf32 = value
+    yield set_
+    torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+def test_fp32_dot_precision_follows_torch_tf32_setting(allow_tf32):
+    """fp32 dots are fp32-accurate (tf32x3) unless the user allowed TF32 matmuls; fp64 is IEEE."""
+    from amg_fast.kernels._common import dot_precision
+
+    allow_tf32(False)
+    assert (dot_precision(torch.float32), dot_precision(torch.float64)) == ("tf32x3", "ieee")
+    allow_tf32(True)
+    assert dot_precision(torch.float32) == "tf32"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("S", [32, 48, 128, 1024], ids=lambda s: f"S{s}")
+def test_tf32_mode_within_tf32_tolerance_gpu(S, gen, allow_tf32):
+    """With TF32 allowed (plain TF32 dots, which truncate on Hopper) the error stays under 1e-2."""
+    allow_tf32(True)
+    x, w = _inputs((4, 25), S, S // 2 + 1, 128, 128, torch.float32, "cuda", gen)
+    _check_against_reference(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w, gen, 1e-2)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("S", [32, 128, 1024], ids=lambda s: f"S{s}")
 def test_bf16_inputs_gpu(S, gen):
