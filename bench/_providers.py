@@ -1,0 +1,265 @@
+"""Shared machinery of the benchmark suites: shapes, providers, modes, timing, extra_info.
+
+Providers (side by side in one pytest-benchmark group per op + mode + shape):
+  reference  the eager PyTorch reference (backend="reference")
+  compiled   the reference under torch.compile (dynamic=False, fullgraph where Dynamo can; one
+             compiled callable per (op, shape), compiled during warm-up, outside the timing)
+  triton     backend="triton" (CUDA only: on CPU it would time Triton's interpreter)
+Modes: fwd (forward on inputs that require grad, as in training), bwd (backward only: the forward
+runs once outside the timed region and the graph is retained), fwd+bwd. Gradients are returned by
+torch.autograd.grad, so nothing accumulates into .grad between calls.
+
+Timing: pytest-benchmark times each call followed by torch.cuda.synchronize() on a GPU; on CUDA
+triton.testing.do_bench (L2 flushed between calls, CUDA events) also runs and its median, in ms,
+goes to extra_info["do_bench_ms"] -- the figure scripts/bench_table.py reports.
+
+Environment knobs (comma-separated lists), for a time-limited run:
+  AMG_BENCH_SIZES          S values (GPU default 32,64,128,256,1024; CPU 32,64)
+  AMG_BENCH_PROVIDERS      subset of reference,compiled,triton (default all)
+  AMG_BENCH_COMPILE_SIZES  S values the compiled provider runs at (GPU default: all sizes; CPU: the
+                           smallest only, as compiling the training step takes ~25 s a size there)
+  AMG_BENCH_MODES          subset of fwd,bwd,fwd+bwd (default all)
+  AMG_BENCH_ROUND_BUDGET_S seconds of pytest-benchmark rounds per benchmark (GPU 0.1, CPU 0.3)
+  AMG_BENCH_DO_BENCH_MS    do_bench warmup,rep in ms (default 25,100)
+  AMG_BENCH_MATMUL_PRECISION  torch.set_float32_matmul_precision on CUDA (default "high" = TF32,
+                           what the Triton kernels use; "highest" = true fp32 GEMMs)
+"""
+from __future__ import annotations
+
+import functools
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import pytest
+import torch
+
+from _roofline import flops_and_bytes
+
+ON_GPU = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if ON_GPU else "cpu")
+DTYPE = torch.float32
+PROVIDERS = ("reference", "compiled", "triton")
+MODES = ("fwd", "bwd", "fwd+bwd")
+CPU_TRITON_SKIP = "triton provider on CPU: interpreter timings mean nothing"
+
+
+def _env_list(name: str, default: Sequence, allowed: Sequence | None = None, cast=str) -> tuple:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return tuple(default)
+    try:
+        values = tuple(cast(v.strip()) for v in raw.split(",") if v.strip())
+    except ValueError as err:
+        raise ValueError(f"{name}={raw!r}: {err}") from None
+    bad = [v for v in values if allowed is not None and v not in allowed]
+    if bad or not values:
+        raise ValueError(f"{name}={raw!r}: allowed values are {', '.join(map(str, allowed or ()))}")
+    return values
+
+
+def _even_size(text: str) -> int:
+    value = int(text)
+    if value < 2 or value % 2:
+        raise ValueError(f"S must be an even integer >= 2, got {value}")
+    return value
+
+
+SIZES = _env_list("AMG_BENCH_SIZES", (32, 64, 128, 256, 1024) if ON_GPU else (32, 64), cast=_even_size)
+ENABLED_PROVIDERS = _env_list("AMG_BENCH_PROVIDERS", PROVIDERS, PROVIDERS)
+# On a CPU, compiling AMGFNO's training step costs ~25 s a size: the compiled provider runs at the
+# smallest size only there, so `pytest bench --benchmark-disable` (CI) stays near 1 minute.
+COMPILE_SIZES = _env_list("AMG_BENCH_COMPILE_SIZES", SIZES if ON_GPU else SIZES[:1], cast=_even_size)
+ENABLED_MODES = _env_list("AMG_BENCH_MODES", MODES, MODES)
+ROUND_BUDGET_S = float(os.environ.get("AMG_BENCH_ROUND_BUDGET_S", "0.1" if ON_GPU else "0.3"))
+_DO_BENCH = _env_list("AMG_BENCH_DO_BENCH_MS", (25, 100), cast=int)
+if len(_DO_BENCH) != 2:
+    raise ValueError(f"AMG_BENCH_DO_BENCH_MS must be 'warmup,rep' in ms, got {os.environ['AMG_BENCH_DO_BENCH_MS']!r}")
+DO_BENCH_WARMUP_MS, DO_BENCH_REP_MS = _DO_BENCH
+MATMUL_PRECISION = os.environ.get("AMG_BENCH_MATMUL_PRECISION", "high")
+
+
+def config() -> dict:
+    """The knobs this run used (recorded in the results JSON's machine_info)."""
+    return {"sizes": list(SIZES), "providers": list(ENABLED_PROVIDERS), "compile_sizes": list(COMPILE_SIZES),
+            "modes": list(ENABLED_MODES), "round_budget_s": ROUND_BUDGET_S, "dtype": str(DTYPE).removeprefix("torch."),
+            "do_bench_warmup_ms": DO_BENCH_WARMUP_MS, "do_bench_rep_ms": DO_BENCH_REP_MS,
+            "matmul_precision": torch.get_float32_matmul_precision(), "device": str(DEVICE)}
+
+
+# -- shapes and parametrisation ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Shape:
+    """B trajectories x T steps of S points x H channels; K = S/2 Fourier modes, N S4D pairs."""
+    B: int
+    T: int
+    S: int
+    H: int
+    N: int = 32
+
+    @property
+    def K(self) -> int:
+        return self.S // 2
+
+    @property
+    def id(self) -> str:
+        return f"B{self.B}-T{self.T}-S{self.S}-H{self.H}"
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "K": self.K}
+
+
+def shape_for(S: int) -> Shape:
+    """Paper shapes on a GPU (B*T = 32*25 rows, H = 128); small ones on CPU (4*25 rows, H = 32)."""
+    return Shape(32, 25, S, 128) if ON_GPU else Shape(4, 25, S, 32)
+
+
+def cases() -> list:
+    """pytest params (S, provider), ids like S128-triton; skips say why."""
+    params = []
+    for S in SIZES:
+        for provider in ENABLED_PROVIDERS:
+            marks = []
+            if provider == "triton" and not ON_GPU:
+                marks.append(pytest.mark.skip(reason=CPU_TRITON_SKIP))
+            elif provider == "compiled" and S not in COMPILE_SIZES:
+                where = "" if ON_GPU else " on CPU"
+                marks.append(pytest.mark.skip(reason=f"compiled provider runs at S in {list(COMPILE_SIZES)} only{where}, "
+                                                     "to bound compile time (AMG_BENCH_COMPILE_SIZES)"))
+            params.append(pytest.param(S, provider, id=f"S{S}-{provider}", marks=marks))
+    return params
+
+
+def modes() -> list:
+    return [pytest.param(m, id=m) for m in ENABLED_MODES]
+
+
+# -- providers ---------------------------------------------------------------------------------
+class Compiled:
+    """torch.compile(fn, dynamic=False), fullgraph=True unless Dynamo cannot trace fn whole: then
+    it says why once and compiles with graph breaks. fullgraph / break_reason go to extra_info."""
+
+    def __init__(self, fn: Callable):
+        self.fn, self.fullgraph, self.break_reason = fn, True, None
+        self._compiled = torch.compile(fn, fullgraph=True, dynamic=False)
+
+    def __call__(self, *args):
+        try:
+            return self._compiled(*args)
+        except torch._dynamo.exc.Unsupported as err:
+            if not self.fullgraph:
+                raise
+            self.fullgraph = False
+            self.break_reason = str(err).strip().splitlines()[0]
+            warnings.warn(f"torch.compile(fullgraph=True) failed ({self.break_reason}); compiling with graph breaks",
+                          stacklevel=2)
+            self._compiled = torch.compile(self.fn, dynamic=False)
+            return self._compiled(*args)
+
+
+_COMPILED: dict[tuple[str, str], Compiled] = {}
+
+
+def compiled(key: tuple[str, str], make_fn: Callable[[], Callable]) -> Compiled:
+    """The compiled callable cached under key = (op, shape id); make_fn builds the eager one."""
+    if key not in _COMPILED:
+        _COMPILED[key] = Compiled(make_fn())
+    return _COMPILED[key]
+
+
+def op_callable(op: Callable, name: str, provider: str, shape: Shape) -> Callable:
+    """op(*inputs, backend=...) for the provider; the compiled one is cached per (op, shape)."""
+    if provider == "compiled":
+        return compiled((name, shape.id), lambda: functools.partial(op, backend="reference"))
+    return functools.partial(op, backend=provider)
+
+
+# -- timing ------------------------------------------------------------------------------------
+def sync() -> None:
+    if ON_GPU:
+        torch.cuda.synchronize()
+
+
+def _synced(fn: Callable) -> Callable:
+    def call():
+        fn()
+        sync()
+    return call
+
+
+def run(benchmark, fn: Callable, *, op: str, mode: str, provider: str, shape: Shape,
+        tensors: dict | None = None, extra: dict | None = None) -> None:
+    """Time fn() (one call = one op/step) under the benchmark fixture and fill extra_info.
+
+    Warm-up (compile, autotune, JIT) happens before timing; rounds are sized to ROUND_BUDGET_S.
+    Under --benchmark-disable fn runs once, untimed.
+    """
+    benchmark.group = f"{op} {mode} {shape.id}"
+    flops, nbytes = flops_and_bytes(op, mode, shape.as_dict(), DTYPE.itemsize)
+    info = {"op": op, "mode": mode, "provider": provider, "shape_id": shape.id, "shape": shape.as_dict(),
+            "dtype": str(DTYPE).removeprefix("torch."), "device": str(DEVICE), "flops": flops, "bytes": nbytes,
+            "matmul_precision": torch.get_float32_matmul_precision(),
+            "tensors": {k: list(v.shape) for k, v in (tensors or {}).items()}}
+    info.update(extra or {})
+    benchmark.extra_info.update(info)
+    if benchmark.disabled:
+        benchmark(fn)
+        return
+    call = _synced(fn)
+    call()  # compile / autotune / JIT
+    start = time.perf_counter()
+    call()
+    per_call = max(time.perf_counter() - start, 1e-7)
+    rounds = int(min(max(ROUND_BUDGET_S / per_call, 5), 1000))
+    benchmark.pedantic(call, rounds=rounds, iterations=1, warmup_rounds=1)
+    if ON_GPU:
+        import triton.testing
+
+        p50, p20, p80 = triton.testing.do_bench(fn, warmup=DO_BENCH_WARMUP_MS, rep=DO_BENCH_REP_MS,
+                                                quantiles=[0.5, 0.2, 0.8])
+        benchmark.extra_info.update(do_bench_ms=p50, do_bench_p20_ms=p20, do_bench_p80_ms=p80)
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def bench_op(benchmark, *, name: str, op: Callable, inputs: dict, mode: str, provider: str, shape: Shape) -> None:
+    """Benchmark op(*inputs.values(), backend=...) in mode; gradients w.r.t. the inputs that
+    require grad, from the first output (gate_fusion's out; g is a detached statistic in the model)."""
+    args = tuple(inputs.values())
+    forward = op_callable(op, name, provider, shape)
+    wrt = [t for t in args if t.requires_grad]
+    if mode == "fwd":
+        def fn():
+            return forward(*args)
+    else:
+        out = _first(forward(*args))
+        grad_out = torch.randn_like(out)
+        if mode == "bwd":
+            def fn():
+                return torch.autograd.grad(out, wrt, grad_out, retain_graph=True, allow_unused=True)
+        else:
+            del out
+
+            def fn():
+                return torch.autograd.grad(_first(forward(*args)), wrt, grad_out, allow_unused=True)
+    run(benchmark, fn, op=name, mode=mode, provider=provider, shape=shape, tensors=inputs)
+    record_compile(benchmark, forward)
+
+
+def record_compile(benchmark, fn: Callable) -> None:
+    """For the compiled provider: whether Dynamo captured one graph (else the first break's reason)."""
+    if isinstance(fn, Compiled):
+        benchmark.extra_info.update(fullgraph=fn.fullgraph, graph_break=fn.break_reason)
+
+
+def generator(seed: int = 0) -> torch.Generator:
+    return torch.Generator(DEVICE).manual_seed(seed)
+
+
+def randn(*shape: int, gen: torch.Generator, scale: float = 1.0, grad: bool = True) -> torch.Tensor:
+    t = torch.randn(shape, generator=gen, device=DEVICE, dtype=DTYPE) * scale
+    return t.requires_grad_(grad)

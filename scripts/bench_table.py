@@ -1,0 +1,173 @@
+#!/usr/bin/env python
+"""Markdown table of a benchmark results JSON (pytest bench/ --benchmark-only --benchmark-json=PATH).
+
+One row per op, mode and shape: the median time of each provider (reference = eager PyTorch,
+compiled = the reference under torch.compile, triton = the Triton kernels) in microseconds, the
+speed-up of triton over the other two, and the roofline floor max(bytes / HBM bandwidth,
+FLOPs / peak) from the FLOPs and bytes each benchmark recorded (bench/_roofline.py), with the
+bound that sets it (HBM or compute) and how far above it triton is.
+
+Times are triton.testing.do_bench medians (CUDA runs, L2 flushed) where recorded, else
+pytest-benchmark medians. The peak and bandwidth default to the GPU named in the JSON (dense TF32
+tensor-core peak; e.g. H100 SXM 3.35 TB/s and 495 TFLOP/s, H200 4.8 TB/s and 495 TFLOP/s); the
+note under the title says which figures were used.
+
+Example: python scripts/bench_table.py bench/results/bench-h100-80gb-hbm3-20260101.json > table.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+PROVIDERS = ("reference", "compiled", "triton")
+OP_ORDER = ("spectral_conv1d", "s4d_scan", "gate_fusion", "amgfno_train_step")
+MODE_ORDER = ("fwd", "bwd", "fwd+bwd", "step")
+# (substring of the GPU name, label, HBM TB/s, dense TF32 TFLOP/s); first match wins.
+GPU_SPECS = (
+    ("H200 NVL", "H200 NVL", 4.8, 418.0),
+    ("H200", "H200 SXM", 4.8, 495.0),
+    ("H100 NVL", "H100 NVL", 3.9, 418.0),
+    ("H100 PCIe", "H100 PCIe", 2.0, 378.0),
+    ("H100", "H100 SXM", 3.35, 495.0),
+    ("A100", "A100 80GB SXM", 2.04, 156.0),
+)
+DEFAULT_SPEC = GPU_SPECS[4]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", type=Path, help="results JSON written by pytest-benchmark (--benchmark-json)")
+    p.add_argument("--peak-tflops", type=float, help="compute peak in TFLOP/s (default: from the GPU name; "
+                                                     "H100 SXM / H200: 495, dense TF32)")
+    p.add_argument("--hbm-tbs", type=float, help="HBM bandwidth in TB/s (default: from the GPU name; "
+                                                 "H100 SXM 3.35, H200 4.8)")
+    args = p.parse_args(argv)
+    for name in ("peak_tflops", "hbm_tbs"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            p.error(f"--{name.replace('_', '-')} must be > 0, got {value}")
+    return args
+
+
+def hardware(gpu: str | None, peak: float | None, bw: float | None) -> tuple[float, float, str]:
+    """(peak TFLOP/s, HBM TB/s, a note saying where they came from)."""
+    match = next((spec for spec in GPU_SPECS if gpu and spec[0].lower() in gpu.lower()), None)
+    label, spec_bw, spec_peak = (match or DEFAULT_SPEC)[1:]
+    if match is None:
+        source = (f"GPU {gpu!r} not in the table" if gpu else "no GPU in the results (a CPU run: the floors do "
+                  "not apply to these times)") + f"; {label} figures used"
+    else:
+        source = f"{label} figures for GPU {gpu!r}"
+    peak_v, bw_v = peak or spec_peak, bw or spec_bw
+    given = [f"--{n}" for n, v in (("peak-tflops", peak), ("hbm-tbs", bw)) if v is not None]
+    note = (f"Roofline floor = max(bytes / {bw_v:g} TB/s, FLOPs / {peak_v:g} TFLOP/s) "
+            f"({'from ' + ', '.join(given) + '; otherwise ' if given else ''}{source}).")
+    return peak_v, bw_v, note
+
+
+def median_us(bench: dict) -> tuple[float | None, str | None]:
+    """(median time in us, its source) of one benchmark entry."""
+    info = bench.get("extra_info") or {}
+    if info.get("do_bench_ms") is not None:
+        return 1e3 * float(info["do_bench_ms"]), "do_bench"
+    stats = bench.get("stats")
+    if stats and stats.get("median") is not None:
+        return 1e6 * float(stats["median"]), "pytest-benchmark"
+    return None, None
+
+
+def fmt_us(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return f"{t:,.1f}" if t < 1000 else f"{t:,.0f}"
+
+
+def fmt_ratio(num: float | None, den: float | None) -> str:
+    return "-" if num is None or den is None or den <= 0 else f"{num / den:.2f}x"
+
+
+def _order(seq: tuple, value) -> int:
+    return seq.index(value) if value in seq else len(seq)
+
+
+def collect(benchmarks: list[dict]) -> tuple[dict, list[dict], set[str]]:
+    """Group op benchmarks by (op, mode, shape id); other entries (e.g. KS generation) aside."""
+    rows: dict[tuple, dict] = {}
+    others, sources = [], set()
+    for bench in benchmarks:
+        info = bench.get("extra_info") or {}
+        time_us, source = median_us(bench)
+        if not {"op", "mode", "provider", "shape_id"} <= info.keys():
+            others.append({"name": bench.get("fullname") or bench.get("name", "?"), "time_us": time_us})
+            continue
+        if source:
+            sources.add(source)
+        key = (info["op"], info["mode"], info["shape_id"])
+        row = rows.setdefault(key, {"op": info["op"], "mode": info["mode"], "shape_id": info["shape_id"],
+                                    "S": (info.get("shape") or {}).get("S", 0), "flops": info.get("flops"),
+                                    "bytes": info.get("bytes"), "times": {}})
+        row["times"][info["provider"]] = time_us
+    return rows, others, sources
+
+
+def floor_us(row: dict, peak_tflops: float, hbm_tbs: float) -> tuple[float | None, str]:
+    if row["flops"] is None or row["bytes"] is None:
+        return None, ""
+    memory, compute = row["bytes"] / (hbm_tbs * 1e12), row["flops"] / (peak_tflops * 1e12)
+    return 1e6 * max(memory, compute), "HBM" if memory >= compute else "compute"
+
+
+def render(results: dict, peak: float | None = None, bw: float | None = None) -> str:
+    info = results.get("machine_info") or {}
+    versions = info.get("versions") or {}
+    peak_v, bw_v, note = hardware(info.get("gpu"), peak, bw)
+    rows, others, sources = collect(results.get("benchmarks") or [])
+    commit = info.get("commit") or (results.get("commit_info") or {}).get("id") or "unknown"
+    dirty = " (uncommitted changes)" if info.get("commit_dirty") else ""
+    lines = [f"## Benchmarks on {info.get('gpu') or 'CPU (no GPU)'}", "",
+             f"torch {versions.get('torch', '?')}, triton {versions.get('triton', '?')}, "
+             f"CUDA {versions.get('cuda') or '-'}; {info.get('date') or results.get('datetime', '?')}; "
+             f"commit {commit[:12]}{dirty}.",
+             "Times: median in us, "
+             + (" and ".join(f"{s} medians" for s in sorted(sources)) if sources else "none recorded")
+             + ("" if sources <= {"do_bench"} else " (do_bench medians appear only for CUDA runs)") + ".",
+             note, ""]
+    if rows:
+        lines += ["| op | mode | shape | reference (us) | compiled (us) | triton (us) | triton vs reference "
+                  "| triton vs compiled | floor (us) | triton / floor |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        ordered = sorted(rows.values(), key=lambda r: (_order(OP_ORDER, r["op"]), r["op"],
+                                                       _order(MODE_ORDER, r["mode"]), r["S"], r["shape_id"]))
+        for row in ordered:
+            t = row["times"]
+            ref, comp, tri = (t.get(p) for p in PROVIDERS)
+            floor, bound = floor_us(row, peak_v, bw_v)
+            lines.append(f"| {row['op']} | {row['mode']} | {row['shape_id']} | {fmt_us(ref)} | {fmt_us(comp)} "
+                         f"| {fmt_us(tri)} | {fmt_ratio(ref, tri)} | {fmt_ratio(comp, tri)} "
+                         f"| {fmt_us(floor)}{' (' + bound + ')' if bound else ''} | {fmt_ratio(tri, floor)} |")
+    else:
+        lines.append("No op benchmarks with timings in this file (was it run with --benchmark-disable?).")
+    if others:
+        lines += ["", "| other benchmark | median (us) |", "|---|---:|"]
+        lines += [f"| {o['name']} | {fmt_us(o['time_us'])} |" for o in others]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        results = json.loads(args.results.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        print(f"error: cannot read results JSON {args.results}: {err}", file=sys.stderr)
+        return 2
+    if not isinstance(results, dict) or not isinstance(results.get("benchmarks"), list):
+        print(f"error: {args.results} is not a pytest-benchmark JSON (no 'benchmarks' list)", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(results, args.peak_tflops, args.hbm_tbs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Time kernel launch configurations and method crossovers on a GPU (CUDA only).
+
+Prints one table per sweep (median ms by triton.testing.do_bench) and writes them as JSON:
+  - spectral conv: transform "dft" (basis GEMM) vs "fft" (torch.fft) per S -> TRANSFORM_FFT_MIN_S,
+    and block configurations of the three kernels at the paper's shapes;
+  - S4D: "toeplitz" vs "scan" per T -> TOEPLITZ_MAX_T.
+Usage: python scripts/kernel_sweep.py [--out sweep.json] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+
+import torch
+
+
+def bench(fn) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def fwd_bwd(fn, *inputs):
+    def run():
+        out = fn(*inputs)
+        out = out[0] if isinstance(out, tuple) else out
+        out.backward(torch.ones_like(out))
+    return run
+
+
+def sweep_spectral_transform(sizes, rows=800, width=128):
+    from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref
+
+    out = []
+    for S in sizes:
+        x = torch.randn(rows, S, width, device="cuda", requires_grad=True)
+        w = torch.randn(S // 2, width, width, 2, device="cuda", requires_grad=True)
+        row = {"S": S}
+        for name, fn in (("reference", lambda a, b: spectral_conv1d_ref(a, b)),
+                         ("dft", lambda a, b: SpectralConv1dFn.apply(a, b, "dft")),
+                         ("fft", lambda a, b: SpectralConv1dFn.apply(a, b, "fft"))):
+            with torch.no_grad():
+                row[f"{name}_fwd_ms"] = bench(lambda: fn(x, w))
+            row[f"{name}_fwdbwd_ms"] = bench(fwd_bwd(fn, x, w))
+        out.append(row)
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    return out
+
+
+def sweep_spectral_configs(sizes, rows=800, width=128, quick=False):
+    """Each kernel's block configuration at each S (transform forced to "dft")."""
+    from amg_fast.kernels import spectral_conv as k
+    from amg_fast.ops.spectral_conv import SpectralConv1dFn
+
+    spaces = {
+        "TRANSFORM_CONFIG": dict(BLOCK_M=[64, 128], BLOCK_J=[16, 32, 64], BLOCK_N=[64, 128], num_warps=[4, 8]),
+        "MIX_CONFIG": dict(BLOCK_R=[32, 64, 128], BLOCK_I=[32, 64], BLOCK_O=[64, 128], num_warps=[4, 8]),
+        "DWEIGHT_CONFIG": dict(BLOCK_R=[32, 64], BLOCK_I=[32, 64, 128], BLOCK_O=[64, 128], num_warps=[4, 8]),
+    }
+    results = []
+    for S in sizes:
+        x = torch.randn(rows, S, width, device="cuda", requires_grad=True)
+        w = torch.randn(S // 2, width, width, 2, device="cuda", requires_grad=True)
+        run = fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w)
+        for attr, space in spaces.items():
+            default = dict(getattr(k, attr))
+            best = (bench(run), default)
+            for values in itertools.product(*space.values()):
+                cfg = dict(zip(space, values))
+                if quick and cfg["num_warps"] == 8:
+                    continue
+                setattr(k, attr, cfg)
+                try:
+                    t = bench(run)
+                except Exception as exc:  # a config the compiler refuses (e.g. out of shared memory)
+                    print(f"S={S} {attr} {cfg}: {type(exc).__name__}", flush=True)
+                    continue
+                results.append({"S": S, "kernel": attr, "config": cfg, "fwdbwd_ms": t})
+                if t < best[0]:
+                    best = (t, cfg)
+            setattr(k, attr, default)
+            print(f"S={S} {attr}: default {default} -> best {best[1]} at {best[0]:.4g} ms", flush=True)
+    return results
+
+
+def sweep_s4d(lengths, batch=32, S=128, width=128, n=32):
+    from amg_fast.ops import s4d_scan_ref
+    from amg_fast.ops import s4d_scan as s4d_mod
+
+    out = []
+    mag = torch.empty(width, n, device="cuda").uniform_(0.5, 0.99)
+    phase = torch.empty(width, n, device="cuda").uniform_(0, 3.14)
+    lam = torch.stack([mag * torch.cos(phase), mag * torch.sin(phase)], -1).requires_grad_()
+    c = torch.randn(width, n, 2, device="cuda", requires_grad=True)
+    d = torch.randn(width, device="cuda", requires_grad=True)
+    for T in lengths:
+        b = max(1, batch * 25 // T)
+        u = torch.randn(b, T, S, width, device="cuda", requires_grad=True)
+        row = {"T": T, "B": b}
+        for name, fn in (("reference", lambda *a: s4d_scan_ref(*a)),
+                         ("toeplitz", lambda *a: s4d_mod(*a, backend="triton", method="toeplitz")),
+                         ("scan", lambda *a: s4d_mod(*a, backend="triton", method="scan"))):
+            with torch.no_grad():
+                row[f"{name}_fwd_ms"] = bench(lambda: fn(u, lam, c, d))
+            row[f"{name}_fwdbwd_ms"] = bench(fwd_bwd(fn, u, lam, c, d))
+        out.append(row)
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="kernel_sweep.json", help="JSON file for the results")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and configurations")
+    p.add_argument("--only", choices=["spectral", "configs", "s4d"], action="append",
+                   help="run only these sweeps (repeatable; default all)")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("kernel_sweep.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    only = set(args.only or ["spectral", "configs", "s4d"])
+    res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    import triton
+
+    res["triton"] = triton.__version__
+    if "spectral" in only:
+        res["spectral_transform"] = sweep_spectral_transform([32, 64, 128, 256, 512, 1024])
+    if "s4d" in only:
+        res["s4d_method"] = sweep_s4d([25, 50, 100, 200] if args.quick else [25, 50, 100, 200, 400, 1000])
+    if "configs" in only:
+        res["spectral_configs"] = sweep_spectral_configs([32, 128] if args.quick else [32, 128, 1024], quick=args.quick)
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""scripts/bench_table.py formats a results JSON, and bench/_roofline.py matches PERFORMANCE.md.
+
+The JSON files here are fabricated (pytest-benchmark's schema, made-up times) to check the
+formatting only; they are not results.
+"""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+SHAPE = {"B": 32, "T": 25, "S": 128, "H": 128, "N": 32, "K": 64}
+
+
+def load_roofline():
+    spec = importlib.util.spec_from_file_location("bench_roofline", ROOT / "bench" / "_roofline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def entry(provider, *, op="spectral_conv1d", mode="fwd", do_bench_ms=None, median_s=None, flops=1e9, nbytes=33.5e6):
+    info = {"op": op, "mode": mode, "provider": provider, "shape_id": "B32-T25-S128-H128", "shape": SHAPE,
+            "flops": flops, "bytes": nbytes}
+    if do_bench_ms is not None:
+        info["do_bench_ms"] = do_bench_ms
+    name = f"test_{op}[S128-{provider}-{mode}]"
+    return {"name": name, "fullname": f"bench/x.py::{name}", "group": f"{op} {mode} B32-T25-S128-H128",
+            "extra_info": info, "stats": {"median": median_s if median_s is not None else 1.0, "rounds": 5}}
+
+
+def results(gpu, benchmarks):
+    return {"machine_info": {"gpu": gpu, "versions": {"torch": "2.11.0", "triton": "3.6.0", "cuda": "12.8"},
+                             "date": "2026-01-01T00:00:00+00:00", "commit": "0123456789abcdef", "commit_dirty": False},
+            "commit_info": {"id": "0123456789abcdef"}, "benchmarks": benchmarks, "datetime": "2026-01-01"}
+
+
+def run_table(tmp_path, data, *flags):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_table.py"), str(path), *flags],
+                          capture_output=True, text=True)
+
+
+def row_of(out, prefix):
+    rows = [line for line in out.splitlines() if line.startswith(prefix)]
+    assert len(rows) == 1, out
+    return [cell.strip() for cell in rows[0].strip("|").split("|")]
+
+
+def test_gpu_json_gives_speedups_and_floor(tmp_path):
+    data = results("NVIDIA H100 80GB HBM3", [entry("reference", do_bench_ms=0.1), entry("compiled", do_bench_ms=0.05),
+                                             entry("triton", do_bench_ms=0.025)])
+    proc = run_table(tmp_path, data)
+    assert proc.returncode == 0, proc.stderr
+    assert "H100 SXM figures" in proc.stdout and "3.35 TB/s" in proc.stdout and "495 TFLOP/s" in proc.stdout
+    assert "do_bench medians" in proc.stdout and "commit 0123456789ab" in proc.stdout
+    cells = row_of(proc.stdout, "| spectral_conv1d | fwd |")
+    # 33.5 MB / 3.35 TB/s = 10 us beats 1 GFLOP / 495 TFLOP/s = 2 us: HBM-bound floor.
+    assert cells[2:] == ["B32-T25-S128-H128", "100.0", "50.0", "25.0", "4.00x", "2.00x", "10.0 (HBM)", "2.50x"]
+
+
+def test_h200_defaults_and_flag_overrides(tmp_path):
+    data = results("NVIDIA H200", [entry("triton", do_bench_ms=0.025, flops=49.5e9)])
+    proc = run_table(tmp_path, data)
+    assert proc.returncode == 0 and "H200 SXM figures" in proc.stdout and "4.8 TB/s" in proc.stdout
+    assert row_of(proc.stdout, "| spectral_conv1d |")[8:] == ["100.0 (compute)", "0.25x"]  # 49.5 GFLOP at 495
+    proc = run_table(tmp_path, data, "--peak-tflops", "990", "--hbm-tbs", "1")
+    assert "from --peak-tflops, --hbm-tbs" in proc.stdout
+    assert row_of(proc.stdout, "| spectral_conv1d |")[8] == "50.0 (compute)"
+
+
+def test_cpu_json_uses_pytest_benchmark_medians_and_lists_other_benchmarks(tmp_path):
+    ks = {"name": "test_etdrk4_batched[B64]", "fullname": "bench/test_bench_ks.py::test_etdrk4_batched[B64]",
+          "extra_info": {"method": "etdrk4"}, "stats": {"median": 0.5}}
+    data = results(None, [entry("reference", mode="bwd", median_s=2e-3), entry("reference", median_s=1e-3), ks])
+    proc = run_table(tmp_path, data)
+    assert proc.returncode == 0, proc.stderr
+    assert "CPU (no GPU)" in proc.stdout and "pytest-benchmark medians" in proc.stdout
+    assert "floors do not apply" in proc.stdout
+    out = proc.stdout
+    assert out.index("| spectral_conv1d | fwd |") < out.index("| spectral_conv1d | bwd |")  # mode order
+    assert row_of(out, "| spectral_conv1d | bwd |")[3:6] == ["2,000", "-", "-"]
+    assert row_of(out, "| bench/test_bench_ks.py::test_etdrk4_batched[B64] |")[1] == "500,000"
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"benchmarks": "x"})])
+def test_rejects_files_that_are_not_benchmark_results(tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_table.py"), str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "error:" in proc.stderr
+
+
+def test_rejects_non_positive_peak(tmp_path):
+    proc = run_table(tmp_path, results(None, []), "--hbm-tbs", "0")
+    assert proc.returncode == 2 and "--hbm-tbs must be > 0" in proc.stderr
+
+
+def test_roofline_matches_performance_model():
+    roofline = load_roofline()
+    flops, nbytes = roofline.flops_and_bytes("spectral_conv1d", "fwd", SHAPE)
+    # mixing 6.7 GFLOP + two real FFTs (PERFORMANCE.md's DFT-as-GEMM count would add 6.7 instead of 0.5)
+    assert flops == pytest.approx(6.7e9 + 2 * 800 * 128 * 2.5 * 128 * 7, rel=0.01)
+    assert nbytes == pytest.approx(113e6, rel=0.01)
+    assert roofline.transform_flops(128, 64) < 4 * 128 * 64  # the FFT is the cheaper count
+    assert roofline.transform_flops(8, 1) == 4 * 8 * 1  # one kept mode: the DFT is the cheaper count
+    flops, nbytes = roofline.flops_and_bytes("s4d_scan", "fwd", SHAPE)
+    assert flops == pytest.approx(0.33e9, rel=0.15) and nbytes == pytest.approx(104.9e6, rel=0.01)
+    flops, nbytes = roofline.flops_and_bytes("gate_fusion", "fwd", SHAPE)
+    assert flops == pytest.approx(6.7e9, rel=0.02) and nbytes == pytest.approx(4 * 52.4e6, rel=0.01)
+    fwd, bwd, both = (roofline.flops_and_bytes("gate_fusion", m, SHAPE) for m in ("fwd", "bwd", "fwd+bwd"))
+    assert both == (fwd[0] + bwd[0], fwd[1] + bwd[1]) and bwd[0] == 2 * fwd[0]
+    flops, nbytes = roofline.flops_and_bytes("amgfno_train_step", "step", SHAPE)
+    assert flops == pytest.approx(0.5e12, rel=0.15) and nbytes == pytest.approx(5e9, rel=0.15)
+    with pytest.raises(ValueError, match="op must be one of"):
+        roofline.flops_and_bytes("conv2d", "fwd", SHAPE)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        roofline.flops_and_bytes("s4d_scan", "step", SHAPE)
+
+
+def test_roofline_parameter_count_is_the_models():
+    from amg_fast.models import get_model
+
+    shape = {"B": 1, "T": 1, "S": 32, "H": 16, "N": 32, "K": 16}
+    model = get_model("amgfno", width=16, modes=16, omega=0.1)
+    assert load_roofline().amgfno_parameters(shape) == sum(p.numel() for p in model.parameters())
