@@ -42,7 +42,9 @@ def dot_precision(dtype: torch.dtype) -> str:
     """
     if dtype == torch.float64:
         return "ieee"
-    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "tf32x3"
+    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
+        return "tf32x3"
+    return "tf32"  # fp32 with TF32 allowed; ignored by bf16/fp16 dots (the value the GPU run used)
 
 
 def next_pow2(n: int, minimum: int = 16) -> int:

@@ -101,7 +101,7 @@ def test_fp32_dot_precision_follows_torch_tf32_setting(allow_tf32):
     from amg_fast.kernels._common import dot_precision
 
     allow_tf32(False)
-    assert (dot_precision(torch.float32), dot_precision(torch.float64)) == ("tf32x3", "ieee")
+    assert [dot_precision(t) for t in (torch.float32, torch.float64, torch.bfloat16)] == ["tf32x3", "ieee", "tf32"]
     allow_tf32(True)
     assert dot_precision(torch.float32) == "tf32"
 
