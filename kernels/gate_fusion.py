@@ -24,7 +24,7 @@ register tile by column): ~1.5x the minimum GEMM work, for an op bound by HBM tr
 The weight gradients dlogits^T z, dlogits^T h are GEMMs over all rows, left to cuBLAS by the caller.
 
 Precision: tl.dot inputs are h's dtype (weights are cast to it in-kernel, so fp32 weights work
-with bf16 activations); accumulation is fp32, fp64 for fp64 inputs. fp32 dots use TF32 on a GPU.
+with bf16 activations); accumulation is fp32, fp64 for fp64 inputs. fp32 dots: see _common.dot_precision.
 """
 from __future__ import annotations
 

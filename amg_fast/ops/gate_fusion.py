@@ -112,7 +112,8 @@ def gate_fusion(h, z, w_z, w_h, b, chi, *, backend: str = "auto") -> tuple[torch
 
     backend="triton" runs the fused kernels for H <= 256 (a ValueError above that; "auto" then
     uses the reference). Under autocast, h and z are cast to the autocast dtype (fp64 stays).
-    The kernels accumulate in fp32 (fp64 for fp64 inputs); fp32 GEMMs use TF32 on a GPU.
+    The kernels accumulate in fp32 (fp64 for fp64 inputs); fp32 dots are fp32-accurate (tf32x3)
+    unless TF32 matmuls are allowed (kernels._common.dot_precision).
     """
     check_gate_fusion_args(h, z, w_z, w_h, b, chi)
     if resolve_backend("gate_fusion", backend, h.device) == "reference":
