@@ -13,8 +13,9 @@
 #               benchmarks left out: they time the CPU)
 #   bench-table scripts/bench_table.py on that JSON -> OUT_DIR/bench_table.md
 #   data        KS quick data (256 train / 32 test trajectories, nu = 0.1), generated on the GPU into a temp dir
-#   train-reference, train-fast
-#               2-epoch AMGFNO training (quick preset) without and with --fast-kernels; results.json and
+#   train-reference, train-fast, train-fast-graph
+#               2-epoch AMGFNO training (quick preset) without and with --fast-kernels, and with
+#               --fast-kernels --cuda-graph (the whole step replayed from a CUDA graph); results.json and
 #               metrics.jsonl copied to OUT_DIR/train/<run>/
 # It ends with a summary (pass/fail and seconds per step, training wall times and test nRMSE); the exit
 # code is 0 only when every step passed (3 when there is no usable GPU).
@@ -149,9 +150,10 @@ train_run() {  # train_run NAME [extra flags]: 2-epoch AMGFNO, quick preset, on 
 }
 step_train_reference() { train_run reference; }
 step_train_fast() { train_run fast --fast-kernels; }
+step_train_fast_graph() { train_run fast-graph --fast-kernels --cuda-graph; }
 
 # -- runner --------------------------------------------------------------------------------------------
-STEPS=(env install tests-ops tests-gpu bench bench-table data train-reference train-fast)
+STEPS=(env install tests-ops tests-gpu bench bench-table data train-reference train-fast train-fast-graph)
 declare -a RESULTS=() SECONDS_TAKEN=()
 N_FAILED=0
 now_ms() { date +%s%3N; }
@@ -190,7 +192,7 @@ for i in "${!STEPS[@]}"; do run_step "$i" "${STEPS[i]}"; done
 import json, sys
 from pathlib import Path
 rows = []
-for name in ("reference", "fast"):
+for name in ("reference", "fast", "fast-graph"):
     run = Path(sys.argv[1]) / name
     if (run / "results.json").exists():
         r = json.loads((run / "results.json").read_text())

@@ -41,6 +41,9 @@ def parse_args(argv=None) -> TrainConfig:
     p.add_argument("--preset", default="quick", choices=tuple(PRESETS), help="defaults for unset flags (default quick)")
     p.add_argument("--fast-kernels", action="store_true", help="run the ops' Triton kernels (falls back, saying so, "
                                                                "where they cannot run)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="capture each training step (forward, backward, Adam) in a CUDA graph and replay it: "
+                        "one launch per step instead of hundreds (CUDA, one process)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--eval-every", type=int, default=5, help="test nRMSE every N epochs (default 5)")
     p.add_argument("--alpha", type=float, help="s4ffno: fixed memory weight for --fusion convex/additive")

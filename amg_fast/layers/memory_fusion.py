@@ -55,7 +55,8 @@ def check_omega(name: str, omega) -> torch.Tensor:
         t = t.double()
     if t.dim() > 1:
         raise ValueError(f"{name} must be a scalar or a [B] tensor, got shape {tuple(t.shape)}")
-    if bool((~torch.isfinite(t) | (t < 0)).any()):
+    capturing = t.is_cuda and torch.cuda.is_current_stream_capturing()  # no host sync inside a CUDA graph
+    if not capturing and bool((~torch.isfinite(t) | (t < 0)).any()):
         raise ValueError(f"{name} must be finite and >= 0 (an unresolved-energy ratio), got {t.tolist()}")
     return t
 

@@ -42,6 +42,7 @@ class TrainConfig:
     device: str = "auto"
     preset: str = "quick"
     fast_kernels: bool = False
+    cuda_graph: bool = False
     resume: bool = False
     eval_every: int = 5
     num_workers: int = 0

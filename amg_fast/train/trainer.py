@@ -24,11 +24,12 @@ from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate, unwrap
+from amg_fast.train.graphs import GraphedTrainStep
 
 __all__ = ["train", "TrainingDiverged", "RunDirError", "build_model"]
 
 # Settings that may differ between a run and its resumption.
-RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels"}
+RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph"}
 
 
 class TrainingDiverged(RuntimeError):
@@ -71,6 +72,14 @@ def _backend(fast_kernels: bool, device: torch.device, log) -> str:
     log(f"--fast-kernels: running the Triton kernels on {device.type}"
         + (" (Triton interpreter: slow, for testing)" if device.type == "cpu" else ""))
     return "triton"
+
+
+def _check_cuda_graph(device: torch.device, world: int) -> None:
+    if device.type != "cuda":
+        raise ValueError(f"--cuda-graph captures the training step in a CUDA graph and needs a CUDA device, "
+                         f"got device {device.type}")
+    if world > 1:
+        raise ValueError(f"--cuda-graph runs in one process (DDP's all-reduce is not captured), got {world} processes")
 
 
 def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module:
@@ -173,7 +182,12 @@ def train(cfg: TrainConfig, log=print) -> dict:
         dist.barrier()
     if dist.is_initialized():
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = torch.optim.Adam(_param_groups(model, cfg.weight_decay), lr=cfg.lr)
+    if cfg.cuda_graph:  # capturable Adam with a tensor lr, so the scheduler's changes reach the graph
+        _check_cuda_graph(device, world)
+        optimizer = torch.optim.Adam(_param_groups(model, cfg.weight_decay), capturable=True,
+                                     lr=torch.tensor(cfg.lr, device=device))
+    else:
+        optimizer = torch.optim.Adam(_param_groups(model, cfg.weight_decay), lr=cfg.lr)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
     data_order = torch.Generator().manual_seed(cfg.seed)
     history, first_epoch = [], 1
@@ -196,6 +210,10 @@ def train(cfg: TrainConfig, log=print) -> dict:
     log(f"{cfg.model}: {params:,} parameters; {len(train_ds)} train / {len(test_ds)} test trajectories at f={cfg.res}, "
         f"omega_f={train_ds.omega:.4g}; device {device}, backend {backend}, {world} process(es)")
 
+    def loss_fn(model, u, w):
+        return _loss(model, u, w, cfg.omega_mode)
+
+    step = GraphedTrainStep(model, optimizer, loss_fn) if cfg.cuda_graph else None
     for epoch in range(first_epoch, cfg.epochs + 1):
         t0 = time.perf_counter()
         model.train()
@@ -206,10 +224,13 @@ def train(cfg: TrainConfig, log=print) -> dict:
             if len(batch) < world:  # every rank needs a share; all ranks skip the same batch
                 continue
             idx = batch[rank::world].to(device)
-            optimizer.zero_grad(set_to_none=True)
-            loss = _loss(model, u_train[idx], w_train[idx], cfg.omega_mode)
-            loss.backward()
-            optimizer.step()
+            if step is not None:
+                loss = step(u_train[idx], w_train[idx])
+            else:
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(model, u_train[idx], w_train[idx])
+                loss.backward()
+                optimizer.step()
             loss_sum += loss.detach()
             batches += 1
             gate = getattr(unwrap(model), "last_gate_mean", None)
@@ -222,7 +243,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
             kept = checkpoint_path if checkpoint_path.exists() else "none yet"
             raise TrainingDiverged(f"loss is {train_loss} at epoch {epoch}; stopping. The last good checkpoint "
                                    f"({kept}) is kept")
-        row = {"epoch": epoch, "train_loss": train_loss, "lr": optimizer.param_groups[0]["lr"],
+        row = {"epoch": epoch, "train_loss": train_loss, "lr": float(optimizer.param_groups[0]["lr"]),
                "gate_mean": float(gate_sum) / batches if torch.is_tensor(gate_sum) else None,
                "time_s": time.perf_counter() - t0}
         scheduler.step()

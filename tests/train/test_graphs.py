@@ -1,0 +1,84 @@
+"""CUDA-graph training step: the state restore it relies on (CPU), the refusals, and (GPU) a graphed
+run that follows the eager one."""
+import json
+
+import pytest
+import torch
+
+from amg_fast.models import get_model
+from amg_fast.train.trainer import train
+from amg_fast.train.config import TrainConfig
+from amg_fast.train.graphs import capture_training_state, restore_training_state
+
+TINY = dict(res=32, n_train=12, n_test=4, batch_size=4, width=16, modes=8, eval_every=100)
+
+
+def _adam_steps(model, optimizer, n, gen):
+    for _ in range(n):
+        optimizer.zero_grad()
+        model(torch.randn(2, 3, 32, 1, generator=gen)).square().mean().backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize("steps_before", [0, 2], ids=["fresh", "after-2-steps"])
+def test_restore_returns_model_and_optimizer_to_the_snapshot(steps_before, gen):
+    """Warm-up steps after the snapshot are undone in place; lazily created Adam state is zeroed."""
+    torch.manual_seed(0)
+    model = get_model("amgfno", width=8, modes=4, omega=0.2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    _adam_steps(model, optimizer, steps_before, gen)
+    params_before = [p.detach().clone() for p in model.parameters()]
+    state_before = {k: v.clone() for k, v in optimizer.state[next(model.parameters())].items()}
+    saved = capture_training_state(model, optimizer)
+    live = [p for p in model.parameters()]
+    _adam_steps(model, optimizer, 3, gen)
+    assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), params_before))
+    restore_training_state(model, optimizer, saved)
+    assert all(p is q for p, q in zip(model.parameters(), live))  # same tensors, values written back
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), params_before))
+    state = optimizer.state[next(model.parameters())]
+    for key, value in state.items():
+        expected = state_before[key] if key in state_before else torch.zeros_like(value)
+        assert torch.equal(value, expected), key
+
+
+def test_tensor_lr_follows_the_cosine_schedule_of_a_float_lr():
+    """--cuda-graph gives Adam a tensor lr (so a captured step sees the scheduler's updates): the
+    scheduler must update it in place along the same schedule, and the steps must match."""
+    p, q = torch.nn.Parameter(torch.randn(5)), None
+    q = torch.nn.Parameter(p.detach().clone())
+    opt_t = torch.optim.Adam([p], lr=torch.tensor(1e-3), foreach=False)
+    opt_f = torch.optim.Adam([q], lr=1e-3)
+    lr_tensor = opt_t.param_groups[0]["lr"]
+    scheds = [torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=4) for o in (opt_t, opt_f)]
+    for _ in range(5):
+        assert float(opt_t.param_groups[0]["lr"]) == pytest.approx(opt_f.param_groups[0]["lr"], rel=1e-6)
+        assert opt_t.param_groups[0]["lr"] is lr_tensor  # updated in place
+        for opt, x in ((opt_t, p), (opt_f, q)):
+            opt.zero_grad()
+            x.square().sum().backward()
+            opt.step()
+        for sched in scheds:
+            sched.step()
+    assert torch.allclose(p, q, rtol=1e-6)
+
+
+def test_cuda_graph_needs_cuda(tiny_data, tmp_path):
+    with pytest.raises(ValueError, match="--cuda-graph captures the training step in a CUDA graph and needs a "
+                                         "CUDA device, got device cpu"):
+        train(TrainConfig(data=str(tiny_data), out=str(tmp_path / "g"), epochs=1, device="cpu", cuda_graph=True,
+                          **TINY), log=lambda *a: None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fast_kernels", [False, True], ids=["reference", "triton"])
+def test_graphed_run_follows_the_eager_run_gpu(tiny_data, tmp_path, fast_kernels):
+    """Same data, seed and steps (including a short last batch, run eagerly): same losses and nRMSE."""
+    kw = dict(data=str(tiny_data), epochs=3, device="cuda", fast_kernels=fast_kernels,
+              **{**TINY, "n_train": 10})
+    eager = train(TrainConfig(out=str(tmp_path / "eager"), **kw), log=lambda *a: None)
+    graphed = train(TrainConfig(out=str(tmp_path / "graph"), cuda_graph=True, **kw), log=lambda *a: None)
+    rows = [[json.loads(line)["train_loss"] for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
+            for d in ("eager", "graph")]
+    assert rows[1] == pytest.approx(rows[0], rel=1e-3)
+    assert graphed["nrmse"] == pytest.approx(eager["nrmse"], rel=1e-3)
