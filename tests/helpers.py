@@ -9,9 +9,8 @@ RTOL = {torch.float64: 1e-10, torch.float32: 2e-3}
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    """||a - b|| / ||b|| in float64 (0 when both are 0)."""
-    a, b = a.detach().to(torch.complex128 if a.is_complex() else torch.float64), b.detach().to(
-        torch.complex128 if b.is_complex() else torch.float64)
+    """||a - b|| / ||b|| in float64 on the CPU (0 when both are 0); a and b may be on different devices."""
+    a, b = (t.detach().cpu().to(torch.complex128 if t.is_complex() else torch.float64) for t in (a, b))
     denom = b.norm()
     return float((a - b).norm() / denom) if denom > 0 else float((a - b).norm())
 

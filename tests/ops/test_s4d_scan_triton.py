@@ -174,7 +174,8 @@ def test_step_matches_reference(lead, N, dtype, kdev, poisoned, gen):
 
     def loss(fn, args):
         y, new_state = fn(*args)
-        return y, new_state, (y * dy.to(y.dtype)).sum() + (new_state * dstate.to(y.dtype)).sum()
+        # the reference runs on CPU in fp64: bring the upstream gradients to y's device and dtype
+        return y, new_state, (y * dy.to(y.device, y.dtype)).sum() + (new_state * dstate.to(y.device, y.dtype)).sum()
 
     leaves = [t.clone().requires_grad_() for t in inputs]
     y, new_state, total = loss(lambda *a: s4d_step(*a, backend="triton"), leaves)
