@@ -53,6 +53,7 @@ class GraphedTrainStep:
                  loss_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor], warmup: int = 3):
         self.model, self.optimizer, self.loss_fn, self.warmup = model, optimizer, loss_fn, warmup
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.replay: Callable[[], None] | None = None
         self.static_u = self.static_w = self.static_loss = None
 
     def eager_step(self, u: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -62,29 +63,46 @@ class GraphedTrainStep:
         self.optimizer.step()
         return loss.detach()
 
-    def _capture(self, u: torch.Tensor, w: torch.Tensor) -> None:
-        saved = capture_training_state(self.model, self.optimizer)
-        self.static_u, self.static_w = u.clone(), w.clone()
+    def _warm_up(self) -> None:
+        """Warm-up steps on the static batch, on a side stream for CUDA tensors (as the recipe asks)."""
+        if not self.static_u.is_cuda:
+            for _ in range(self.warmup):
+                self.eager_step(self.static_u, self.static_w)
+            return
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(self.warmup):
                 self.eager_step(self.static_u, self.static_w)
         torch.cuda.current_stream().wait_stream(side)
+
+    def _static_step(self) -> None:
+        """The captured work: forward, loss, backward, optimizer step on the static buffers."""
+        self.static_loss = self.loss_fn(self.model, self.static_u, self.static_w)
+        self.static_loss.backward()
+        self.optimizer.step()
+
+    def _record(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Capture fn in a CUDA graph (nothing runs) and return the graph's replay."""
         self.graph = torch.cuda.CUDAGraph()
-        self.optimizer.zero_grad(set_to_none=True)  # grads are then allocated inside the graph
         with torch.cuda.graph(self.graph):
-            self.static_loss = self.loss_fn(self.model, self.static_u, self.static_w)
-            self.static_loss.backward()
-            self.optimizer.step()
+            fn()
+        return self.graph.replay
+
+    def _capture(self, u: torch.Tensor, w: torch.Tensor) -> None:
+        saved = capture_training_state(self.model, self.optimizer)
+        self.static_u, self.static_w = u.clone(), w.clone()
+        self._warm_up()
+        self.optimizer.zero_grad(set_to_none=True)  # grads are then allocated inside the graph
+        self.replay = self._record(self._static_step)
         restore_training_state(self.model, self.optimizer, saved)
 
     def __call__(self, u: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        if self.graph is None:
+        if self.replay is None:
             self._capture(u, w)
         elif u.shape != self.static_u.shape or w.shape != self.static_w.shape:
             return self.eager_step(u, w)
         self.static_u.copy_(u)
         self.static_w.copy_(w)
-        self.graph.replay()
+        self.replay()
         return self.static_loss.detach()

@@ -42,6 +42,44 @@ def test_restore_returns_model_and_optimizer_to_the_snapshot(steps_before, gen):
         assert torch.equal(value, expected), key
 
 
+def test_graphed_step_logic_follows_eager_training(monkeypatch, gen):
+    """The capture/replay control flow on CPU, with the CUDA graph replaced by a stand-in that
+    re-runs the captured step (its backward writing fresh gradients, as a replay does): warm-up
+    undone, first replay = first step, static buffers refreshed, a short batch run eagerly. After
+    the same batches the parameters equal plain eager training's."""
+    from amg_fast.train.graphs import GraphedTrainStep
+
+    def stand_in_record(self, fn):
+        def replay():
+            self.optimizer.zero_grad(set_to_none=True)
+            fn()
+        return replay
+
+    monkeypatch.setattr(GraphedTrainStep, "_record", stand_in_record)
+    batches = [torch.randn(b, 4, 16, 1, generator=gen) for b in (3, 3, 2, 3)]  # a short batch in between
+
+    def loss_fn(model, u, w):
+        return (model(u[:, :-1]) - u[:, 1:]).square().mean() * w.mean()
+
+    models = []
+    for graphed in (False, True):
+        torch.manual_seed(0)
+        model = get_model("amgfno", width=8, modes=4, omega=0.2)
+        optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(1e-2), foreach=False)
+        step = GraphedTrainStep(model, optimizer, loss_fn) if graphed else None
+        for u in batches:
+            w = torch.ones(u.shape[0])
+            if step is None:
+                optimizer.zero_grad(set_to_none=True)
+                loss_fn(model, u, w).backward()
+                optimizer.step()
+            else:
+                step(u, w)
+        models.append(model)
+    for (name, p_eager), p_graph in zip(models[0].named_parameters(), models[1].parameters()):
+        assert torch.allclose(p_graph, p_eager, rtol=1e-5, atol=1e-7), name
+
+
 def test_tensor_lr_follows_the_cosine_schedule_of_a_float_lr():
     """--cuda-graph gives Adam a tensor lr (so a captured step sees the scheduler's updates): the
     scheduler must update it in place along the same schedule, and the steps must match."""
