@@ -23,6 +23,9 @@ Environment knobs (comma-separated lists), for a time-limited run:
   AMG_BENCH_DO_BENCH_MS    do_bench warmup,rep in ms (default 25,100)
   AMG_BENCH_MATMUL_PRECISION  torch.set_float32_matmul_precision on CUDA (default "high" = TF32,
                            what the Triton kernels use; "highest" = true fp32 GEMMs)
+  AMG_BENCH_CUDA_GRAPH     "1" (default on a GPU): also capture each timed call in a CUDA graph and
+                           time its replays (extra_info["graph_ms"]): the GPU time without the
+                           per-launch host cost, which dominates at the paper's sizes; "0" skips it
 """
 from __future__ import annotations
 
@@ -79,6 +82,7 @@ if len(_DO_BENCH) != 2:
     raise ValueError(f"AMG_BENCH_DO_BENCH_MS must be 'warmup,rep' in ms, got {os.environ['AMG_BENCH_DO_BENCH_MS']!r}")
 DO_BENCH_WARMUP_MS, DO_BENCH_REP_MS = _DO_BENCH
 MATMUL_PRECISION = os.environ.get("AMG_BENCH_MATMUL_PRECISION", "high")
+CUDA_GRAPH = ON_GPU and os.environ.get("AMG_BENCH_CUDA_GRAPH", "1") == "1"
 
 
 def config() -> dict:
@@ -86,7 +90,8 @@ def config() -> dict:
     return {"sizes": list(SIZES), "providers": list(ENABLED_PROVIDERS), "compile_sizes": list(COMPILE_SIZES),
             "modes": list(ENABLED_MODES), "round_budget_s": ROUND_BUDGET_S, "dtype": str(DTYPE).removeprefix("torch."),
             "do_bench_warmup_ms": DO_BENCH_WARMUP_MS, "do_bench_rep_ms": DO_BENCH_REP_MS,
-            "matmul_precision": torch.get_float32_matmul_precision(), "device": str(DEVICE)}
+            "matmul_precision": torch.get_float32_matmul_precision(), "device": str(DEVICE),
+            "cuda_graph": CUDA_GRAPH}
 
 
 # -- shapes and parametrisation ----------------------------------------------------------------
@@ -220,6 +225,32 @@ def run(benchmark, fn: Callable, *, op: str, mode: str, provider: str, shape: Sh
         p50, p20, p80 = triton.testing.do_bench(fn, warmup=DO_BENCH_WARMUP_MS, rep=DO_BENCH_REP_MS,
                                                 quantiles=[0.5, 0.2, 0.8])
         benchmark.extra_info.update(do_bench_ms=p50, do_bench_p20_ms=p20, do_bench_p80_ms=p80)
+    if CUDA_GRAPH:
+        benchmark.extra_info.update(graph_replay(fn))
+
+
+def graph_replay(fn: Callable) -> dict:
+    """{"graph_ms": median of do_bench over replays of fn captured in a CUDA graph} (after two
+    warm-up calls on a side stream), or {"graph_ms": None, "graph_error": why} when fn cannot be
+    captured (e.g. a host sync)."""
+    import triton.testing
+
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        ms = triton.testing.do_bench(graph.replay, warmup=DO_BENCH_WARMUP_MS, rep=DO_BENCH_REP_MS,
+                                     return_mode="median")
+        return {"graph_ms": float(ms)}
+    except Exception as err:  # report, do not fail the benchmark: eager timings stand on their own
+        torch.cuda.synchronize()
+        return {"graph_ms": None, "graph_error": f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"}
 
 
 def _first(out):

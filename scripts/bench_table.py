@@ -109,6 +109,8 @@ def collect(benchmarks: list[dict]) -> tuple[dict, list[dict], set[str]]:
                                     "S": (info.get("shape") or {}).get("S", 0), "flops": info.get("flops"),
                                     "bytes": info.get("bytes"), "times": {}})
         row["times"][info["provider"]] = time_us
+        if info.get("graph_ms") is not None:
+            row.setdefault("graph_times", {})[info["provider"]] = 1e3 * float(info["graph_ms"])
     return rows, others, sources
 
 
@@ -117,6 +119,20 @@ def floor_us(row: dict, peak_tflops: float, hbm_tbs: float) -> tuple[float | Non
         return None, ""
     memory, compute = row["bytes"] / (hbm_tbs * 1e12), row["flops"] / (peak_tflops * 1e12)
     return 1e6 * max(memory, compute), "HBM" if memory >= compute else "compute"
+
+
+def _table(rows: list[dict], times_key: str, peak_v: float, bw_v: float) -> list[str]:
+    """Markdown rows: per-provider times from row[times_key], speed-ups and the roofline floor."""
+    lines = ["| op | mode | shape | reference (us) | compiled (us) | triton (us) | triton vs reference "
+             "| triton vs compiled | floor (us) | triton / floor |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        ref, comp, tri = (row[times_key].get(p) for p in PROVIDERS)
+        floor, bound = floor_us(row, peak_v, bw_v)
+        lines.append(f"| {row['op']} | {row['mode']} | {row['shape_id']} | {fmt_us(ref)} | {fmt_us(comp)} "
+                     f"| {fmt_us(tri)} | {fmt_ratio(ref, tri)} | {fmt_ratio(comp, tri)} "
+                     f"| {fmt_us(floor)}{' (' + bound + ')' if bound else ''} | {fmt_ratio(tri, floor)} |")
+    return lines
 
 
 def render(results: dict, peak: float | None = None, bw: float | None = None) -> str:
@@ -135,18 +151,13 @@ def render(results: dict, peak: float | None = None, bw: float | None = None) ->
              + ("" if sources <= {"do_bench"} else " (do_bench medians appear only for CUDA runs)") + ".",
              note, ""]
     if rows:
-        lines += ["| op | mode | shape | reference (us) | compiled (us) | triton (us) | triton vs reference "
-                  "| triton vs compiled | floor (us) | triton / floor |",
-                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         ordered = sorted(rows.values(), key=lambda r: (_order(OP_ORDER, r["op"]), r["op"],
                                                        _order(MODE_ORDER, r["mode"]), r["S"], r["shape_id"]))
-        for row in ordered:
-            t = row["times"]
-            ref, comp, tri = (t.get(p) for p in PROVIDERS)
-            floor, bound = floor_us(row, peak_v, bw_v)
-            lines.append(f"| {row['op']} | {row['mode']} | {row['shape_id']} | {fmt_us(ref)} | {fmt_us(comp)} "
-                         f"| {fmt_us(tri)} | {fmt_ratio(ref, tri)} | {fmt_ratio(comp, tri)} "
-                         f"| {fmt_us(floor)}{' (' + bound + ')' if bound else ''} | {fmt_ratio(tri, floor)} |")
+        lines += _table(ordered, "times", peak_v, bw_v)
+        if any(row.get("graph_times") for row in ordered):
+            lines += ["", "The same calls captured in a CUDA graph and replayed (do_bench medians, us): the GPU "
+                      "time without the per-launch host cost.", ""]
+            lines += _table([r for r in ordered if r.get("graph_times")], "graph_times", peak_v, bw_v)
     else:
         lines.append("No op benchmarks with timings in this file (was it run with --benchmark-disable?).")
     if others:

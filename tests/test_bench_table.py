@@ -129,3 +129,18 @@ def test_roofline_parameter_count_is_the_models():
     shape = {"B": 1, "T": 1, "S": 32, "H": 16, "N": 32, "K": 16}
     model = get_model("amgfno", width=16, modes=16, omega=0.1)
     assert load_roofline().amgfno_parameters(shape) == sum(p.numel() for p in model.parameters())
+
+
+def test_cuda_graph_replays_get_their_own_table(tmp_path):
+    """Entries with graph_ms add a second table of replay times; without them there is none."""
+    benches = [entry(p, do_bench_ms=ms) for p, ms in (("reference", 1.0), ("compiled", 1.2), ("triton", 0.8))]
+    for bench, graph_ms in zip(benches, (0.4, 0.3, 0.1)):
+        bench["extra_info"]["graph_ms"] = graph_ms
+    out = run_table(tmp_path, results("NVIDIA H200", benches)).stdout
+    assert "captured in a CUDA graph and replayed" in out
+    rows = [line for line in out.splitlines() if line.startswith("| spectral_conv1d | fwd |")]
+    assert [r.split("|")[4:7] for r in rows] == [[" 1,000 ", " 1,200 ", " 800.0 "], [" 400.0 ", " 300.0 ", " 100.0 "]]
+    assert rows[1].split("|")[7].strip() == "4.00x"
+    for bench in benches:
+        del bench["extra_info"]["graph_ms"]
+    assert "CUDA graph" not in run_table(tmp_path, results("NVIDIA H200", benches)).stdout
