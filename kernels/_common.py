@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 
 import torch
-import triton
 
 _POISON_OUTPUTS = False
 
@@ -48,5 +47,14 @@ def dot_precision(dtype: torch.dtype) -> str:
 
 
 def next_pow2(n: int, minimum: int = 16) -> int:
-    """Smallest power of two >= max(n, minimum) (tl.arange needs powers of two, tl.dot dims >= 16)."""
-    return max(minimum, triton.next_power_of_2(int(n)))
+    """Smallest power of two >= max(n, minimum) (tl.arange needs powers of two, tl.dot dims >= 16).
+
+    Plain integer arithmetic: triton.next_power_of_2 / triton.cdiv are constexpr-function wrappers
+    in recent Triton, measurable host overhead on every launch."""
+    n = max(int(n), minimum, 1)
+    return 1 << (n - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for positive integers (the grid size of a blocked axis)."""
+    return -(-int(a) // int(b))

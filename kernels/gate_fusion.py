@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import dot_precision, new_output, next_pow2
+from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2
 
 __all__ = ["MAX_H", "gate_fusion_fwd", "gate_fusion_bwd", "check_width"]
 
@@ -243,7 +243,7 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi) -> tuple[torch.Tensor, torch.Tensor]
     g = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
     if sc["M"] > 0:
         config = _fwd_config(sc["H"], h.dtype)
-        grid = (triton.cdiv(sc["M"], config["BLOCK_M"]),)
+        grid = (cdiv(sc["M"], config["BLOCK_M"]),)
         torch.library.wrap_triton(_gate_fusion_fwd_kernel)[grid](
             *inputs, out, g, sc["M"], sc["H"], sc["rows_per_batch"], sc["chi_stride"],
             BLOCK_H=next_pow2(sc["H"]), DOT_PRECISION=dot_precision(h.dtype), **config)
@@ -271,7 +271,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None):
     dlogits = new_output((M, H), dtype=acc_dtype, device=h.device)
     dchi_rows = new_output((M,), dtype=acc_dtype, device=h.device)
     config = _bwd_config(H, h.dtype)
-    grid = (triton.cdiv(M, config["BLOCK_M"]),)
+    grid = (cdiv(M, config["BLOCK_M"]),)
     db_tiles = new_output((grid[0], H), dtype=acc_dtype, device=h.device)
     if M > 0:
         torch.library.wrap_triton(_gate_fusion_bwd_kernel)[grid](

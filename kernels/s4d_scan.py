@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import new_output, next_pow2
+from amg_fast.kernels._common import cdiv, new_output, next_pow2
 
 __all__ = [
     "s4d_toeplitz_fwd", "s4d_toeplitz_bwd", "s4d_scan_fwd", "s4d_scan_bwd", "s4d_step_fwd",
@@ -285,9 +285,9 @@ def _block_c(C: int, per_column: int, device: torch.device) -> int:
 def _batch_groups(B: int, programs_per_group: int, device: torch.device) -> tuple[int, int]:
     """(G, B_PER): split the batch into G groups of B_PER entries (the last may be shorter) so that
     G * programs_per_group is about the policy's program count."""
-    groups = max(1, min(B, triton.cdiv(_policy(device)["programs"], programs_per_group)))
-    b_per = triton.cdiv(B, groups)
-    return triton.cdiv(B, b_per), b_per
+    groups = max(1, min(B, cdiv(_policy(device)["programs"], programs_per_group)))
+    b_per = cdiv(B, groups)
+    return cdiv(B, b_per), b_per
 
 
 def _flat(u: torch.Tensor) -> tuple[torch.Tensor, int, int, int, int]:
@@ -314,7 +314,7 @@ def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torc
     kk, d = kk.contiguous(), d.contiguous()
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
     BLOCK_T, BLOCK_C = _toeplitz_blocks(T, C, u.device)
-    grid = (triton.cdiv(C, BLOCK_C), B, triton.cdiv(T, BLOCK_T))  # column blocks first: the longest axis
+    grid = (cdiv(C, BLOCK_C), B, cdiv(T, BLOCK_T))  # column blocks first: the longest axis
     torch.library.wrap_triton(_s4d_toeplitz_fwd_kernel)[grid](
         u, kk, d, y, T, C, H, FP64=_acc_dtype(u, kk, d) == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
     return y
@@ -331,7 +331,7 @@ def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor,
     dy, kk, d = dy.contiguous(), kk.contiguous(), d.contiguous()
     acc = _acc_dtype(u, dy, kk, d)
     BLOCK_T, BLOCK_C = _toeplitz_blocks(T, C, u.device)
-    n_c, n_t = triton.cdiv(C, BLOCK_C), triton.cdiv(T, BLOCK_T)
+    n_c, n_t = cdiv(C, BLOCK_C), cdiv(T, BLOCK_T)
     G, b_per = _batch_groups(B, n_c * n_t, u.device)
     du = new_output(u.shape, dtype=u.dtype, device=u.device)
     part = new_output((G, n_t, T, C), dtype=acc, device=u.device)
@@ -351,7 +351,7 @@ def s4d_scan_fwd(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.T
     N_PAD = next_pow2(N, 2)
     BLOCK_C = _block_c(C, 4 * N_PAD, u.device)  # state, lam, c: 4 real tiles
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
-    torch.library.wrap_triton(_s4d_scan_fwd_kernel)[(triton.cdiv(C, BLOCK_C), B)](
+    torch.library.wrap_triton(_s4d_scan_fwd_kernel)[(cdiv(C, BLOCK_C), B)](
         u, lam, c, d, y, T, C, H, N,
         FP64=_acc_dtype(u, lam, c, d) == torch.float64, BLOCK_C=BLOCK_C, N_PAD=N_PAD)
     return y
@@ -367,7 +367,7 @@ def s4d_scan_bwd(dy: torch.Tensor, u: torch.Tensor, lam: torch.Tensor, c: torch.
     N = lam.shape[1]
     N_PAD = next_pow2(N, 2)
     BLOCK_C = _block_c(C, 8 * N_PAD, u.device)  # x, q, G, dlam, dc, lam, c: 8+ real tiles
-    n_c = triton.cdiv(C, BLOCK_C)
+    n_c = cdiv(C, BLOCK_C)
     G, b_per = _batch_groups(B, n_c, u.device)
     du = new_output(u.shape, dtype=u.dtype, device=u.device)
     dlc_part = new_output((G, 2, C, N, 2), dtype=acc, device=u.device)
@@ -392,7 +392,7 @@ def s4d_step_fwd(u_t: torch.Tensor, state: torch.Tensor, lam: torch.Tensor, c: t
     BLOCK_E = _block_c(E, 4 * N_PAD, u_t.device)
     y = new_output(u_t.shape, dtype=u_t.dtype, device=u_t.device)
     new_state = new_output(state.shape, dtype=state.dtype, device=state.device)
-    torch.library.wrap_triton(_s4d_step_fwd_kernel)[(triton.cdiv(E, BLOCK_E),)](
+    torch.library.wrap_triton(_s4d_step_fwd_kernel)[(cdiv(E, BLOCK_E),)](
         u_t, state, lam, c, d, y, new_state, E, H, N,
         FP64=_acc_dtype(u_t, state, lam, c, d) == torch.float64, BLOCK_E=BLOCK_E, N_PAD=N_PAD)
     return y, new_state

@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from amg_fast.kernels._common import dot_precision, new_output, next_pow2
+from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2
 
 # From this S on the transforms go through torch.fft. Measured on an H200 (scripts/kernel_sweep.py,
 # 800 rows, H = 128, K = S/2, fwd+bwd ms, dft / fft): S=128 1.72 / 1.80, S=256 2.99 / 3.53,
@@ -212,7 +212,7 @@ def _launch_transform(basis: torch.Tensor, inp: torch.Tensor, out: torch.Tensor,
     M, J = basis.shape
     R, N = out.numel() // (M * out.shape[-1]), out.shape[-1]
     cfg = _blocks(TRANSFORM_CONFIG, M=M, J=J, N=N)
-    grid = (R, triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]))
+    grid = (R, cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]))
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
         basis, inp, out, M, J, N, basis.stride(0), basis.stride(1), *inp_strides, *out_strides,
         PRECISION=dot_precision(basis.dtype), **cfg,
@@ -267,7 +267,7 @@ def _mix(spec: torch.Tensor, weight: torch.Tensor, adjoint: bool) -> torch.Tenso
     s_wi, s_wo = (weight.stride(2), weight.stride(1)) if adjoint else (weight.stride(1), weight.stride(2))
     out = new_output((2, K, R, C_out), dtype=spec.dtype, device=spec.device)
     cfg = _blocks(MIX_CONFIG, R=R, I=C_in, O=C_out)
-    grid = (triton.cdiv(R, cfg["BLOCK_R"]), K, triton.cdiv(C_out, cfg["BLOCK_O"]))
+    grid = (cdiv(R, cfg["BLOCK_R"]), K, cdiv(C_out, cfg["BLOCK_O"]))
     wrap_triton(_spectral_conv1d_mix_kernel)[grid](
         spec, weight, out, R, C_in, C_out,
         spec.stride(0), spec.stride(1), spec.stride(2),
@@ -284,7 +284,7 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, weight: torch.Tensor) 
     h_out = spec_dy.shape[-1]
     dw = new_output(weight.shape, dtype=weight.dtype, device=weight.device)
     cfg = _blocks(DWEIGHT_CONFIG, R=R, I=h_in, O=h_out)
-    grid = (K, triton.cdiv(h_in, cfg["BLOCK_I"]), triton.cdiv(h_out, cfg["BLOCK_O"]))
+    grid = (K, cdiv(h_in, cfg["BLOCK_I"]), cdiv(h_out, cfg["BLOCK_O"]))
     wrap_triton(_spectral_conv1d_dweight_kernel)[grid](
         spec_x, spec_dy, dw, R, h_in, h_out,
         spec_x.stride(0), spec_x.stride(1), spec_x.stride(2),
