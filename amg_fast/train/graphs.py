@@ -94,7 +94,11 @@ class GraphedTrainStep:
         self.static_u, self.static_w = u.clone(), w.clone()
         self._warm_up()
         self.optimizer.zero_grad(set_to_none=True)  # grads are then allocated inside the graph
-        self.replay = self._record(self._static_step)
+        try:
+            self.replay = self._record(self._static_step)
+        except RuntimeError as err:  # e.g. an op that syncs with the host: say so, do not run on eagerly
+            raise RuntimeError(f"--cuda-graph: capturing the training step failed ({str(err).strip()[:300]}); "
+                               "train without --cuda-graph") from err
         restore_training_state(self.model, self.optimizer, saved)
 
     def __call__(self, u: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

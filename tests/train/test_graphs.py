@@ -80,6 +80,20 @@ def test_graphed_step_logic_follows_eager_training(monkeypatch, gen):
         assert torch.allclose(p_graph, p_eager, rtol=1e-5, atol=1e-7), name
 
 
+def test_failed_capture_says_so(monkeypatch):
+    from amg_fast.train.graphs import GraphedTrainStep
+
+    def failing_record(self, fn):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(GraphedTrainStep, "_record", failing_record)
+    model = get_model("ffno", width=8, modes=4)
+    step = GraphedTrainStep(model, torch.optim.Adam(model.parameters()), lambda m, u, w: m(u).square().mean())
+    with pytest.raises(RuntimeError, match=r"--cuda-graph: capturing the training step failed \(operation not "
+                                           r"permitted when stream is capturing\); train without --cuda-graph"):
+        step(torch.randn(2, 3, 16, 1), torch.ones(2))
+
+
 def test_tensor_lr_follows_the_cosine_schedule_of_a_float_lr():
     """--cuda-graph gives Adam a tensor lr (so a captured step sees the scheduler's updates): the
     scheduler must update it in place along the same schedule, and the steps must match."""
