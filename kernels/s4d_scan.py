@@ -96,6 +96,54 @@ def _store_pair(ptr, re, im, rows, n, N, mask):
 
 
 @triton.jit
+def _s4d_conv_kernel_fwd_kernel(lam_ptr, c_ptr, k_ptr, H, N, T,
+                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+    """K[h, l] = 2 Re(sum_n c[h, n] lam[h, n]^l) for l < T, powers by repeated multiplication.
+
+    lam, c [H, N, 2]; k [H, T]. Grid (cdiv(H, BLOCK_H),)."""
+    hs = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
+    hmask = hs < H
+    n = tl.arange(0, N_PAD)
+    pmask = hmask[:, None] & (n < N)[None, :]
+    lr, li = _load_pair(lam_ptr, hs, n, N, pmask, FP64)
+    pr, pi = _load_pair(c_ptr, hs, n, N, pmask, FP64)  # p = c lam^l, from l = 0
+    for l in range(0, T):
+        tl.store(k_ptr + hs.to(tl.int64) * T + l, (2.0 * tl.sum(pr, axis=1)).to(k_ptr.dtype.element_ty), mask=hmask)
+        pr, pi = pr * lr - pi * li, pr * li + pi * lr
+
+
+@triton.jit
+def _s4d_conv_kernel_bwd_kernel(lam_ptr, c_ptr, dk_ptr, dlam_ptr, dc_ptr, H, N, T,
+                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+    """Gradients of K = 2 Re(sum_n c lam^l) from dK [H, T] (complex grads as dL/dRe + i dL/dIm):
+    dc = sum_l 2 dK_l conj(lam^l), dlam = sum_l 2 dK_l conj(c l lam^(l-1)), with q = lam^l and
+    r = l lam^(l-1) advanced as r <- r lam + q, q <- q lam. Grid (cdiv(H, BLOCK_H),)."""
+    hs = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
+    hmask = hs < H
+    n = tl.arange(0, N_PAD)
+    pmask = hmask[:, None] & (n < N)[None, :]
+    lr, li = _load_pair(lam_ptr, hs, n, N, pmask, FP64)
+    cr, ci = _load_pair(c_ptr, hs, n, N, pmask, FP64)
+    qr, qi = tl.where(pmask, 1.0, 0.0).to(lr.dtype), tl.zeros_like(lr)  # lam^0
+    rr, ri = tl.zeros_like(lr), tl.zeros_like(lr)  # 0 * lam^-1
+    dcr, dci = tl.zeros_like(lr), tl.zeros_like(lr)
+    dlr, dli = tl.zeros_like(lr), tl.zeros_like(lr)
+    for l in range(0, T):
+        g = 2.0 * _acc(tl.load(dk_ptr + hs.to(tl.int64) * T + l, mask=hmask, other=0.0), FP64)[:, None]
+        dcr += g * qr
+        dci -= g * qi
+        fr, fi = cr * rr - ci * ri, cr * ri + ci * rr  # c l lam^(l-1)
+        dlr += g * fr
+        dli -= g * fi
+        rr, ri = rr * lr - ri * li + qr, rr * li + ri * lr + qi
+        qr, qi = qr * lr - qi * li, qr * li + qi * lr
+    _store_pair(dlam_ptr, dlr, dli, hs, n, N, pmask)
+    _store_pair(dc_ptr, dcr, dci, hs, n, N, pmask)
+
+
+
+
+@triton.jit
 def _s4d_toeplitz_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, C, H,
                              FP64: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
     """y[b, t, col] = sum_{l <= t} Kk[h, l] u[b, t-l, col] + d[h] u[b, t, col], h = col % H.
@@ -303,6 +351,34 @@ def _toeplitz_blocks(T: int, C: int, device: torch.device) -> tuple[int, int]:
     """(BLOCK_T, BLOCK_C) of the Toeplitz kernels."""
     block_t = min(next_pow2(T, 2), 32)
     return block_t, _block_c(C, block_t, device)
+
+
+def s4d_conv_kernel_fwd(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
+    """K [H, T] = 2 Re(sum_n c lam^l) (the Toeplitz path's kernel) from lam, c [H, N, 2], in their
+    accumulation dtype (fp64 if either is fp64, else fp32)."""
+    lam, c = lam.contiguous(), c.contiguous()
+    H, N = lam.shape[0], lam.shape[1]
+    acc = _acc_dtype(lam, c)
+    N_PAD = next_pow2(N, 2)
+    BLOCK_H = _block_c(H, 4 * N_PAD, lam.device)
+    kk = new_output((H, T), dtype=acc, device=lam.device)
+    torch.library.wrap_triton(_s4d_conv_kernel_fwd_kernel)[(cdiv(H, BLOCK_H),)](
+        lam, c, kk, H, N, T, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
+    return kk
+
+
+def s4d_conv_kernel_bwd(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dlam, dc) [H, N, 2] in lam's / c's dtype from dK [H, T]."""
+    dkk, lam, c = dkk.contiguous(), lam.contiguous(), c.contiguous()
+    H, N, T = lam.shape[0], lam.shape[1], dkk.shape[1]
+    acc = _acc_dtype(lam, c, dkk)
+    N_PAD = next_pow2(N, 2)
+    BLOCK_H = _block_c(H, 8 * N_PAD, lam.device)
+    dlam = new_output(lam.shape, dtype=acc, device=lam.device)
+    dc = new_output(c.shape, dtype=acc, device=lam.device)
+    torch.library.wrap_triton(_s4d_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
+        lam, c, dkk, dlam, dc, H, N, T, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
+    return dlam.to(lam.dtype), dc.to(c.dtype)
 
 
 def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:

@@ -6,8 +6,8 @@ causal convolution y = K * u + d u with the time-invariant kernel K[h, l] = 2 Re
 rollout, one step costing O(1) in the history length.
 
 The Triton backend (kernels/s4d_scan.py) has two forward methods, both parallel over (b, s, h):
-"toeplitz" for short T (the causal depthwise Toeplitz product with K from s4d_conv_kernel, so lam
-and c get their gradients through torch autograd of K) and "scan" for long T (a sequential
+"toeplitz" for short T (the causal depthwise Toeplitz product with K = s4d_conv_kernel built by a
+kernel, whose backward kernel gives the lam and c gradients from dK) and "scan" for long T (a sequential
 recurrence in registers whose backward recomputes the states, stable for any T). "auto" picks
 toeplitz for T <= TOEPLITZ_MAX_T.
 Reads top to bottom: validation -> reference -> Triton custom ops -> autograd Functions -> public ops.
@@ -87,6 +87,15 @@ def s4d_step_ref(u_t, state, lam, c, d) -> tuple[torch.Tensor, torch.Tensor]:
 if triton_importable():
     from amg_fast.kernels import s4d_scan as _kernels
 
+    @torch.library.triton_op("amg_fast::s4d_conv_kernel_fwd", mutates_args=())
+    def _s4d_conv_kernel_fwd_op(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
+        return _kernels.s4d_conv_kernel_fwd(lam, c, T)
+
+    @torch.library.triton_op("amg_fast::s4d_conv_kernel_bwd", mutates_args=())
+    def _s4d_conv_kernel_bwd_op(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
+                                ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _kernels.s4d_conv_kernel_bwd(dkk, lam, c)
+
     @torch.library.triton_op("amg_fast::s4d_toeplitz_fwd", mutates_args=())
     def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         return _kernels.s4d_toeplitz_fwd(u, kk, d)
@@ -117,6 +126,22 @@ if triton_importable():
 def _needed(ctx, *grads):
     """Each gradient, or None where its input does not require grad."""
     return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad))
+
+
+class S4DConvKernelFn(torch.autograd.Function):
+    """K [H, T] = 2 Re(sum_n c lam^l) (s4d_conv_kernel) from lam, c [H, N, 2] in one kernel, and
+    (dlam, dc) from dK in one kernel: two launches instead of ~20 small torch ops per step."""
+
+    @staticmethod
+    def forward(ctx, lam, c, T):
+        ctx.save_for_backward(lam, c)
+        return torch.ops.amg_fast.s4d_conv_kernel_fwd(lam, c, T)
+
+    @staticmethod
+    def backward(ctx, dkk):
+        lam, c = ctx.saved_tensors
+        dlam, dc = torch.ops.amg_fast.s4d_conv_kernel_bwd(dkk, lam, c)
+        return _needed(ctx, dlam, dc, None)
 
 
 class S4DToeplitzFn(torch.autograd.Function):
@@ -199,7 +224,7 @@ def _s4d_scan_triton(u, lam, c, d, method: str) -> torch.Tensor:
     if method == "scan":
         return S4DScanFn.apply(u, lam, c, d)
     dtype = compute_dtype(u, lam, c, d)
-    kk = s4d_conv_kernel(lam.to(dtype), c.to(dtype), T)  # [H, T]; lam, c get gradients through torch
+    kk = S4DConvKernelFn.apply(lam.to(dtype), c.to(dtype), T)  # [H, T]
     return S4DToeplitzFn.apply(u, kk, d)
 
 

@@ -14,6 +14,7 @@ from helpers import RTOL, ids, rel_err
 
 from amg_fast.kernels import s4d_scan as s4d_kernels
 from amg_fast.ops import s4d_scan, s4d_scan_ref, s4d_step, s4d_step_ref
+from amg_fast.ops.s4d_scan import s4d_conv_kernel
 
 s4d_mod = importlib.import_module("amg_fast.ops.s4d_scan")  # the module (amg_fast.ops.s4d_scan is the function)
 
@@ -121,7 +122,7 @@ def test_gradcheck_step_fn(kdev, poisoned, gen):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_gradcheck_public_op(method, kdev, poisoned, gen):
-    """Through s4d_scan, so lam and c also reach the Toeplitz path through s4d_conv_kernel."""
+    """Through s4d_scan, so lam and c also reach the Toeplitz path through S4DConvKernelFn."""
     inputs = tuple(t.requires_grad_() for t in make_inputs(1, 4, 2, 2, 2, gen, kdev))
     assert torch.autograd.gradcheck(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, fast_mode=True)
 
@@ -292,3 +293,28 @@ def test_torch_compile_matches_eager(method, kdev, gen):
     full = torch.compile(lambda *a: s4d_mod._s4d_scan_triton(*a, method), fullgraph=True)
     assert_matches(value_and_grads(full, inputs, dy), (eager[0].cpu().double(), [g.cpu().double() for g in eager[1]]),
                    1e-5)
+
+
+# ----------------------------------------------------------------------------- the Toeplitz path's kernel K
+
+
+@pytest.mark.parametrize("H,N,T", [(16, 32, 25), (5, 3, 1), (7, 5, 32), (3, 2, 130)],
+                         ids=["H16-N32-T25", "H5-N3-T1", "H7-N5-T32", "H3-N2-T130"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_conv_kernel_fn_matches_s4d_conv_kernel(H, N, T, dtype, kdev, poisoned, gen):
+    """K = 2 Re(sum_n c lam^l) and its lam, c gradients from the two kernels equal the torch formula."""
+    _, lam, c, _ = make_inputs(1, 1, 1, H, N, gen, kdev, dtype)
+    lam, c = lam.detach().requires_grad_(), c.detach().requires_grad_()
+    kk = s4d_mod.S4DConvKernelFn.apply(lam, c, T)
+    kk_ref = s4d_conv_kernel(lam.double(), c.double(), T)
+    dk = torch.randn(H, T, generator=gen, dtype=torch.float64).to(kdev)
+    grads = torch.autograd.grad(kk, (lam, c), dk.to(kk.dtype))
+    grads_ref = torch.autograd.grad(kk_ref, (lam, c), dk)
+    tol = RTOL[dtype] if dtype == torch.float64 else 1e-5
+    assert_matches((kk, grads), (kk_ref, grads_ref), tol, names=("K", "dlam", "dc"))
+
+
+def test_conv_kernel_fn_gradcheck(kdev, gen):
+    _, lam, c, _ = make_inputs(1, 1, 1, 3, 2, gen, kdev)
+    inputs = (lam.detach().requires_grad_(), c.detach().requires_grad_())
+    assert torch.autograd.gradcheck(lambda a, b: s4d_mod.S4DConvKernelFn.apply(a, b, 6), inputs)
