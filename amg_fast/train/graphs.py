@@ -8,6 +8,10 @@ inputs into static buffers and replay. The warm-up steps change the model and op
 state from before the warm-up is restored in place, so the first replay is the run's first step
 and a graphed run follows the eager one. Needs: CUDA, one process, a fixed batch shape (other
 shapes run eagerly), an optimizer built with capturable=True and a tensor lr.
+
+A replay runs no Python: every per-step statistic must be an output of the captured step (a
+tensor bound at capture and rewritten in place by each replay), never a model attribute read
+afterwards -- an eager call (an evaluation) rebinds such an attribute and it would go stale.
 """
 from __future__ import annotations
 
@@ -42,26 +46,49 @@ def restore_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimi
                         value.zero_()
 
 
-class GraphedTrainStep:
-    """loss = step(u, w): one optimizer step on the batch (u, w), replayed from a CUDA graph.
+# loss_fn(model, u, w) -> (0-dim loss, 0-dim statistic or None), e.g. AMGFNO's mean gate.
+LossFn = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
 
-    loss_fn(model, u, w) -> 0-dim loss. Built lazily from the first batch it sees; later batches
-    of that shape replay the graph, other shapes (a short last batch) run the same step eagerly.
+
+def _detached(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.detach()
+
+
+class EagerTrainStep:
+    """(loss, stat) = step(u, w): one optimizer step on the batch (u, w), run eagerly.
+
+    loss_fn(model, u, w) -> (loss, stat): stat is a per-step statistic (a detached 0-dim tensor,
+    e.g. AMGFNO's mean gate) or None. Both come back detached.
     """
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 loss_fn: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor], warmup: int = 3):
-        self.model, self.optimizer, self.loss_fn, self.warmup = model, optimizer, loss_fn, warmup
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.replay: Callable[[], None] | None = None
-        self.static_u = self.static_w = self.static_loss = None
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
 
-    def eager_step(self, u: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def eager_step(self, u: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model, u, w)
+        loss, stat = self.loss_fn(self.model, u, w)
         loss.backward()
         self.optimizer.step()
-        return loss.detach()
+        return loss.detach(), _detached(stat)
+
+    def __call__(self, u: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.eager_step(u, w)
+
+
+class GraphedTrainStep(EagerTrainStep):
+    """(loss, stat) = step(u, w), replayed from a CUDA graph; loss and stat are the graph's static
+    outputs (rewritten by the next replay: use or copy them before the next call).
+
+    Built lazily from the first batch it sees; later batches of that shape replay the graph, other
+    shapes (a short last batch) run the same step eagerly.
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn, warmup: int = 3):
+        super().__init__(model, optimizer, loss_fn)
+        self.warmup = warmup
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.replay: Callable[[], None] | None = None
+        self.static_u = self.static_w = self.static_loss = self.static_stat = None
 
     def _warm_up(self) -> None:
         """Warm-up steps on the static batch, on a side stream for CUDA tensors (as the recipe asks)."""
@@ -78,7 +105,7 @@ class GraphedTrainStep:
 
     def _static_step(self) -> None:
         """The captured work: forward, loss, backward, optimizer step on the static buffers."""
-        self.static_loss = self.loss_fn(self.model, self.static_u, self.static_w)
+        self.static_loss, self.static_stat = self.loss_fn(self.model, self.static_u, self.static_w)
         self.static_loss.backward()
         self.optimizer.step()
 
@@ -101,7 +128,7 @@ class GraphedTrainStep:
                                "train without --cuda-graph") from err
         restore_training_state(self.model, self.optimizer, saved)
 
-    def __call__(self, u: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def __call__(self, u: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.replay is None:
             self._capture(u, w)
         elif u.shape != self.static_u.shape or w.shape != self.static_w.shape:
@@ -109,4 +136,4 @@ class GraphedTrainStep:
         self.static_u.copy_(u)
         self.static_w.copy_(w)
         self.replay()
-        return self.static_loss.detach()
+        return self.static_loss.detach(), _detached(self.static_stat)

@@ -42,42 +42,85 @@ def test_restore_returns_model_and_optimizer_to_the_snapshot(steps_before, gen):
         assert torch.equal(value, expected), key
 
 
-def test_graphed_step_logic_follows_eager_training(monkeypatch, gen):
-    """The capture/replay control flow on CPU, with the CUDA graph replaced by a stand-in that
-    re-runs the captured step (its backward writing fresh gradients, as a replay does): warm-up
-    undone, first replay = first step, static buffers refreshed, a short batch run eagerly. After
-    the same batches the parameters equal plain eager training's."""
-    from amg_fast.train.graphs import GraphedTrainStep
+def stand_in_record(self, fn):
+    """GraphedTrainStep._record on CPU, modelling what a CUDA graph does and does not do.
 
-    def stand_in_record(self, fn):
-        def replay():
-            self.optimizer.zero_grad(set_to_none=True)
-            fn()
-        return replay
+    Capture runs fn once (a real capture binds its outputs; the warm-up state restore that follows
+    undoes the step). A replay then runs no Python: it recomputes the step, but only in place --
+    each tensor that an attribute of the step or of a model module held at capture time receives
+    the new value, and every attribute keeps the binding it had before the replay (an attribute
+    that eager code rebound in between stays rebound, and stale)."""
+    owners = [self, *self.model.modules()]
+    fn()
+    captured = [dict(vars(o)) for o in owners]
+
+    def replay():
+        before = [dict(vars(o)) for o in owners]
+        self.optimizer.zero_grad(set_to_none=True)  # the graph's backward writes fresh gradients
+        fn()
+        for owner, at_capture, bindings in zip(owners, captured, before):
+            for name, value in vars(owner).items():
+                old = at_capture.get(name)
+                if torch.is_tensor(value) and torch.is_tensor(old) and value is not old and value.shape == old.shape:
+                    with torch.no_grad():
+                        old.copy_(value)
+            vars(owner).clear()
+            vars(owner).update(bindings)
+    return replay
+
+
+def test_graphed_step_logic_follows_eager_training(monkeypatch, gen):
+    """The capture/replay control flow on CPU, with the CUDA graph replaced by the stand-in above:
+    warm-up undone, first replay = first step, static buffers refreshed, a short batch run eagerly.
+    After the same batches the parameters and the returned losses and gate means equal plain
+    eager training's."""
+    from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 
     monkeypatch.setattr(GraphedTrainStep, "_record", stand_in_record)
     batches = [torch.randn(b, 4, 16, 1, generator=gen) for b in (3, 3, 2, 3)]  # a short batch in between
 
     def loss_fn(model, u, w):
-        return (model(u[:, :-1]) - u[:, 1:]).square().mean() * w.mean()
+        return (model(u[:, :-1]) - u[:, 1:]).square().mean() * w.mean(), model.last_gate_mean
 
-    models = []
-    for graphed in (False, True):
+    models, stats = [], []
+    for step_class in (EagerTrainStep, GraphedTrainStep):
         torch.manual_seed(0)
         model = get_model("amgfno", width=8, modes=4, omega=0.2)
-        optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(1e-2), foreach=False)
-        step = GraphedTrainStep(model, optimizer, loss_fn) if graphed else None
+        with torch.no_grad():  # a gate that moves (the zero-initialised content gate stays at 1/2 for a step)
+            model.gate.w_z.normal_(0, 0.5)
+        optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(1e-2), fused=True, capturable=True)
+        step = step_class(model, optimizer, loss_fn)
+        stats.append([])
         for u in batches:
-            w = torch.ones(u.shape[0])
-            if step is None:
-                optimizer.zero_grad(set_to_none=True)
-                loss_fn(model, u, w).backward()
-                optimizer.step()
-            else:
-                step(u, w)
+            loss, gate = step(u, torch.ones(u.shape[0]))
+            stats[-1] += [float(loss), float(gate)]
+            model.rollout(u[:, 0], 2)  # eager work in between (an evaluation) rebinds model.last_gate_mean
         models.append(model)
     for (name, p_eager), p_graph in zip(models[0].named_parameters(), models[1].parameters()):
         assert torch.allclose(p_graph, p_eager, rtol=1e-5, atol=1e-7), name
+    assert stats[1] == pytest.approx(stats[0], rel=1e-5)
+    assert len(set(stats[0][1::2])) == len(batches)  # the gate statistic changes from step to step
+
+
+def test_graphed_training_records_each_epochs_gate_mean(monkeypatch, tiny_data, tmp_path):
+    """--cuda-graph through train() with an evaluation every epoch: each epoch's g-bar (Table 3's
+    statistic) is the training step's, as in eager training -- not the last evaluation's rollout
+    gate that the model attribute holds after an evaluation."""
+    from amg_fast.train import trainer
+    from amg_fast.train.graphs import GraphedTrainStep
+
+    monkeypatch.setattr(GraphedTrainStep, "_record", stand_in_record)
+    monkeypatch.setattr(trainer, "_check_cuda_graph", lambda device, world: None)
+    # no frequency gate: the tiny data's omega_f is ~0, which would hold every gate at ~0
+    kw = dict(data=str(tiny_data), epochs=4, device="cpu", no_freq_gate=True, lr=3e-2, **{**TINY, "eval_every": 1})
+    rows = []
+    for graphed in (False, True):
+        out = tmp_path / f"graph{graphed}"
+        train(TrainConfig(out=str(out), cuda_graph=graphed, **kw), log=lambda *a: None)
+        rows.append([json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()])
+    for key in ("train_loss", "gate_mean"):
+        assert [r[key] for r in rows[1]] == pytest.approx([r[key] for r in rows[0]], rel=1e-4), key
+    assert len({r["gate_mean"] for r in rows[0]}) == len(rows[0])  # g-bar moves from epoch to epoch
 
 
 def test_failed_capture_says_so(monkeypatch):
@@ -88,7 +131,7 @@ def test_failed_capture_says_so(monkeypatch):
 
     monkeypatch.setattr(GraphedTrainStep, "_record", failing_record)
     model = get_model("ffno", width=8, modes=4)
-    step = GraphedTrainStep(model, torch.optim.Adam(model.parameters()), lambda m, u, w: m(u).square().mean())
+    step = GraphedTrainStep(model, torch.optim.Adam(model.parameters()), lambda m, u, w: (m(u).square().mean(), None))
     with pytest.raises(RuntimeError, match=r"--cuda-graph: capturing the training step failed \(operation not "
                                            r"permitted when stream is capturing\); train without --cuda-graph"):
         step(torch.randn(2, 3, 16, 1), torch.ones(2))
