@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     model.load_state_dict(state["model"])  # restores the run's fixed omega_f buffer too
     model.to(args.device)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)
-    result = evaluate(model, loader, torch.device(args.device), omega_mode=cfg.omega_mode)
+    result = evaluate(model, loader, torch.device(args.device), omega_mode=cfg.omega_mode, precision=cfg.precision)
     out = {"checkpoint": str(path), "data": args.data, "res": res, "split": args.split, "n": len(ds),
            "nrmse": result.nrmse, "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean}
     print(f"{cfg.model} at f={res} on {len(ds)} {args.split} trajectories: rollout nRMSE {result.nrmse:.4f}"

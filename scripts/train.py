@@ -14,6 +14,7 @@ import sys
 from amg_fast.layers import FUSIONS
 from amg_fast.models import available_models
 from amg_fast.train.config import PRESETS, TrainConfig, default_cache_dir
+from amg_fast.train.precision import PRECISIONS
 from amg_fast.train.trainer import RunDirError, TrainingDiverged, train
 
 
@@ -44,8 +45,17 @@ def parse_args(argv=None) -> TrainConfig:
     p.add_argument("--cuda-graph", action="store_true",
                    help="capture each training step (forward, backward, Adam) in a CUDA graph and replay it: "
                         "one launch per step instead of hundreds (CUDA, one process)")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="fp32 (default): fp32 GEMMs and fp32-accurate Triton dots; tf32: TF32 tensor-core GEMMs and "
+                        "dots; bf16: forward and loss under bf16 autocast, fp32 master weights and Adam "
+                        "(evaluation in the same mode)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--eval-every", type=int, default=5, help="test nRMSE every N epochs (default 5)")
+    p.add_argument("--eval-batch-size", type=int,
+                   help="trajectories per evaluation rollout batch (default: the whole test split at once)")
+    p.add_argument("--checkpoint-every", type=int, default=1,
+                   help="write checkpoint.pt every N epochs and after the last (default 1); --resume restarts "
+                        "from the last one written")
     p.add_argument("--alpha", type=float, help="s4ffno: fixed memory weight for --fusion convex/additive")
     p.add_argument("--fusion", default="residual", choices=FUSIONS, help="s4ffno: memory fusion (default residual)")
     p.add_argument("--no-freq-gate", action="store_true", help="amgfno: drop the frequency-aware gate (ablation)")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
+from amg_fast.train.precision import check_precision
 
 __all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir"]
 
@@ -43,8 +44,11 @@ class TrainConfig:
     preset: str = "quick"
     fast_kernels: bool = False
     cuda_graph: bool = False
+    precision: str = "fp32"
     resume: bool = False
     eval_every: int = 5
+    eval_batch_size: int | None = None
+    checkpoint_every: int = 1
     num_workers: int = 0
     alpha: float | None = None
     fusion: str = "residual"
@@ -88,12 +92,12 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         raise ValueError(f"--modes applies to models with Fourier layers; --model {cfg.model} has none "
                          f"(got --modes {values['modes']})")
     out = TrainConfig(**values)
-    for name in ("res", "n_train", "epochs", "batch_size", "width", "eval_every"):
+    for name in ("res", "n_train", "epochs", "batch_size", "width", "eval_every", "checkpoint_every"):
         _positive(name, getattr(out, name))
-    if out.modes is not None:
-        _positive("modes", out.modes)
-    if out.n_test is not None:
-        _positive("n_test", out.n_test)
+    for name in ("modes", "n_test", "eval_batch_size"):
+        if getattr(out, name) is not None:
+            _positive(name, getattr(out, name))
+    check_precision(out.precision)
     if not out.nu > 0:
         raise ValueError(f"nu must be > 0, got {out.nu}")
     if not out.lr > 0 or out.weight_decay < 0:

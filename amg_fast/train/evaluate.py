@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from amg_fast.metrics import nrmse_per_sample_step
+from amg_fast.train.precision import autocast
 
 __all__ = ["EvalResult", "evaluate", "unwrap"]
 
@@ -30,10 +31,12 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, loader, device, *, omega_mode: str = "fixed") -> EvalResult:
+def evaluate(model: torch.nn.Module, loader, device, *, omega_mode: str = "fixed",
+             precision: str = "fp32") -> EvalResult:
     """Roll out from each trajectory's u_0 for T-1 steps; loader yields (u [B, T, S, C], omega [B]).
 
     omega_mode "batch" passes the batch mean of the per-trajectory omega to AMGFNO's gate.
+    precision "bf16" rolls out under bf16 autocast (amg_fast.train.precision); errors in fp32.
     """
     net = unwrap(model)
     was_training = net.training
@@ -43,7 +46,9 @@ def evaluate(model: torch.nn.Module, loader, device, *, omega_mode: str = "fixed
         for u, omega in loader:
             u = u.to(device)
             kwargs = {"omega": omega.to(device).mean()} if omega_mode == "batch" else {}
-            pred = net.rollout(u[:, 0], u.shape[1] - 1, **kwargs)
+            with autocast(precision, device):
+                pred = net.rollout(u[:, 0], u.shape[1] - 1, **kwargs)
+            pred = pred.to(u.dtype)  # bf16 autocast output -> the data dtype
             errors.append(nrmse_per_sample_step(pred, u[:, 1:]).cpu())
             preds.append(pred[..., 0].cpu().numpy())
             trues.append(u[:, 1:, ..., 0].cpu().numpy())

@@ -24,12 +24,13 @@ from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate, unwrap
-from amg_fast.train.graphs import GraphedTrainStep
+from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
+from amg_fast.train.precision import autocast, precision_scope
 
 __all__ = ["train", "TrainingDiverged", "RunDirError", "build_model"]
 
 # Settings that may differ between a run and its resumption.
-RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph"}
+RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size"}
 
 
 class TrainingDiverged(RuntimeError):
@@ -157,12 +158,26 @@ def _prepare_run_dir(cfg: TrainConfig) -> Path:
 def _loss(model, u: torch.Tensor, omega: torch.Tensor, omega_mode: str) -> torch.Tensor:
     kwargs = {"omega": omega.mean()} if omega_mode == "batch" else {}
     pred = model(u[:, :-1], **kwargs)
-    return (pred - u[:, 1:]).square().sum(dim=(2, 3)).mean()
+    return (pred.to(u.dtype) - u[:, 1:]).square().sum(dim=(2, 3)).mean()  # bf16 autocast output: loss in fp32
+
+
+def _optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """Fused Adam (one kernel per step for all parameters). --cuda-graph: capturable with a tensor
+    lr, so the scheduler's changes reach the captured step."""
+    groups = _param_groups(model, cfg.weight_decay)
+    if cfg.cuda_graph:
+        return torch.optim.Adam(groups, lr=torch.tensor(cfg.lr, device=device), fused=True, capturable=True)
+    return torch.optim.Adam(groups, lr=cfg.lr, fused=True)
 
 
 def train(cfg: TrainConfig, log=print) -> dict:
     """Train and evaluate one run; returns the results dict also written to results.json."""
     cfg = resolve_config(cfg)
+    with precision_scope(cfg.precision):
+        return _train(cfg, log)
+
+
+def _train(cfg: TrainConfig, log) -> dict:
     rank, world = _distributed()
     log = log if rank == 0 else (lambda *a, **k: None)
     if cfg.out is None:
@@ -182,12 +197,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
         dist.barrier()
     if dist.is_initialized():
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.cuda_graph:  # capturable Adam with a tensor lr, so the scheduler's changes reach the graph
+    if cfg.cuda_graph:
         _check_cuda_graph(device, world)
-        optimizer = torch.optim.Adam(_param_groups(model, cfg.weight_decay), capturable=True,
-                                     lr=torch.tensor(cfg.lr, device=device))
-    else:
-        optimizer = torch.optim.Adam(_param_groups(model, cfg.weight_decay), lr=cfg.lr)
+    optimizer = _optimizer(model, cfg, device)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
     data_order = torch.Generator().manual_seed(cfg.seed)
     history, first_epoch = [], 1
@@ -205,15 +217,22 @@ def train(cfg: TrainConfig, log=print) -> dict:
 
     u_train, w_train = _load(train_ds)
     u_train, w_train = u_train.to(device), w_train.to(device)
+    # Evaluation rolls out the whole test split at once unless --eval-batch-size says otherwise.
     test_loader = [(u.to(device), w.to(device)) for u, w in torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(*_load(test_ds)), batch_size=cfg.batch_size)]
+        torch.utils.data.TensorDataset(*_load(test_ds)), batch_size=cfg.eval_batch_size or len(test_ds))]
     log(f"{cfg.model}: {params:,} parameters; {len(train_ds)} train / {len(test_ds)} test trajectories at f={cfg.res}, "
-        f"omega_f={train_ds.omega:.4g}; device {device}, backend {backend}, {world} process(es)")
+        f"omega_f={train_ds.omega:.4g}; device {device}, backend {backend}, precision {cfg.precision}, "
+        f"{world} process(es)")
 
-    def loss_fn(model, u, w):
-        return _loss(model, u, w, cfg.omega_mode)
+    def loss_fn(model, u, w):  # (loss, AMGFNO's mean gate of this step or None)
+        with autocast(cfg.precision, device):
+            loss = _loss(model, u, w, cfg.omega_mode)
+        return loss, getattr(unwrap(model), "last_gate_mean", None)
 
-    step = GraphedTrainStep(model, optimizer, loss_fn) if cfg.cuda_graph else None
+    def run_eval():
+        return evaluate(model, test_loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
+
+    step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(model, optimizer, loss_fn)
     for epoch in range(first_epoch, cfg.epochs + 1):
         t0 = time.perf_counter()
         model.train()
@@ -224,16 +243,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
             if len(batch) < world:  # every rank needs a share; all ranks skip the same batch
                 continue
             idx = batch[rank::world].to(device)
-            if step is not None:
-                loss = step(u_train[idx], w_train[idx])
-            else:
-                optimizer.zero_grad(set_to_none=True)
-                loss = loss_fn(model, u_train[idx], w_train[idx])
-                loss.backward()
-                optimizer.step()
-            loss_sum += loss.detach()
+            loss, gate = step(u_train[idx], w_train[idx])  # a graph's static outputs: accumulate now
+            loss_sum += loss
             batches += 1
-            gate = getattr(unwrap(model), "last_gate_mean", None)
             gate_sum = gate_sum + gate if gate is not None else gate_sum
         if dist.is_initialized():
             dist.all_reduce(loss_sum)
@@ -248,19 +260,25 @@ def train(cfg: TrainConfig, log=print) -> dict:
                "time_s": time.perf_counter() - t0}
         scheduler.step()
         if rank == 0 and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
-            row["test_nrmse"] = evaluate(model, test_loader, device, omega_mode=cfg.omega_mode).nrmse
+            t1 = time.perf_counter()
+            row["test_nrmse"] = run_eval().nrmse
+            row["eval_s"] = time.perf_counter() - t1
         history.append(row)
         if rank == 0:
-            save_checkpoint(checkpoint_path, {"model": unwrap(model).state_dict(), "optimizer": optimizer.state_dict(),
-                                              "scheduler": scheduler.state_dict(), "epoch": epoch,
-                                              "rng": capture_rng(data_order), "config": cfg.to_dict(),
-                                              "history": history})
+            if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
+                t1 = time.perf_counter()
+                save_checkpoint(checkpoint_path, {"model": unwrap(model).state_dict(),
+                                                  "optimizer": optimizer.state_dict(),
+                                                  "scheduler": scheduler.state_dict(), "epoch": epoch,
+                                                  "rng": capture_rng(data_order), "config": cfg.to_dict(),
+                                                  "history": history})
+                row["checkpoint_s"] = time.perf_counter() - t1
             _write_metrics(out / "metrics.jsonl", history)
             log(f"epoch {epoch:4d}  loss {train_loss:.4e}  lr {row['lr']:.2e}"
                 + (f"  g-bar {row['gate_mean']:.4f}" if row["gate_mean"] is not None else "")
                 + (f"  test nRMSE {row['test_nrmse']:.4f}" if "test_nrmse" in row else "")
                 + f"  {row['time_s']:.1f} s")
-    return _finish(cfg, model, test_loader, device, history, params, out, start, rank, world, log)
+    return _finish(cfg, model, run_eval, history, params, out, start, rank, world, log)
 
 
 def _ranks_agree(model) -> bool:
@@ -272,9 +290,9 @@ def _ranks_agree(model) -> bool:
     return all(torch.equal(g, gathered[0]) for g in gathered)
 
 
-def _finish(cfg, model, test_loader, device, history, params, out, start, rank, world, log) -> dict:
+def _finish(cfg, model, run_eval, history, params, out, start, rank, world, log) -> dict:
     agree = _ranks_agree(model) if dist.is_initialized() else None
-    results = _final_evaluation(cfg, model, test_loader, device, history, params, out, start, world, agree, log) \
+    results = _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log) \
         if rank == 0 else {}
     if dist.is_initialized():  # leave together: a rank that exits early can abort its peers
         dist.barrier()
@@ -282,13 +300,18 @@ def _finish(cfg, model, test_loader, device, history, params, out, start, rank, 
     return results
 
 
-def _final_evaluation(cfg, model, test_loader, device, history, params, out, start, world, agree, log) -> dict:
-    result = evaluate(model, test_loader, device, omega_mode=cfg.omega_mode)
+def _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log) -> dict:
+    result = run_eval()
     gates = [row["gate_mean"] for row in history[-20:] if row["gate_mean"] is not None]
+    seconds = {key: sum(row.get(key, 0.0) for row in history) for key in ("time_s", "eval_s", "checkpoint_s")}
     results = {"model": cfg.model, "pde": cfg.pde, "nu": cfg.nu, "res": cfg.res, "nrmse": result.nrmse,
                "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
                "gate_mean_last20_epochs": float(np.mean(gates)) if gates else None, "params": params,
-               "epochs": cfg.epochs, "wall_time_s": time.perf_counter() - start, "device": str(device),
+               "epochs": cfg.epochs, "wall_time_s": time.perf_counter() - start,
+               "train_time_s": seconds["time_s"], "eval_time_s": seconds["eval_s"],
+               "checkpoint_time_s": seconds["checkpoint_s"], "precision": cfg.precision,
+               "cuda_graph": cfg.cuda_graph, "fast_kernels": cfg.fast_kernels,
+               "device": str(next(unwrap(model).parameters()).device),
                "world_size": world, "ddp_ranks_agree": agree}
     _write_json(out / "results.json", results)
     tmp = out / "rollout.npz.tmp"

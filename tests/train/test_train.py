@@ -163,8 +163,12 @@ def test_evaluate_script_matches_training_results(tiny_data, tmp_path):
         ({"alpha": 0.5}, ValueError, "--alpha applies to --model s4ffno only"),
         ({"model": "ffno", "no_freq_gate": True}, ValueError, "apply to --model amgfno only"),
         ({"epochs": 0}, ValueError, "epochs must be an integer >= 1, got 0"),
+        ({"precision": "fp16"}, ValueError, r"precision must be one of \('fp32', 'tf32', 'bf16'\), got 'fp16'"),
+        ({"checkpoint_every": 0}, ValueError, "checkpoint_every must be an integer >= 1, got 0"),
+        ({"eval_batch_size": -1}, ValueError, "eval_batch_size must be an integer >= 1, got -1"),
     ],
-    ids=["missing-file", "res-above-data", "unknown-model", "alpha-with-amgfno", "freq-gate-with-ffno", "epochs-0"],
+    ids=["missing-file", "res-above-data", "unknown-model", "alpha-with-amgfno", "freq-gate-with-ffno", "epochs-0",
+         "precision-fp16", "checkpoint-every-0", "eval-batch-size-negative"],
 )
 def test_bad_configs(tiny_data, tmp_path, change, error, match):
     cfg = TrainConfig(**{**TINY, "data": str(tiny_data), "out": str(tmp_path / "run"), "epochs": 1, **change})
@@ -219,3 +223,52 @@ def test_modes_refused_for_models_without_fourier_layers(tiny_data, tmp_path):
     with pytest.raises(ValueError, match="--modes applies to models with Fourier layers; --model unet has none"):
         train(TrainConfig(**TINY, model="unet", data=str(tiny_data), out=str(tmp_path / "u"), epochs=1))
     assert not (tmp_path / "u").exists()
+
+
+def test_precision_modes_train_and_restore_the_matmul_setting(tiny_data, tmp_path, monkeypatch):
+    """Each --precision trains (finite, falling loss) and is recorded; tf32 sets TF32 matmuls during
+    the run only; bf16 runs the model's forward in bf16 (fp32 master weights) and lands near fp32."""
+    from amg_fast.train import trainer
+
+    seen = {}
+    real_loss = trainer._loss
+
+    def spying_loss(model, u, omega, omega_mode):
+        seen.setdefault("matmul", torch.get_float32_matmul_precision())
+        seen.setdefault("autocast_bf16", torch.is_autocast_enabled("cpu")
+                        and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        return real_loss(model, u, omega, omega_mode)
+
+    monkeypatch.setattr(trainer, "_loss", spying_loss)
+    before = torch.get_float32_matmul_precision()
+    results = {}
+    for precision in ("fp32", "tf32", "bf16"):
+        seen.clear()
+        out = tmp_path / precision
+        results[precision] = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=4, precision=precision,
+                                               **TINY), log=lambda *a: None)
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert rows[-1]["train_loss"] < rows[0]["train_loss"] and np.isfinite(results[precision]["nrmse"])
+        assert results[precision]["precision"] == precision
+        assert seen == {"matmul": "high" if precision == "tf32" else "highest", "autocast_bf16": precision == "bf16"}
+        assert torch.get_float32_matmul_precision() == before
+        assert all(p.dtype == torch.float32 for p in torch.load(out / "checkpoint.pt", weights_only=True)["model"]
+                   .values() if p.is_floating_point())
+    assert results["bf16"]["nrmse"] != results["fp32"]["nrmse"]
+    assert results["bf16"]["nrmse"] == pytest.approx(results["fp32"]["nrmse"], rel=0.1)
+
+
+def test_checkpoint_every_and_batched_evaluation(tiny_data, tmp_path):
+    """--checkpoint-every 2 over 5 epochs writes after epochs 2, 4 and 5 (the last); evaluation in
+    one batch of the whole split gives the per-batch result; the bookkeeping times are recorded."""
+    runs = {}
+    for name, kw in {"whole": {}, "per-trajectory": {"eval_batch_size": 1}}.items():
+        out = tmp_path / name
+        runs[name] = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=5, checkpoint_every=2,
+                                       **{**TINY, "eval_every": 2}, **kw), log=lambda *a: None)
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert [r["epoch"] for r in rows if "checkpoint_s" in r] == [2, 4, 5]
+        assert [r["epoch"] for r in rows if "eval_s" in r] == [2, 4, 5]
+        assert torch.load(out / "checkpoint.pt", weights_only=True)["epoch"] == 5
+        assert runs[name]["eval_time_s"] > 0 and runs[name]["checkpoint_time_s"] > 0
+    assert runs["whole"]["nrmse"] == pytest.approx(runs["per-trajectory"]["nrmse"], rel=1e-5)
