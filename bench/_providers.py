@@ -15,6 +15,8 @@ goes to extra_info["do_bench_ms"] -- the figure scripts/bench_table.py reports.
 
 Environment knobs (comma-separated lists), for a time-limited run:
   AMG_BENCH_SIZES          S values (GPU default 32,64,128,256,1024; CPU 32,64)
+  AMG_BENCH_STEP_SIZES     S values of the training-step benchmark (GPU default: those of
+                           AMG_BENCH_SIZES up to 128, i.e. 32,64,128; CPU: AMG_BENCH_SIZES)
   AMG_BENCH_PROVIDERS      subset of reference,compiled,triton (default all)
   AMG_BENCH_COMPILE_SIZES  S values the compiled provider runs at (GPU default: all sizes; CPU: the
                            smallest only, as compiling the training step takes ~25 s a size there)
@@ -26,6 +28,8 @@ Environment knobs (comma-separated lists), for a time-limited run:
   AMG_BENCH_CUDA_GRAPH     "1" (default on a GPU): also capture each timed call in a CUDA graph and
                            time its replays (extra_info["graph_ms"]): the GPU time without the
                            per-launch host cost, which dominates at the paper's sizes; "0" skips it
+  AMG_BENCH_KERNEL_COUNT   "1" (default): after timing, count the kernels of one training step with
+                           the torch profiler (extra_info["kernels"], bench/_kernel_count.py); "0" skips it
 """
 from __future__ import annotations
 
@@ -71,6 +75,8 @@ def _even_size(text: str) -> int:
 
 
 SIZES = _env_list("AMG_BENCH_SIZES", (32, 64, 128, 256, 1024) if ON_GPU else (32, 64), cast=_even_size)
+STEP_SIZES = _env_list("AMG_BENCH_STEP_SIZES", [s for s in SIZES if s <= 128] if ON_GPU else SIZES,
+                       cast=_even_size)
 ENABLED_PROVIDERS = _env_list("AMG_BENCH_PROVIDERS", PROVIDERS, PROVIDERS)
 # On a CPU, compiling AMGFNO's training step costs ~25 s a size: the compiled provider runs at the
 # smallest size only there, so `pytest bench --benchmark-disable` (CI) stays near 1 minute.
@@ -83,11 +89,15 @@ if len(_DO_BENCH) != 2:
 DO_BENCH_WARMUP_MS, DO_BENCH_REP_MS = _DO_BENCH
 MATMUL_PRECISION = os.environ.get("AMG_BENCH_MATMUL_PRECISION", "high")
 CUDA_GRAPH = ON_GPU and os.environ.get("AMG_BENCH_CUDA_GRAPH", "1") == "1"
+KERNEL_COUNT = os.environ.get("AMG_BENCH_KERNEL_COUNT", "1") == "1"
+# The training step also runs in bf16 autocast, for the eager providers (not "compiled").
+STEP_PRECISIONS = ("fp32", "bf16")
 
 
 def config() -> dict:
     """The knobs this run used (recorded in the results JSON's machine_info)."""
-    return {"sizes": list(SIZES), "providers": list(ENABLED_PROVIDERS), "compile_sizes": list(COMPILE_SIZES),
+    return {"sizes": list(SIZES), "step_sizes": list(STEP_SIZES), "providers": list(ENABLED_PROVIDERS),
+            "compile_sizes": list(COMPILE_SIZES), "kernel_count": KERNEL_COUNT,
             "modes": list(ENABLED_MODES), "round_budget_s": ROUND_BUDGET_S, "dtype": str(DTYPE).removeprefix("torch."),
             "do_bench_warmup_ms": DO_BENCH_WARMUP_MS, "do_bench_rep_ms": DO_BENCH_REP_MS,
             "matmul_precision": torch.get_float32_matmul_precision(), "device": str(DEVICE),
@@ -121,10 +131,10 @@ def shape_for(S: int) -> Shape:
     return Shape(32, 25, S, 128) if ON_GPU else Shape(4, 25, S, 32)
 
 
-def cases() -> list:
+def cases(sizes: Sequence[int] = SIZES) -> list:
     """pytest params (S, provider), ids like S128-triton; skips say why."""
     params = []
-    for S in SIZES:
+    for S in sizes:
         for provider in ENABLED_PROVIDERS:
             marks = []
             if provider == "triton" and not ON_GPU:
@@ -134,6 +144,19 @@ def cases() -> list:
                 marks.append(pytest.mark.skip(reason=f"compiled provider runs at S in {list(COMPILE_SIZES)} only{where}, "
                                                      "to bound compile time (AMG_BENCH_COMPILE_SIZES)"))
             params.append(pytest.param(S, provider, id=f"S{S}-{provider}", marks=marks))
+    return params
+
+
+def step_cases() -> list:
+    """pytest params (S, provider, precision) of the training step at STEP_SIZES: every case in
+    fp32 (ids as cases(), S32-triton) and the eager providers in bf16 too (S32-triton-bf16)."""
+    params = []
+    for case in cases(STEP_SIZES):
+        S, provider = case.values
+        for precision in STEP_PRECISIONS:
+            if precision == "fp32" or provider != "compiled":
+                suffix = "" if precision == "fp32" else f"-{precision}"
+                params.append(pytest.param(S, provider, precision, id=case.id + suffix, marks=case.marks))
     return params
 
 

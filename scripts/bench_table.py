@@ -10,7 +10,20 @@ bound that sets it (HBM or compute) and how far above it triton is.
 Times are triton.testing.do_bench medians (CUDA runs, L2 flushed) where recorded, else
 pytest-benchmark medians. The peak and bandwidth default to the GPU named in the JSON (dense TF32
 tensor-core peak; e.g. H100 SXM 3.35 TB/s and 495 TFLOP/s, H200 4.8 TB/s and 495 TFLOP/s); the
-note under the title says which figures were used.
+note under the title says which figures were used. Entries run in another precision than fp32
+(the bf16 training step) get rows of their own, mode "step (bf16)"; their floor is fp32's.
+
+Where the calls were also replayed from a CUDA graph, a second table gives the replay times. The
+training step gets a third: per provider and precision its time in ms eager and as a graph
+replay, each as a speed-up over the eager fp32 reference, and its kernel count (one eager step,
+torch profiler: CUDA kernels, or on a CPU run the aten ops that would launch them).
+
+--summary PATH also writes the training step's figures as JSON: {"gpu", "torch", "triton", "date",
+"train_step_ms": {mode: {S: ms}}, "kernels_per_step": {provider: n} (at the smallest S),
+"kernels_per_step_by_S": {S: {provider: n}}}, modes eager / compiled / triton (fp32, eager),
+graph (triton, CUDA-graph replay), graph_eager_ref (reference, replay), bf16 and graph_bf16
+(triton in bf16, eager and replay); a mode with no data is left out. Kernel keys are the
+providers, with _bf16 for the bf16 step (triton_bf16).
 
 Example: python scripts/bench_table.py bench/results/bench-h100-80gb-hbm3-20260101.json > table.md
 """
@@ -18,12 +31,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 PROVIDERS = ("reference", "compiled", "triton")
-OP_ORDER = ("spectral_conv1d", "s4d_scan", "gate_fusion", "amgfno_train_step")
+TRAIN_STEP = "amgfno_train_step"
+OP_ORDER = ("spectral_conv1d", "s4d_scan", "gate_fusion", TRAIN_STEP)
 MODE_ORDER = ("fwd", "bwd", "fwd+bwd", "step")
+PRECISION_ORDER = ("fp32", "tf32", "bf16")
+# summary.json's train_step_ms modes: (provider, precision, times key of the row).
+SUMMARY_MODES = {
+    "eager": ("reference", "fp32", "times"), "compiled": ("compiled", "fp32", "times"),
+    "triton": ("triton", "fp32", "times"), "graph": ("triton", "fp32", "graph_times"),
+    "graph_eager_ref": ("reference", "fp32", "graph_times"), "bf16": ("triton", "bf16", "times"),
+    "graph_bf16": ("triton", "bf16", "graph_times"),
+}
+KERNEL_COUNT_KINDS = {"cuda_kernels": "CUDA kernels",
+                      "cpu_aten_kernel_ops": "aten ops that would launch a kernel on a GPU (a CPU run)"}
 # (substring of the GPU name, label, HBM TB/s, dense TF32 TFLOP/s); first match wins.
 GPU_SPECS = (
     ("H200 NVL", "H200 NVL", 4.8, 418.0),
@@ -43,6 +69,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                      "H100 SXM / H200: 495, dense TF32)")
     p.add_argument("--hbm-tbs", type=float, help="HBM bandwidth in TB/s (default: from the GPU name; "
                                                  "H100 SXM 3.35, H200 4.8)")
+    p.add_argument("--summary", type=Path, metavar="PATH", help="also write the training step's times and "
+                                                                "kernel counts to PATH as JSON (see above)")
     args = p.parse_args(argv)
     for name in ("peak_tflops", "hbm_tbs"):
         value = getattr(args, name)
@@ -78,10 +106,14 @@ def median_us(bench: dict) -> tuple[float | None, str | None]:
     return None, None
 
 
-def fmt_us(t: float | None) -> str:
+def fmt_time(t: float | None) -> str:
     if t is None:
         return "-"
     return f"{t:,.1f}" if t < 1000 else f"{t:,.0f}"
+
+
+def ms(us: float | None) -> float | None:
+    return None if us is None else 1e-3 * us
 
 
 def fmt_ratio(num: float | None, den: float | None) -> str:
@@ -93,7 +125,8 @@ def _order(seq: tuple, value) -> int:
 
 
 def collect(benchmarks: list[dict]) -> tuple[dict, list[dict], set[str]]:
-    """Group op benchmarks by (op, mode, shape id); other entries (e.g. KS generation) aside."""
+    """Group op benchmarks by (op, mode, precision, shape id); other entries (e.g. KS generation)
+    aside. A row holds per provider its time in us ("times", "graph_times") and kernel count."""
     rows: dict[tuple, dict] = {}
     others, sources = [], set()
     for bench in benchmarks:
@@ -104,14 +137,28 @@ def collect(benchmarks: list[dict]) -> tuple[dict, list[dict], set[str]]:
             continue
         if source:
             sources.add(source)
-        key = (info["op"], info["mode"], info["shape_id"])
-        row = rows.setdefault(key, {"op": info["op"], "mode": info["mode"], "shape_id": info["shape_id"],
-                                    "S": (info.get("shape") or {}).get("S", 0), "flops": info.get("flops"),
-                                    "bytes": info.get("bytes"), "times": {}})
+        precision = info.get("precision", "fp32")
+        key = (info["op"], info["mode"], precision, info["shape_id"])
+        row = rows.setdefault(key, {"op": info["op"], "mode": info["mode"], "precision": precision,
+                                    "shape_id": info["shape_id"], "S": (info.get("shape") or {}).get("S", 0),
+                                    "flops": info.get("flops"), "bytes": info.get("bytes"), "times": {},
+                                    "graph_times": {}, "kernels": {}, "kernel_kinds": set()})
         row["times"][info["provider"]] = time_us
         if info.get("graph_ms") is not None:
-            row.setdefault("graph_times", {})[info["provider"]] = 1e3 * float(info["graph_ms"])
+            row["graph_times"][info["provider"]] = 1e3 * float(info["graph_ms"])
+        if info.get("kernels") is not None:
+            row["kernels"][info["provider"]] = int(info["kernels"])
+            row["kernel_kinds"].add(info.get("kernel_count_kind", "?"))
     return rows, others, sources
+
+
+def mode_label(row: dict) -> str:
+    return row["mode"] if row["precision"] == "fp32" else f"{row['mode']} ({row['precision']})"
+
+
+def sorted_rows(rows: dict) -> list[dict]:
+    return sorted(rows.values(), key=lambda r: (_order(OP_ORDER, r["op"]), r["op"], _order(MODE_ORDER, r["mode"]),
+                                                r["S"], r["shape_id"], _order(PRECISION_ORDER, r["precision"])))
 
 
 def floor_us(row: dict, peak_tflops: float, hbm_tbs: float) -> tuple[float | None, str]:
@@ -129,10 +176,67 @@ def _table(rows: list[dict], times_key: str, peak_v: float, bw_v: float) -> list
     for row in rows:
         ref, comp, tri = (row[times_key].get(p) for p in PROVIDERS)
         floor, bound = floor_us(row, peak_v, bw_v)
-        lines.append(f"| {row['op']} | {row['mode']} | {row['shape_id']} | {fmt_us(ref)} | {fmt_us(comp)} "
-                     f"| {fmt_us(tri)} | {fmt_ratio(ref, tri)} | {fmt_ratio(comp, tri)} "
-                     f"| {fmt_us(floor)}{' (' + bound + ')' if bound else ''} | {fmt_ratio(tri, floor)} |")
+        lines.append(f"| {row['op']} | {mode_label(row)} | {row['shape_id']} | {fmt_time(ref)} | {fmt_time(comp)} "
+                     f"| {fmt_time(tri)} | {fmt_ratio(ref, tri)} | {fmt_ratio(comp, tri)} "
+                     f"| {fmt_time(floor)}{' (' + bound + ')' if bound else ''} | {fmt_ratio(tri, floor)} |")
     return lines
+
+
+def _train_step_table(rows: dict) -> list[str]:
+    """One line per training-step shape, provider and precision: eager and graph-replay times in
+    ms, speed-ups over the eager fp32 reference and the kernel count."""
+    steps = [r for r in sorted_rows(rows) if r["op"] == TRAIN_STEP]
+    kinds = sorted(set().union(*(r["kernel_kinds"] for r in steps)))
+    counted = ", ".join(KERNEL_COUNT_KINDS.get(k, k) for k in kinds) or "not counted"
+    lines = ["", "Training step (forward + loss + backward + Adam), ms; speed-ups over the eager fp32 reference; "
+             f"kernels of one eager step: {counted}.", "",
+             "| shape | provider | precision | kernels | eager (ms) | eager speed-up | graph replay (ms) "
+             "| graph speed-up |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for row in steps:
+        eager_fp32 = rows.get((row["op"], row["mode"], "fp32", row["shape_id"]))
+        base = eager_fp32["times"].get("reference") if eager_fp32 else None
+        for provider in sorted(row["times"], key=lambda p: _order(PROVIDERS, p)):
+            eager, graph = row["times"][provider], row["graph_times"].get(provider)
+            kernels = row["kernels"].get(provider, "-")
+            lines.append(f"| {row['shape_id']} | {provider} | {row['precision']} | {kernels} "
+                         f"| {fmt_time(ms(eager))} | {fmt_ratio(base, eager)} | {fmt_time(ms(graph))} "
+                         f"| {fmt_ratio(base, graph)} |")
+    return lines
+
+
+def summary(results: dict) -> dict:
+    """The training step's figures for summary.json (see the module docstring)."""
+    info = results.get("machine_info") or {}
+    versions = info.get("versions") or {}
+    steps = [r for r in sorted_rows(collect(results.get("benchmarks") or [])[0]) if r["op"] == TRAIN_STEP]
+    step_ms = {}
+    for mode, (provider, precision, times) in SUMMARY_MODES.items():
+        by_S = {str(r["S"]): ms(r[times][provider]) for r in steps
+                if r["precision"] == precision and r[times].get(provider) is not None}
+        if by_S:
+            step_ms[mode] = by_S
+    kernels_by_S: dict[str, dict] = {}
+    for r in steps:
+        suffix = "" if r["precision"] == "fp32" else f"_{r['precision']}"
+        kernels_by_S.setdefault(str(r["S"]), {}).update({p + suffix: n for p, n in r["kernels"].items()})
+    kernels_by_S = {S: k for S, k in kernels_by_S.items() if k}
+    smallest = min(kernels_by_S, key=int, default=None)
+    return {"gpu": info.get("gpu"), "torch": versions.get("torch"), "triton": versions.get("triton"),
+            "date": info.get("date") or results.get("datetime"), "train_step_ms": step_ms,
+            "kernels_per_step": kernels_by_S.get(smallest, {}), "kernels_per_step_by_S": kernels_by_S}
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """json.dump(data) to path via a temp file in the same directory and os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def render(results: dict, peak: float | None = None, bw: float | None = None) -> str:
@@ -151,18 +255,19 @@ def render(results: dict, peak: float | None = None, bw: float | None = None) ->
              + ("" if sources <= {"do_bench"} else " (do_bench medians appear only for CUDA runs)") + ".",
              note, ""]
     if rows:
-        ordered = sorted(rows.values(), key=lambda r: (_order(OP_ORDER, r["op"]), r["op"],
-                                                       _order(MODE_ORDER, r["mode"]), r["S"], r["shape_id"]))
+        ordered = sorted_rows(rows)
         lines += _table(ordered, "times", peak_v, bw_v)
-        if any(row.get("graph_times") for row in ordered):
+        if any(row["graph_times"] for row in ordered):
             lines += ["", "The same calls captured in a CUDA graph and replayed (do_bench medians, us): the GPU "
                       "time without the per-launch host cost.", ""]
-            lines += _table([r for r in ordered if r.get("graph_times")], "graph_times", peak_v, bw_v)
+            lines += _table([r for r in ordered if r["graph_times"]], "graph_times", peak_v, bw_v)
+        if any(row["op"] == TRAIN_STEP for row in ordered):
+            lines += _train_step_table(rows)
     else:
         lines.append("No op benchmarks with timings in this file (was it run with --benchmark-disable?).")
     if others:
         lines += ["", "| other benchmark | median (us) |", "|---|---:|"]
-        lines += [f"| {o['name']} | {fmt_us(o['time_us'])} |" for o in others]
+        lines += [f"| {o['name']} | {fmt_time(o['time_us'])} |" for o in others]
     return "\n".join(lines) + "\n"
 
 
@@ -177,6 +282,12 @@ def main(argv=None) -> int:
         print(f"error: {args.results} is not a pytest-benchmark JSON (no 'benchmarks' list)", file=sys.stderr)
         return 2
     sys.stdout.write(render(results, args.peak_tflops, args.hbm_tbs))
+    if args.summary is not None:
+        try:
+            write_json_atomic(args.summary, summary(results))
+        except OSError as err:
+            print(f"error: cannot write --summary {args.summary}: {err}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -144,3 +144,74 @@ def test_cuda_graph_replays_get_their_own_table(tmp_path):
     for bench in benches:
         del bench["extra_info"]["graph_ms"]
     assert "CUDA graph" not in run_table(tmp_path, results("NVIDIA H200", benches)).stdout
+
+
+def step_entry(provider, S, do_bench_ms, *, precision=None, graph_ms=None, kernels=None):
+    """A fabricated amgfno_train_step entry at B32-T25-S{S}-H128 (fp32 when precision is None)."""
+    bench = entry(provider, op="amgfno_train_step", mode="step", do_bench_ms=do_bench_ms)
+    info = bench["extra_info"]
+    info.update(shape_id=f"B32-T25-S{S}-H128", shape={**SHAPE, "S": S, "K": S // 2})
+    extra = {"precision": precision, "graph_ms": graph_ms, "kernels": kernels,
+             "kernel_count_kind": "cuda_kernels" if kernels is not None else None}
+    info.update({k: v for k, v in extra.items() if v is not None})
+    return bench
+
+
+def train_step_results():
+    """At S = 32 and 128: reference, compiled (S = 128 only) and triton in fp32, reference and
+    triton in bf16, with graph replays and kernel counts (none for the compiled provider)."""
+    benches = []
+    for S, scale in ((32, 1.0), (128, 2.0)):
+        benches += [step_entry("reference", S, 10 * scale, graph_ms=5 * scale, kernels=1000 + S),
+                    step_entry("triton", S, 8 * scale, graph_ms=2 * scale, kernels=400 + S),
+                    step_entry("reference", S, 9 * scale, precision="bf16", kernels=1200 + S),
+                    step_entry("triton", S, 5 * scale, precision="bf16", graph_ms=1 * scale, kernels=500 + S)]
+    benches.append(step_entry("compiled", 128, 16.0))
+    return results("NVIDIA H200", benches)
+
+
+def test_train_step_table_gives_kernels_and_speedups_over_eager(tmp_path):
+    proc = run_table(tmp_path, train_step_results())
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Training step" in out and "kernels of one eager step: CUDA kernels" in out
+    # shape | provider | precision | kernels | eager ms | speed-up | graph ms | graph speed-up
+    assert row_of(out, "| B32-T25-S32-H128 | reference | fp32 |")[3:] == ["1032", "10.0", "1.00x", "5.0", "2.00x"]
+    assert row_of(out, "| B32-T25-S32-H128 | triton | fp32 |")[3:] == ["432", "8.0", "1.25x", "2.0", "5.00x"]
+    assert row_of(out, "| B32-T25-S32-H128 | triton | bf16 |")[3:] == ["532", "5.0", "2.00x", "1.0", "10.00x"]
+    assert row_of(out, "| B32-T25-S32-H128 | reference | bf16 |")[3:] == ["1232", "9.0", "1.11x", "-", "-"]
+    assert row_of(out, "| B32-T25-S128-H128 | compiled | fp32 |")[3:] == ["-", "16.0", "1.25x", "-", "-"]
+    # bf16 gets rows of its own in the op table and in the CUDA-graph replay table
+    ops = [line for line in out.splitlines() if line.startswith("| amgfno_train_step | step (bf16) | B32-T25-S32-")]
+    assert [r.split("|")[4:7] for r in ops] == [[" 9,000 ", " - ", " 5,000 "], [" - ", " - ", " 1,000 "]]
+    fp32 = [line for line in out.splitlines() if line.startswith("| amgfno_train_step | step | B32-T25-S32-")]
+    assert [r.split("|")[4:7] for r in fp32] == [[" 10,000 ", " - ", " 8,000 "], [" 5,000 ", " - ", " 2,000 "]]
+
+
+def test_summary_json(tmp_path):
+    path = tmp_path / "out" / "summary.json"
+    proc = run_table(tmp_path, train_step_results(), "--summary", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "| amgfno_train_step |" in proc.stdout  # the markdown still goes to stdout
+    summary = json.loads(path.read_text())
+    assert summary["gpu"] == "NVIDIA H200" and summary["torch"] == "2.11.0" and summary["triton"] == "3.6.0"
+    assert summary["date"] == "2026-01-01T00:00:00+00:00"
+    assert summary["train_step_ms"] == {
+        "eager": {"32": 10.0, "128": 20.0}, "compiled": {"128": 16.0}, "triton": {"32": 8.0, "128": 16.0},
+        "graph": {"32": 2.0, "128": 4.0}, "graph_eager_ref": {"32": 5.0, "128": 10.0},
+        "bf16": {"32": 5.0, "128": 10.0}, "graph_bf16": {"32": 1.0, "128": 2.0}}
+    assert summary["kernels_per_step"] == {"reference": 1032, "triton": 432, "reference_bf16": 1232,
+                                           "triton_bf16": 532}
+    assert summary["kernels_per_step_by_S"]["128"]["triton_bf16"] == 628
+    assert [p.name for p in path.parent.iterdir()] == ["summary.json"]  # no temp file left behind
+
+
+def test_summary_leaves_out_modes_without_data(tmp_path):
+    """A CPU run: pytest-benchmark medians, no graph replays, no triton, no kernel counts."""
+    data = results(None, [step_entry("reference", 32, None), entry("reference")])
+    data["benchmarks"][0]["stats"]["median"] = 0.5
+    path = tmp_path / "summary.json"
+    assert run_table(tmp_path, data, "--summary", str(path)).returncode == 0
+    summary = json.loads(path.read_text())
+    assert summary["gpu"] is None and summary["train_step_ms"] == {"eager": {"32": 500.0}}
+    assert summary["kernels_per_step"] == {} and summary["kernels_per_step_by_S"] == {}

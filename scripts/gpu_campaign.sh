@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# GPU campaign: time, verify and train on one GPU in about 8 minutes, writing results as it goes.
+#
+#   bash scripts/gpu_campaign.sh [RESULTS_DIR]      (default bench/results/<UTC date>-<gpu>)
+#
+# Phases, most important first (each logs to RESULTS_DIR/logs/<NN>-<phase>.log; a failed phase is
+# recorded and the next one still runs):
+#   env        nvidia-smi, python / torch / triton / CUDA versions
+#   install    pip install --no-deps --no-build-isolation --no-index -e . (on the torch + triton there)
+#   data       KS nu = 0.1 data on the GPU: the paper's 2048 + 256 trajectories and the quick 256 + 32
+#   bench      pytest bench/ on an idle GPU: each op (fwd, fwd+bwd) at S = 32, 128, 1024 (compiled at 128) and
+#              the AMGFNO training step at S = 32, 64, 128 (eager / compiled at 32, 128 / triton / bf16, each
+#              also replayed from
+#              a CUDA graph, kernels per step) -> bench-{ops,step}.json, bench_table_*.md, summary.json; then
+#              bench/probe_spectral_stages.py -> spectral_stages.json (the spectral conv stage by stage)
+#   concurrent three things at once, as the GPU is mostly idle under one process:
+#              - fidelity: scripts/train.py --preset paper for each CAMPAIGN_FIDELITY run (default ffno,
+#                s4ffno, amgfno at f = 32 and amgfno at f = 128), --fast-kernels --cuda-graph, in the
+#                background; a run whose graph capture fails is re-run eagerly (say so in its log)
+#              - tests: the CUDA test suite (tests/ops, whole-model equivalence, then -m gpu elsewhere)
+#              - precision: quick-preset AMGFNO in fp32 / tf32 / bf16 (seeds 0 and 1), graphed
+#              then waits for the fidelity runs (each stopped at CAMPAIGN_T_RUNS seconds)
+#   report     scripts/campaign_report.py -> fidelity.json, precision.json, report.md; phases.md
+#
+# Environment:
+#   PYTHON               interpreter (default python3)
+#   CAMPAIGN_EXPORT      a directory that receives campaign.tgz (RESULTS_DIR without checkpoints and
+#                        rollouts) and campaign.log after every phase, each replaced atomically (for a
+#                        machine whose results must be fetched, e.g. the device tool's $OUT)
+#   CAMPAIGN_SKIP        comma-separated phases to leave out (env, install, data, bench, concurrent, report)
+#   CAMPAIGN_FIDELITY    runs as MODEL:F words (default "ffno:32 s4ffno:32 amgfno:32 amgfno:128")
+#   CAMPAIGN_EPOCHS      epochs of the fidelity runs (default: the paper preset's 200)
+#   CAMPAIGN_N_TRAIN     training trajectories of the fidelity runs (default: the paper preset's 2048)
+#   CAMPAIGN_TEST_WORKERS  pytest-xdist workers for the tests (default 6; 0 = serial)
+#   CAMPAIGN_T_BENCH, CAMPAIGN_T_TESTS, CAMPAIGN_T_RUNS   per-phase / per-run limits in seconds
+#                        (defaults 180, 240, 270)
+#   CAMPAIGN_DRY_RUN=1   on a machine without a GPU: tiny sizes, eager training, no bench; tests only
+#                        this script (not a GPU check)
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+export PIP_ROOT_USER_ACTION=ignore PYTHONUNBUFFERED=1
+DRY=${CAMPAIGN_DRY_RUN:-0}
+T_BENCH=${CAMPAIGN_T_BENCH:-180} T_TESTS=${CAMPAIGN_T_TESTS:-240} T_RUNS=${CAMPAIGN_T_RUNS:-270}
+FIDELITY=${CAMPAIGN_FIDELITY:-ffno:32 s4ffno:32 amgfno:32 amgfno:128}
+WORKERS=${CAMPAIGN_TEST_WORKERS:-6}
+
+if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    DEVICE=cuda GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+elif [[ $DRY == 1 ]]; then
+    DEVICE=cpu GPU_NAME=cpu-dry-run
+else
+    echo "gpu_campaign: no usable CUDA GPU (torch.cuda.is_available() is False); CAMPAIGN_DRY_RUN=1 tries this" \
+         "script on a CPU" >&2
+    exit 3
+fi
+GPU_TAG=$(echo "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//')
+RESULTS=${1:-bench/results/$(date -u +%Y%m%d)-$GPU_TAG}
+mkdir -p "$RESULTS/logs" "$RESULTS/fidelity" "$RESULTS/precision"
+RESULTS=$(cd "$RESULTS" && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/amg_campaign.XXXXXX")  # data sets: not results
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
+exec > >(tee -a "$RESULTS/campaign.log") 2>&1
+echo "gpu_campaign: $GPU_NAME; results in $RESULTS; data in $WORK; $(date -u +%FT%TZ)"
+
+if [[ $DRY == 1 ]]; then  # the smallest sizes that exercise every path
+    PRESET_FLAGS=(--preset quick --n-train 16 --n-test 4 --epochs 2 --width 16 --eval-every 1)
+    QUICK_FLAGS=(--preset quick --n-train 16 --n-test 4 --epochs 2 --width 16)
+    TRAIN_FLAGS=(--device cpu) DATA_N=(16 4) QUICK_N=(16 4)
+    FIDELITY="ffno:32 amgfno:32" PRECISION_SEEDS="0" TEST_PATHS=(tests/ops/test_backend.py)
+else
+    PRESET_FLAGS=(--preset paper ${CAMPAIGN_EPOCHS:+--epochs $CAMPAIGN_EPOCHS} ${CAMPAIGN_N_TRAIN:+--n-train $CAMPAIGN_N_TRAIN})
+    QUICK_FLAGS=(--preset quick)
+    TRAIN_FLAGS=(--device cuda --fast-kernels --cuda-graph) DATA_N=(${CAMPAIGN_N_TRAIN:-2048} 256) QUICK_N=(256 32)
+    PRECISION_SEEDS="0 1" TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py)
+fi
+
+export_results() {  # the results so far, for a machine whose files must be fetched
+    [[ -n ${CAMPAIGN_EXPORT:-} ]] || return 0
+    mkdir -p "$CAMPAIGN_EXPORT"
+    tar -czf "$CAMPAIGN_EXPORT/.campaign.tgz" --exclude='*.pt' --exclude='rollout.npz' --exclude='*.tmp*' \
+        -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")" && mv "$CAMPAIGN_EXPORT/.campaign.tgz" "$CAMPAIGN_EXPORT/campaign.tgz"
+    cp "$RESULTS/campaign.log" "$CAMPAIGN_EXPORT/.campaign.log" && mv "$CAMPAIGN_EXPORT/.campaign.log" "$CAMPAIGN_EXPORT/campaign.log"
+}
+
+# -- phases --------------------------------------------------------------------------------------
+phase_env() {
+    [[ $DEVICE == cuda ]] && nvidia-smi
+    "$PY" - <<'PYTHON'
+import platform, torch, triton
+print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}")
+if torch.cuda.is_available():
+    print(torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0))
+PYTHON
+}
+
+phase_install() {
+    "$PY" -m pip install -q --no-deps --no-build-isolation --no-index -e .
+    "$PY" -c 'import amg_fast, amg_fast.kernels; print("amg_fast from", amg_fast.__file__)'
+}
+
+phase_data() {
+    # all trajectories in one batch on a GPU (the solver is batch-parallel)
+    "$PY" scripts/generate_data.py --pde ks --nu 0.1 --n-train "${DATA_N[0]}" --n-test "${DATA_N[1]}" --out "$WORK/data" --device "$DEVICE" \
+        --batch-size $(( DATA_N[0] + DATA_N[1] ))
+    "$PY" scripts/generate_data.py --pde ks --nu 0.1 --n-train "${QUICK_N[0]}" --n-test "${QUICK_N[1]}" --out "$WORK/data" --device "$DEVICE"
+}
+
+phase_bench() {
+    [[ $DEVICE == cuda ]] || { echo "(no bench in a dry run: CPU timings mean nothing)"; return 0; }
+    export AMG_BENCH_SIZES=32,128,1024 AMG_BENCH_STEP_SIZES=32,64,128 AMG_BENCH_COMPILE_SIZES=128 \
+        AMG_BENCH_MODES=fwd,fwd+bwd AMG_BENCH_DO_BENCH_MS=10,40 AMG_BENCH_ROUND_BUDGET_S=0.05
+    local rc=0 flags=(--benchmark-only --benchmark-columns=median,rounds -q -p no:cacheprovider)
+    # the ops, then the training step in a process of its own (its kernel count runs the profiler)
+    timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/ --ignore=bench/test_bench_ks.py \
+        --ignore=bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-ops.json" "${flags[@]}" || rc=1
+    [[ -f $RESULTS/bench-ops.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-ops.json" > "$RESULTS/bench_table_ops.md"
+    export_results
+    AMG_BENCH_COMPILE_SIZES=32,128 timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/test_bench_train_step.py \
+        --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}" || {
+        echo "train-step bench failed: again without the kernel count (AMG_BENCH_KERNEL_COUNT=0)"; rc=1
+        AMG_BENCH_KERNEL_COUNT=0 timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/test_bench_train_step.py \
+            --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}"; }
+    [[ -f $RESULTS/bench-step.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-step.json" \
+        --summary "$RESULTS/summary.json" > "$RESULTS/bench_table_step.md"
+    cat "$RESULTS"/bench_table_*.md
+    export_results
+    # the spectral conv stage by stage at S = 128 and 1024 (why the Triton path trailed eager at 1024)
+    timeout -s INT -k 10 90 "$PY" bench/probe_spectral_stages.py --json "$RESULTS/spectral_stages.json" || rc=1
+    return $rc
+}
+
+train_run() {  # train_run DIR LOG FLAGS...: one training run; a failed graph capture is retried eagerly
+    local dir=$1 log=$2; shift 2
+    timeout -s INT -k 20 "$T_RUNS" "$PY" scripts/train.py --cache-dir "$WORK/data" --out "$dir" "$@" > "$log" 2>&1
+    local rc=$?
+    if [[ $rc != 0 ]] && grep -q -- "--cuda-graph: capturing" "$log"; then
+        echo "[campaign] graph capture failed (above); re-running without --cuda-graph" >> "$log"
+        rm -rf "$dir"
+        local args=() a
+        for a in "$@"; do [[ $a == --cuda-graph ]] || args+=("$a"); done
+        timeout -s INT -k 20 "$T_RUNS" "$PY" scripts/train.py --cache-dir "$WORK/data" --out "$dir" "${args[@]}" >> "$log" 2>&1
+        rc=$?
+    fi
+    echo "[campaign] exit $rc" >> "$log"
+    return $rc
+}
+
+fidelity_runs() {  # all CAMPAIGN_FIDELITY runs at once; returns how many failed
+    local pids=() run model res failed=0 pid
+    for run in $FIDELITY; do
+        model=${run%%:*} res=${run##*:}
+        train_run "$RESULTS/fidelity/$model-f$res" "$RESULTS/fidelity/$model-f$res.log" --model "$model" --res "$res" \
+            "${PRESET_FLAGS[@]}" "${TRAIN_FLAGS[@]}" &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+    return $failed
+}
+
+precision_runs() {  # quick-preset AMGFNO per precision mode and seed, three at a time
+    local seed mode failed=0 pids=() pid
+    for seed in $PRECISION_SEEDS; do
+        pids=()
+        for mode in fp32 tf32 bf16; do
+            train_run "$RESULTS/precision/$mode-seed$seed" "$RESULTS/precision/$mode-seed$seed.log" --model amgfno \
+                --n-train "${QUICK_N[0]}" --n-test "${QUICK_N[1]}" "${QUICK_FLAGS[@]}" "${TRAIN_FLAGS[@]}" \
+                --precision "$mode" --seed "$seed" --checkpoint-every 1000 &
+            pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+    done
+    return $failed
+}
+
+tests_cuda() {
+    local xdist=()
+    [[ $WORKERS != 0 ]] && "$PY" -c 'import xdist' 2>/dev/null && xdist=(-n "$WORKERS")
+    local rc=0
+    timeout -s INT -k 20 "$T_TESTS" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rf \
+        -p no:cacheprovider "${xdist[@]}" > "$RESULTS/tests-ops.log" 2>&1 || rc=$?
+    tail -n 25 "$RESULTS/tests-ops.log"
+    local rc2=0
+    timeout -s INT -k 20 "$T_TESTS" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rf -p no:cacheprovider \
+        > "$RESULTS/tests-gpu.log" 2>&1 || rc2=$?
+    [[ $rc2 == 5 ]] && rc2=0  # no test selected
+    tail -n 15 "$RESULTS/tests-gpu.log"
+    return $((rc || rc2))
+}
+
+phase_concurrent() {
+    fidelity_runs > "$RESULTS/logs/fidelity.out" 2>&1 &
+    local fidelity_pid=$! rc=0
+    echo "fidelity runs started: $FIDELITY (logs in fidelity/*.log)"
+    tests_cuda || rc=1
+    export_results
+    echo "tests done $(date -u +%T); precision runs"
+    precision_runs || rc=1
+    export_results
+    echo "precision runs done $(date -u +%T); waiting for the fidelity runs"
+    wait "$fidelity_pid" || rc=1
+    for f in "$RESULTS"/fidelity/*.log; do echo "== $f"; tail -n 4 "$f"; done
+    return $rc
+}
+
+phase_report() {
+    "$PY" scripts/campaign_report.py "$RESULTS" > "$RESULTS/report.md"
+    cat "$RESULTS/report.md"
+}
+
+# -- runner ----------------------------------------------------------------------------------------
+PHASES=(env install data bench concurrent report)
+declare -a STATUS=() SECS=()
+for i in "${!PHASES[@]}"; do
+    name=${PHASES[i]}
+    if [[ ,${CAMPAIGN_SKIP:-}, == *",$name,"* ]]; then STATUS[i]=skipped SECS[i]=0; continue; fi
+    echo; echo "== [$name] $(date -u +%T)"
+    start=$(date +%s)
+    "phase_$name" 2>&1 | tee "$RESULTS/logs/$(printf '%02d' "$i")-$name.log"
+    rc=${PIPESTATUS[0]}
+    SECS[i]=$(( $(date +%s) - start ))
+    if [[ $rc == 0 ]]; then STATUS[i]=pass; else STATUS[i]="FAIL (exit $rc)"; fi
+    echo "== [$name] ${STATUS[i]} in ${SECS[i]} s"
+    {
+        echo "| phase | result | seconds |"; echo "|---|---|---:|"
+        for j in "${!PHASES[@]}"; do echo "| ${PHASES[j]} | ${STATUS[j]:-not run} | ${SECS[j]:-} |"; done
+    } > "$RESULTS/phases.md"
+    export_results
+done
+cat "$RESULTS/phases.md"
+[[ $(grep -c FAIL "$RESULTS/phases.md") == 0 ]]

@@ -1,0 +1,58 @@
+"""The kernel count of an AMGFNO training step does not regress (bench/_kernel_count.py, on CPU).
+
+On a CPU the count is the aten ops that would each launch a kernel on a GPU (the same ops
+dispatch there), so fusing ops lowers it and an op added to the step raises it.
+"""
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from amg_fast.models import get_model
+
+ROOT = Path(__file__).parents[1]
+# Measured with torch 2.13 (CPU) on the step below: 246 ops (363 in bf16 autocast). The ceiling
+# is that + ~5%; lower it when kernels are cut.
+STEP_KERNEL_CEILING = 258
+STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward went uncounted
+
+
+def load_kernel_count():
+    spec = importlib.util.spec_from_file_location("bench_kernel_count", ROOT / "bench" / "_kernel_count.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_counts_the_ops_a_gpu_would_launch():
+    """Composites (linear, matmul), views and allocations launch nothing; mm, mul and sum one each."""
+    a, b = torch.randn(4, 3), torch.randn(5, 3)
+
+    def fn():
+        y = torch.nn.functional.linear(a, b).view(-1).unsqueeze(0)
+        return (y * 2).sum()
+
+    assert load_kernel_count().count_kernels(fn, "cpu") == {"kernels": 3, "kernel_count_kind": "cpu_aten_kernel_ops"}
+
+
+def test_rejects_other_devices():
+    with pytest.raises(ValueError, match="device must be a cuda or cpu device, got 'meta'"):
+        load_kernel_count().count_kernels(lambda: None, "meta")
+
+
+def test_amgfno_reference_train_step_kernel_count():
+    torch.manual_seed(0)
+    model = get_model("amgfno", width=16, modes=8, omega=0.1, backend="reference")
+    optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(1e-3), fused=True)
+    u = torch.randn(2, 5, 16, 1)  # B = 2 trajectories of T + 1 = 5 steps at S = 16
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        (model(u[:, :-1]) - u[:, 1:]).square().sum(dim=(2, 3)).mean().backward()
+        optimizer.step()
+
+    step()  # warm-up: Adam's state is created lazily
+    count = load_kernel_count().count_kernels(step, "cpu")["kernels"]
+    assert STEP_KERNEL_FLOOR < count <= STEP_KERNEL_CEILING, (
+        f"{count} kernel-launching ops per step; allowed: more than {STEP_KERNEL_FLOOR}, at most {STEP_KERNEL_CEILING}")
