@@ -7,7 +7,7 @@ RESULTS/fidelity/<run>/results.json (paper-preset runs) -> RESULTS/fidelity.json
 "paper_gate_mean", "ratio_to_paper", "wall_time_s", "train_time_s", "eval_time_s",
 "checkpoint_time_s", "epochs", "epochs_done", "cuda_graph", "fast_kernels", "precision", "status"};
 a run that did not finish is listed from its metrics.jsonl with status "unfinished" (nrmse = its
-last test nRMSE). RESULTS/precision/<mode>/results.json -> RESULTS/precision.json with each mode's
+last test nRMSE, times summed over its epochs). RESULTS/precision/<mode>/results.json -> RESULTS/precision.json with each mode's
 nRMSE against fp32's. The markdown goes to stdout.
 
 The paper's values are Table 2 (nRMSE) and Table 3 (g-bar, mean of the last 20 training epochs).
@@ -64,7 +64,8 @@ def fidelity_row(run: Path) -> dict | None:
         gates = [h["gate_mean"] for h in history[-20:] if h.get("gate_mean") is not None]
         row.update(nrmse=tested[-1]["test_nrmse"] if tested else None, gate_mean=None,
                    gate_mean_last20_epochs=sum(gates) / len(gates) if gates else None, wall_time_s=None,
-                   train_time_s=sum(h["time_s"] for h in history), status="unfinished")
+                   train_time_s=sum(h["time_s"] for h in history), eval_time_s=sum(h.get("eval_s", 0) for h in history),
+                   checkpoint_time_s=sum(h.get("checkpoint_s", 0) for h in history), status="unfinished")
     row["ratio_to_paper"] = row["nrmse"] / row["paper_nrmse"] if row["nrmse"] and row["paper_nrmse"] else None
     row["per_epoch_test_nrmse"] = {h["epoch"]: h["test_nrmse"] for h in history if "test_nrmse" in h}
     return row

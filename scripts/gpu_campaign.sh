@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# GPU campaign: time, verify and train on one GPU in about 8 minutes, writing results as it goes.
+# GPU campaign: time, verify and train on one GPU, writing results as it goes.
+#
+# Measured on an H200 (2026-11-26): env + install + data 35 s, bench 220 s, CUDA tests 75 s; the
+# paper-preset runs at f = 32 take ~1.1 s an epoch each with three at once (~4 min for 200 epochs).
+# Where one command may run only 10 minutes, split it: CAMPAIGN_SKIP=concurrent, then CAMPAIGN_SKIP=bench.
 #
 #   bash scripts/gpu_campaign.sh [RESULTS_DIR]      (default bench/results/<UTC date>-<gpu>)
 #
@@ -13,13 +17,14 @@
 #              also replayed from
 #              a CUDA graph, kernels per step) -> bench-{ops,step}.json, bench_table_*.md, summary.json; then
 #              bench/probe_spectral_stages.py -> spectral_stages.json (the spectral conv stage by stage)
-#   concurrent three things at once, as the GPU is mostly idle under one process:
+#   concurrent three things at once (the GPU is mostly idle under one eager process):
 #              - fidelity: scripts/train.py --preset paper for each CAMPAIGN_FIDELITY run (default ffno,
 #                s4ffno, amgfno at f = 32 and amgfno at f = 128), --fast-kernels --cuda-graph, in the
 #                background; a run whose graph capture fails is re-run eagerly (say so in its log)
 #              - tests: the CUDA test suite (tests/ops, whole-model equivalence, then -m gpu elsewhere)
-#              - precision: quick-preset AMGFNO in fp32 / tf32 / bf16 (seeds 0 and 1), graphed
-#              then waits for the fidelity runs (each stopped at CAMPAIGN_T_RUNS seconds)
+#              - precision: quick-preset AMGFNO in fp32 / tf32 / bf16 (seeds 0 and 1), graphed, in the
+#                background
+#              then waits for the training runs (each stopped at CAMPAIGN_T_RUNS seconds)
 #   report     scripts/campaign_report.py -> fidelity.json, precision.json, report.md; phases.md
 #
 # Environment:
@@ -117,11 +122,19 @@ phase_bench() {
         --ignore=bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-ops.json" "${flags[@]}" || rc=1
     [[ -f $RESULTS/bench-ops.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-ops.json" > "$RESULTS/bench_table_ops.md"
     export_results
-    AMG_BENCH_COMPILE_SIZES=32,128 timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/test_bench_train_step.py \
-        --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}" || {
-        echo "train-step bench failed: again without the kernel count (AMG_BENCH_KERNEL_COUNT=0)"; rc=1
-        AMG_BENCH_KERNEL_COUNT=0 timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/test_bench_train_step.py \
-            --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}"; }
+    # On the H200 (2026-11-26) this process exited non-zero after all its tests passed and its JSON was
+    # written (the profiler behind the kernel count is the suspect): keep a written JSON, say the exit
+    # code, and re-run without the count only when no JSON came out.
+    local step_rc=0
+    export AMG_BENCH_COMPILE_SIZES=32,128
+    timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/test_bench_train_step.py \
+        --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}" || step_rc=$?
+    echo "train-step bench: exit $step_rc"
+    if [[ $step_rc != 0 ]]; then
+        rc=1
+        [[ -f $RESULTS/bench-step.json ]] || AMG_BENCH_KERNEL_COUNT=0 timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest \
+            bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}"
+    fi
     [[ -f $RESULTS/bench-step.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-step.json" \
         --summary "$RESULTS/summary.json" > "$RESULTS/bench_table_step.md"
     cat "$RESULTS"/bench_table_*.md
@@ -192,15 +205,16 @@ tests_cuda() {
 phase_concurrent() {
     fidelity_runs > "$RESULTS/logs/fidelity.out" 2>&1 &
     local fidelity_pid=$! rc=0
-    echo "fidelity runs started: $FIDELITY (logs in fidelity/*.log)"
+    precision_runs > "$RESULTS/logs/precision.out" 2>&1 &
+    local precision_pid=$!
+    echo "fidelity runs started: $FIDELITY (logs in fidelity/*.log); precision runs started (precision/*.log)"
     tests_cuda || rc=1
     export_results
-    echo "tests done $(date -u +%T); precision runs"
-    precision_runs || rc=1
+    echo "tests done $(date -u +%T); waiting for the training runs"
+    wait "$precision_pid" || rc=1
     export_results
-    echo "precision runs done $(date -u +%T); waiting for the fidelity runs"
     wait "$fidelity_pid" || rc=1
-    for f in "$RESULTS"/fidelity/*.log; do echo "== $f"; tail -n 4 "$f"; done
+    for f in "$RESULTS"/fidelity/*.log "$RESULTS"/precision/*.log; do echo "== $f"; tail -n 4 "$f"; done
     return $rc
 }
 

@@ -42,6 +42,7 @@ def test_report_pairs_each_run_with_the_papers_numbers(tmp_path):
     assert ffno["ratio_to_paper"] == pytest.approx(0.892 / 0.446) and ffno["paper_gate_mean"] is None
     assert amg["status"] == "unfinished" and amg["epochs_done"] == 3 and amg["paper_nrmse"] == 0.003
     assert amg["nrmse"] == pytest.approx(0.25)  # its last test nRMSE (epoch 2)
+    assert amg["train_time_s"] == pytest.approx(6.0) and amg["eval_time_s"] == 0
     assert amg["gate_mean_last20_epochs"] == pytest.approx(0.3) and amg["paper_gate_mean"] == 0.0008
     precision = {r["precision"]: r for r in json.loads((tmp_path / "precision.json").read_text())}
     assert precision["bf16"]["nrmse_vs_fp32"] == pytest.approx(1.25)
