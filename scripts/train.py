@@ -61,6 +61,8 @@ def parse_args(argv=None) -> TrainConfig:
     p.add_argument("--no-freq-gate", action="store_true", help="amgfno: drop the frequency-aware gate (ablation)")
     p.add_argument("--omega-mode", default="fixed", choices=("fixed", "batch"),
                    help="amgfno: omega_f fixed from the training set (default) or per batch (ablation)")
+    p.add_argument("--omega", type=float, help="amgfno: the fixed omega_f of the frequency gate instead of the "
+                                               "training data's (e.g. the paper's value)")
     args = p.parse_args(argv)
     return TrainConfig(**{k: v for k, v in vars(args).items()})
 

@@ -54,6 +54,7 @@ class TrainConfig:
     fusion: str = "residual"
     no_freq_gate: bool = False
     omega_mode: str = "fixed"
+    omega: float | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -110,6 +111,14 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
     for flag, used in model_specific.items():
         if used and out.model != "s4ffno":
             raise ValueError(f"--{flag} applies to --model s4ffno only, got --model {out.model}")
+    if out.omega is not None:
+        if out.model != "amgfno" or out.omega_mode != "fixed" or out.no_freq_gate:
+            raise ValueError("--omega (a fixed omega_f instead of the data's) applies to --model amgfno with the "
+                             f"frequency gate and --omega-mode fixed, got --model {out.model}"
+                             + (" --omega-mode batch" if out.omega_mode != "fixed" else "")
+                             + (" --no-freq-gate" if out.no_freq_gate else ""))
+        if isinstance(out.omega, bool) or not isinstance(out.omega, (int, float)) or not 0 <= out.omega < float("inf"):
+            raise ValueError(f"omega must be a finite number >= 0 (an unresolved-energy ratio), got {out.omega!r}")
     if (out.no_freq_gate or out.omega_mode != "fixed") and out.model != "amgfno":
         raise ValueError(f"--no-freq-gate and --omega-mode apply to --model amgfno only, got --model {out.model}")
     if out.no_freq_gate and out.omega_mode != "fixed":

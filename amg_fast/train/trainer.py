@@ -191,7 +191,8 @@ def _train(cfg: TrainConfig, log) -> dict:
     train_ds = TrajectoryDataset(path, cfg.res, split="train", limit=cfg.n_train, omega_per_trajectory=batch_omega)
     test_ds = TrajectoryDataset(path, cfg.res, split="test", limit=cfg.n_test, omega_per_trajectory=batch_omega)
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, train_ds.omega, backend).to(device)  # before the run dir: a bad build leaves none
+    omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
+    model = build_model(cfg, omega, backend).to(device)  # before the run dir: a bad build leaves none
     params = count_parameters(model)
     out = _prepare_run_dir(cfg) if rank == 0 else Path(cfg.out)
     if dist.is_initialized():
@@ -222,7 +223,8 @@ def _train(cfg: TrainConfig, log) -> dict:
     test_loader = [(u.to(device), w.to(device)) for u, w in torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(*_load(test_ds)), batch_size=cfg.eval_batch_size or len(test_ds))]
     log(f"{cfg.model}: {params:,} parameters; {len(train_ds)} train / {len(test_ds)} test trajectories at f={cfg.res}, "
-        f"omega_f={train_ds.omega:.4g}; device {device}, backend {backend}, precision {cfg.precision}, "
+        f"omega_f={train_ds.omega:.4g}" + ("" if cfg.omega is None else f" (the gate uses --omega {cfg.omega:g})")
+        + f"; device {device}, backend {backend}, precision {cfg.precision}, "
         f"{world} process(es)")
 
     def loss_fn(model, u, w):  # (loss, AMGFNO's mean gate of this step or None)

@@ -166,9 +166,12 @@ def test_evaluate_script_matches_training_results(tiny_data, tmp_path):
         ({"precision": "fp16"}, ValueError, r"precision must be one of \('fp32', 'tf32', 'bf16'\), got 'fp16'"),
         ({"checkpoint_every": 0}, ValueError, "checkpoint_every must be an integer >= 1, got 0"),
         ({"eval_batch_size": -1}, ValueError, "eval_batch_size must be an integer >= 1, got -1"),
+        ({"model": "ffno", "omega": 0.5}, ValueError, r"--omega \(a fixed omega_f instead of the data's\) applies "
+                                                       "to --model amgfno"),
+        ({"omega": -1.0}, ValueError, "omega must be a finite number >= 0"),
     ],
     ids=["missing-file", "res-above-data", "unknown-model", "alpha-with-amgfno", "freq-gate-with-ffno", "epochs-0",
-         "precision-fp16", "checkpoint-every-0", "eval-batch-size-negative"],
+         "precision-fp16", "checkpoint-every-0", "eval-batch-size-negative", "omega-with-ffno", "omega-negative"],
 )
 def test_bad_configs(tiny_data, tmp_path, change, error, match):
     cfg = TrainConfig(**{**TINY, "data": str(tiny_data), "out": str(tmp_path / "run"), "epochs": 1, **change})
@@ -272,3 +275,11 @@ def test_checkpoint_every_and_batched_evaluation(tiny_data, tmp_path):
         assert torch.load(out / "checkpoint.pt", weights_only=True)["epoch"] == 5
         assert runs[name]["eval_time_s"] > 0 and runs[name]["checkpoint_time_s"] > 0
     assert runs["whole"]["nrmse"] == pytest.approx(runs["per-trajectory"]["nrmse"], rel=1e-5)
+
+
+def test_omega_overrides_the_datas_omega_f(tiny_data, tmp_path):
+    """--omega sets the fixed omega_f of AMGFNO's frequency gate instead of the training data's."""
+    out = tmp_path / "run"
+    train(TrainConfig(data=str(tiny_data), out=str(out), epochs=1, omega=0.584, **TINY), log=lambda *a: None)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert float(state["model"]["gate.omega"]) == pytest.approx(0.584)

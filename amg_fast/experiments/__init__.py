@@ -1,0 +1,1 @@
+"""The paper's experiments as data (registry, specs, paper numbers), the sweep runner and reports."""

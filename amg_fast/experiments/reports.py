@@ -1,0 +1,567 @@
+"""Reports: the records of a sweep's runs -> the paper's tables (md, csv, tex) and figures (png, pdf).
+
+A record is one run directory (runner.read_record): "name", "run_dir", "status", the RunSpec fields,
+"results" (results.json or None), "history" (metrics.jsonl rows) and "error". A run counts toward a
+table cell when its results hold the cell's metric; a cell without any shows the state of its runs
+(failed, running, partial, missing) in markdown and "-" in LaTeX. Several seeds give mean ± sample
+std [n=k]. Training curves in the figures use every run's history, finished or not.
+
+REPORTERS[experiment id](records, out_dir) writes table.md, table.csv, table.tex and the figures
+into out_dir (created) and returns their paths; write_report checks the id first.
+"""
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Callable
+
+from amg_fast.experiments.registry import EXPERIMENTS
+
+__all__ = ["REPORTERS", "write_report", "Stats"]
+
+MODEL_NAMES = {"factformer": "FactFormer", "gkt": "GKT", "unet": "U-Net", "ffno": "FFNO",
+               "multi_input_ffno": "Multi-Input FFNO", "s4ffno": "S4FFNO", "amgfno": "AMGFNO"}
+TABLE2_ORDER = tuple(MODEL_NAMES)  # Table 2's rows, top to bottom
+BAR_MODELS = ("ffno", "multi_input_ffno", "s4ffno", "amgfno")
+PDE_NAMES = {"ks": "KS", "burgers": "Burgers"}
+HEADLINE_NU = 0.1  # the KS viscosity of the paper's per-f figures
+GBAR = r"mean gate $\bar{g}$"  # figures: mathtext, not a font's "ḡ" glyph
+# A cell without values shows the first of these among its runs' states ("-" when none applies).
+EMPTY_STATES = ("failed", "running", "partial", "missing")
+SETTING = ("model", "pde", "nu", "res")
+_SPEC_DEFAULTS = {"fusion": "residual", "alpha": None, "variant": None, "omega": None, "seed": 0}
+_TEX = {"_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "±": r"$\pm$", "ν": r"$\nu$", "α": r"$\alpha$",
+        "ω": r"$\omega$", "Δ": r"$\Delta$", "ḡ": r"$\bar g$", "−": "-"}
+
+
+# -- values -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stats:
+    """One metric over the seeds of a cell; `state` says why a cell has no values."""
+
+    values: tuple[float, ...] = ()
+    state: str = "missing"
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values) if len(self.values) >= 2 else None
+
+
+@dataclass(frozen=True)
+class Versus:
+    """Ours beside the paper's value: "ours (paper)"."""
+
+    ours: Stats
+    paper: float | None
+
+
+def _metric(record: dict, key: str) -> float | None:
+    value = (record.get("results") or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _stats(records: list[dict], key: str = "nrmse") -> Stats:
+    values = tuple(v for v in (_metric(r, key) for r in records) if v is not None)
+    states = {r.get("status") for r in records}
+    return Stats(values, "done" if values else next((s for s in EMPTY_STATES if s in states),
+                                                   "-" if records else "missing"))
+
+
+def _ratio(ours: Stats, paper: float | None) -> float | None:
+    return ours.mean / paper if ours.n and paper else None
+
+
+def _delta_pct(base: float | None, other: float | None) -> float | None:
+    """100 (other - base) / base: the paper's Delta-% (positive: `other` is worse)."""
+    return 100.0 * (other - base) / base if base and other is not None else None
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else format(value, ".4g")
+
+
+def _fmt(value, md: bool = True) -> str:
+    """A table value as text: None "-", numbers to 4 significant digits, Stats "mean ± std [n=k]"."""
+    if value is None:
+        return "-"
+    if isinstance(value, Versus):
+        return f"{_fmt(value.ours, md)} ({_num(value.paper)})"
+    if isinstance(value, Stats):
+        if not value.n:
+            return value.state if md else "-"
+        return _num(value.mean) + ("" if value.n < 2 else f" ± {_num(value.std)} [n={value.n}]")
+    if isinstance(value, (int, float)):
+        return _num(value)
+    return str(value)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def _setting_label(pde: str, nu: float, res: int) -> str:
+    return f"{PDE_NAMES.get(pde, pde)} ν={nu:g} f={res}"
+
+
+# -- records ------------------------------------------------------------------------------------
+def _get(record: dict, key: str):
+    return record.get(key, _SPEC_DEFAULTS.get(key))
+
+
+def _select(records: list[dict], **want) -> list[dict]:
+    """Records with these field values (records without a setting, e.g. no job.json, left out)."""
+    return [r for r in records if all(r.get(k) is not None for k in SETTING)
+            and all(_get(r, k) == v for k, v in want.items())]
+
+
+def _sort_key(key: tuple):
+    """Orders tuples of (pde, nu, res, ...) settings: KS before Burgers, then by value; None first."""
+    return tuple((0, list(PDE_NAMES).index(v), "") if v in PDE_NAMES else (1, 0, "") if v is None
+                 else (2, v, "") if isinstance(v, (int, float)) else (3, 0, str(v)) for v in key)
+
+
+def _group(records: list[dict], *fields: str) -> dict[tuple, list[dict]]:
+    """Records by the values of `fields`, in setting order."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault(tuple(_get(r, f) for f in fields), []).append(r)
+    return dict(sorted(groups.items(), key=lambda item: _sort_key(item[0])))
+
+
+def _paper(table: str, **key) -> float | None:
+    paper = importlib.import_module("amg_fast.experiments.paper")
+    return paper.paper_value(table, **key)
+
+
+def _curve(records: list[dict], key: str) -> tuple[list[int], list[float]]:
+    """A history column over epochs, averaged over the runs (seeds) that logged it."""
+    by_epoch: dict[int, list[float]] = {}
+    for r in records:
+        for row in r.get("history") or []:
+            value = row.get(key)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                by_epoch.setdefault(row["epoch"], []).append(float(value))
+    epochs = sorted(by_epoch)
+    return epochs, [statistics.fmean(by_epoch[e]) for e in epochs]
+
+
+# -- tables -------------------------------------------------------------------------------------
+@dataclass
+class Table:
+    """A table of values (None, str, numbers, Stats, Versus); tex=False keeps it out of table.tex."""
+
+    title: str
+    headers: list[str]
+    rows: list[list]
+    caption: str = ""
+    tex: bool = True
+
+
+def _to_tex(text: str) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in text)
+
+
+def _markdown(table: Table) -> str:
+    lines = [f"## {table.title}", ""] + ([table.caption, ""] if table.caption else [])
+    lines += ["| " + " | ".join(table.headers) + " |", "|" + "---|" * len(table.headers)]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table.rows]
+    return "\n".join(lines) + "\n"
+
+
+def _latex(table: Table) -> str:
+    body = [" & ".join(_to_tex(_fmt(v, md=False)) for v in row) + r" \\" for row in table.rows]
+    return "\n".join([r"\begin{table}[ht]", r"\centering",
+                      r"\caption{" + _to_tex(table.title + (". " + table.caption if table.caption else "")) + "}",
+                      r"\begin{tabular}{l" + "r" * (len(table.headers) - 1) + "}", r"\hline",
+                      " & ".join(_to_tex(h) for h in table.headers) + r" \\", r"\hline", *body, r"\hline",
+                      r"\end{tabular}", r"\end{table}", ""])
+
+
+def _versus_columns(label: str) -> list[str]:
+    return [f"{label} (ours)", f"{label} (paper)", "ours/paper"]
+
+
+def _versus_values(ours: Stats, paper: float | None) -> list:
+    return [ours, paper, _ratio(ours, paper)]
+
+
+# -- files --------------------------------------------------------------------------------------
+def _write_atomic(path: Path, data: str | bytes) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+    return path
+
+
+CSV_BASE = ("name", "model", "pde", "nu", "res", "seed")
+CSV_TAIL = ("nrmse", "wall_time_s", "status", "run_dir", "error")
+_RESULT_COLUMNS = {"gate_mean": "gate_mean", "gate_mean_last20": "gate_mean_last20_epochs",
+                   "nrmse": "nrmse", "wall_time_s": "wall_time_s"}
+
+
+def _csv(records: list[dict], extra: tuple[str, ...]) -> str:
+    """One row per run: its spec fields, `extra` columns, results and state."""
+    columns = CSV_BASE + extra + CSV_TAIL
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    order = ("pde", "nu", "res", "model", "fusion", "alpha", "variant", "seed")
+    for r in sorted(records, key=lambda r: _sort_key(tuple(_get(r, k) for k in order))):
+        row = [_metric(r, _RESULT_COLUMNS[c]) if c in _RESULT_COLUMNS else _get(r, c) for c in columns]
+        writer.writerow(["" if v is None else v for v in row])
+    return out.getvalue()
+
+
+# -- figures ------------------------------------------------------------------------------------
+def _figure(panels: int, width: float = 4.2, height: float = 3.4):
+    """A Figure (Agg canvas, no pyplot state) with `panels` axes side by side."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError("the report figures need matplotlib: pip install 'amg_fast[plot]'") from exc
+    fig = Figure(figsize=(width * panels, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, list(fig.subplots(1, panels, squeeze=False)[0])
+
+
+def _save_figure(fig, out_dir: Path, stem: str) -> list[Path]:
+    paths = []
+    for ext in ("png", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=150)
+        paths.append(_write_atomic(out_dir / f"{stem}.{ext}", buf.getvalue()))
+    return paths
+
+
+def _errorbar(ax, xs, stats: list[Stats], **kwargs) -> None:
+    ax.errorbar(xs, [s.mean for s in stats], yerr=[s.std or 0.0 for s in stats], marker="o", capsize=3, **kwargs)
+
+
+# -- Table 2 ------------------------------------------------------------------------------------
+def _table2_runs(records: list[dict]) -> list[dict]:
+    return _select(records, variant=None, fusion="residual")
+
+
+def _table2_tables(records: list[dict]) -> list[Table]:
+    groups = _group(_table2_runs(records), "model", "pde", "nu", "res")
+    models = [m for m in TABLE2_ORDER if any(k[0] == m for k in groups)]
+    models += sorted({k[0] for k in groups} - set(models), key=str)
+    # The paper's columns: KS by f, then nu; Burgers last.
+    settings = sorted({k[1:] for k in groups}, key=lambda s: _sort_key((s[0], s[2], s[1])))
+    wide = Table("Table 2: nRMSE, ours (paper)", ["Model"] + [_setting_label(*s) for s in settings],
+                 [[MODEL_NAMES.get(m, m)] + [Versus(_stats(groups.get((m, *s), [])), _paper("nrmse", model=m, pde=s[0],
+                                                                                            nu=s[1], res=s[2]))
+                                            for s in settings] for m in models])
+    long = Table("Per cell", ["Model", "PDE", "ν", "f", *_versus_columns("nRMSE"), "rollout ḡ"],
+                 [[MODEL_NAMES.get(m, m), PDE_NAMES.get(pde, pde), f"{nu:g}", res,
+                   *_versus_values(_stats(runs), _paper("nrmse", model=m, pde=pde, nu=nu, res=res)),
+                   _stats(runs, "gate_mean") if m == "amgfno" else None]
+                  for (m, pde, nu, res), runs in sorted(groups.items(), key=lambda item: (
+                      models.index(item[0][0]), _sort_key(item[0][1:])))], tex=False)
+    return [wide, long]
+
+
+def _bars(records: list[dict], vary: str, **fixed) -> object | None:
+    """KS nRMSE bars of FFNO / Multi-Input FFNO / S4FFNO / AMGFNO, one group per value of `vary`;
+    paper values as black ticks, AMGFNO's bars labelled with its rollout g-bar."""
+    runs = _select(_table2_runs(records), pde="ks", **fixed)
+    groups = _group(runs, "model", vary)
+    xs = sorted({k[1] for k in groups})
+    models = [m for m in BAR_MODELS if any(_stats(groups.get((m, x), [])).n for x in xs)]
+    if not models:
+        return None
+    fig, (ax,) = _figure(1, width=6.0)
+    width = 0.8 / len(models)
+    for i, m in enumerate(models):
+        cells = [(j + (i - (len(models) - 1) / 2) * width, x, _stats(groups.get((m, x), [])))
+                 for j, x in enumerate(xs)]
+        cells = [c for c in cells if c[2].n]
+        ax.bar([c[0] for c in cells], [c[2].mean for c in cells], width, yerr=[c[2].std or 0.0 for c in cells],
+               color=f"C{i}", label=MODEL_NAMES[m], capsize=2)
+        for pos, x, s in cells:
+            paper = _paper("nrmse", model=m, pde="ks", **{**fixed, vary: x})
+            if paper:
+                ax.plot(pos, paper, "k_", markersize=12)
+            gate = _stats(groups[(m, x)], "gate_mean") if m == "amgfno" else Stats()
+            if gate.n:
+                ax.annotate(rf"$\bar{{g}}$={gate.mean:.3g}", (pos, s.mean), textcoords="offset points", xytext=(0, 3),
+                            ha="center", fontsize=7)
+    ax.set_xticks(range(len(xs)), [f"{'ν' if vary == 'nu' else 'f'}={x:g}" for x in xs])
+    fixed_label = ", ".join(f"{'ν' if k == 'nu' else 'f'}={v:g}" for k, v in fixed.items())
+    ax.set(yscale="log", ylabel="nRMSE", title=f"KS, {fixed_label} (black ticks: paper)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+# -- Table 3 ------------------------------------------------------------------------------------
+def _amgfno_runs(records: list[dict], variant: str | None = None) -> list[dict]:
+    return _select(records, model="amgfno", variant=variant)
+
+
+def _table3_tables(records: list[dict]) -> list[Table]:
+    groups = _group(_amgfno_runs(records), "pde", "nu", "res")
+    return [Table("Table 3: AMGFNO's mean gate ḡ (mean of the last 20 training epochs)",
+                  ["PDE", "ν", "f", *_versus_columns("ḡ last 20 epochs"), "rollout ḡ", "nRMSE"],
+                  [[PDE_NAMES.get(pde, pde), f"{nu:g}", res,
+                    *_versus_values(_stats(runs, "gate_mean_last20_epochs"), _paper("gate", pde=pde, nu=nu, res=res)),
+                    _stats(runs, "gate_mean"), _stats(runs)] for (pde, nu, res), runs in groups.items()])]
+
+
+def _gate_training_figure(records: list[dict]):
+    """g-bar per training epoch: one panel per PDE, a line per (f, nu)."""
+    curves = {k: c for k, runs in _group(_amgfno_runs(records), "pde", "nu", "res").items()
+              if (c := _curve(runs, "gate_mean"))[0]}
+    pdes = list(dict.fromkeys(k[0] for k in curves))
+    if not pdes:
+        return None
+    fig, axes = _figure(len(pdes))
+    for ax, pde in zip(axes, pdes):
+        keys = [k for k in curves if k[0] == pde]
+        nus, resolutions = sorted({k[1] for k in keys}), sorted({k[2] for k in keys})
+        for _, nu, res in keys:
+            ax.plot(*curves[(pde, nu, res)], color=f"C{resolutions.index(res)}",
+                    linestyle=("-", "--", ":", "-.")[nus.index(nu) % 4], label=f"f={res}, ν={nu:g}")
+        ax.set(yscale="log", xlabel="epoch", ylabel=GBAR, title=PDE_NAMES.get(pde, pde))
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _nrmse_gate_figure(records: list[dict]):
+    """Test nRMSE and g-bar over epochs, one panel per f (KS nu=0.1 where it ran, else the first setting)."""
+    groups = _group(_amgfno_runs(records), "pde", "nu", "res")
+    panels = []
+    for res in sorted({k[2] for k in groups}):
+        keys = [k for k in groups if k[2] == res]
+        keys.sort(key=lambda k: k != ("ks", HEADLINE_NU, res))
+        key = next((k for k in keys if _curve(groups[k], "test_nrmse")[0]), None)
+        if key:
+            panels.append((key, _curve(groups[key], "test_nrmse"), _curve(groups[key], "gate_mean")))
+    if not panels:
+        return None
+    fig, axes = _figure(len(panels))
+    for ax, (key, nrmse, gate) in zip(axes, panels):
+        ax.plot(*nrmse, "o-", color="C0", markersize=3)
+        ax.set(yscale="log", xlabel="epoch", title=_setting_label(*key))
+        ax.set_ylabel("test nRMSE", color="C0")
+        if gate[0]:
+            twin = ax.twinx()
+            twin.plot(*gate, color="C1")
+            twin.set_ylabel(GBAR, color="C1")
+    return fig
+
+
+# -- ablations ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ablation:
+    """AMGFNO (variant None) against one variant; paper(pde, nu, res) -> the paper's (full nRMSE,
+    variant nRMSE, printed Delta-% or None: then computed from the two)."""
+
+    variant: str
+    title: str
+    full_label: str
+    variant_label: str
+    paper: Callable[[str, float, int], tuple[float | None, float | None, float | None]]
+
+
+def _omega_paper(pde, nu, res):
+    return tuple(_paper(table, pde=pde, nu=nu, res=res) for table in ("omega_fixed", "omega_batch", "omega_delta_pct"))
+
+
+def _freq_gate_paper(pde, nu, res):
+    return _paper("ablation_amgfno", pde=pde, nu=nu, res=res), _paper("no_freq_gate", pde=pde, nu=nu, res=res), None
+
+
+OMEGA = Ablation("omega-batch", "Table 4: AMGFNO with fixed vs per-batch ω_f (nRMSE)", "fixed ω_f",
+                 "per-batch ω_f", _omega_paper)
+FREQ_GATE = Ablation("no-freq-gate", "Table 5: AMGFNO with and without the frequency-aware gate (nRMSE)",
+                     "AMGFNO", "w/o frequency gate", _freq_gate_paper)
+
+
+def _ablation_tables(ablation: Ablation, records: list[dict]) -> list[Table]:
+    """Settings where the variant has runs; the full model's runs (Table 2's AMGFNO) beside them."""
+    full = _group(_amgfno_runs(records), "pde", "nu", "res")
+    rows = []
+    for (pde, nu, res), runs in _group(_amgfno_runs(records, ablation.variant), "pde", "nu", "res").items():
+        ours = _stats(full.get((pde, nu, res), [])), _stats(runs)
+        paper_full, paper_variant, paper_delta = ablation.paper(pde, nu, res)
+        if paper_delta is None:
+            paper_delta = _delta_pct(paper_full, paper_variant)
+        rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, Versus(ours[0], paper_full),
+                     *_versus_values(ours[1], paper_variant),
+                     _pct(_delta_pct(ours[0].mean, ours[1].mean)), _pct(paper_delta)])
+    caption = (f"Δ% = 100 ({ablation.variant_label} − {ablation.full_label}) / {ablation.full_label}, the paper's "
+               f"convention (positive: the variant is worse), ours from seed means, the paper's as printed or from "
+               f"its columns; ours/paper is the variant's nRMSE ratio.")
+    return [Table(ablation.title, ["PDE", "ν", "f", f"{ablation.full_label}, ours (paper)",
+                                   *_versus_columns(ablation.variant_label), "Δ% (ours)", "Δ% (paper)"], rows,
+                  caption)]
+
+
+# -- alpha sweeps -------------------------------------------------------------------------------
+def _alpha_cells(fusion: str, records: list[dict]) -> dict[tuple, dict[float, Stats]]:
+    """(pde, nu, res) -> {alpha: nRMSE Stats} of S4FFNO with this fusion."""
+    cells: dict[tuple, dict[float, Stats]] = {}
+    for (pde, nu, res, alpha), runs in _group(_select(records, fusion=fusion), "pde", "nu", "res", "alpha").items():
+        cells.setdefault((pde, nu, res), {})[alpha] = _stats(runs)
+    return cells
+
+
+def _alpha_star(cell: dict[float, Stats]) -> float | None:
+    """argmin over alpha of the seed-mean nRMSE (over the alphas with results)."""
+    done = {a: s.mean for a, s in cell.items() if s.n}
+    return min(done, key=done.get) if done else None
+
+
+def _alpha_tables(fusion: str, records: list[dict]) -> list[Table]:
+    cells = _alpha_cells(fusion, records)
+    alphas = sorted({a for cell in cells.values() for a in cell if a is not None})
+    rows = []
+    for (pde, nu, res), cell in cells.items():
+        star, done = _alpha_star(cell), sum(1 for s in cell.values() if s.n)
+        if star is not None:
+            star = f"{star:g}" + ("" if done == len(alphas) else f" ({done}/{len(alphas)} α)")
+        rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, *(cell.get(a, Stats()) for a in alphas), star,
+                     _paper("alpha_star", fusion=fusion, pde=pde, nu=nu, res=res)])
+    return [Table(f"S4FFNO nRMSE vs a fixed {fusion} memory weight α, and α*",
+                  ["PDE", "ν", "f", *(f"α={a:g}" for a in alphas), "α* (ours)", "α* (paper)"], rows,
+                  "α* = argmin over α of the seed-mean nRMSE; (k/K α): only k of the K α values have results. "
+                  "The paper states α* in its text (no table of nRMSE per α).")]
+
+
+def _alpha_sweep_figure(fusion: str, records: list[dict]):
+    """nRMSE vs alpha, one panel per f, a line per nu, a star at alpha*."""
+    cells = {k: {a: s for a, s in cell.items() if s.n} for k, cell in _alpha_cells(fusion, records).items()}
+    resolutions = sorted({k[2] for k, cell in cells.items() if cell})
+    if not resolutions:
+        return None
+    fig, axes = _figure(len(resolutions))
+    for ax, res in zip(axes, resolutions):
+        for i, (pde, nu, _) in enumerate(k for k in cells if k[2] == res and cells[k]):
+            cell = cells[(pde, nu, res)]
+            alphas = sorted(cell)
+            _errorbar(ax, alphas, [cell[a] for a in alphas], color=f"C{i}",
+                      label=f"ν={nu:g}" if pde == "ks" else _setting_label(pde, nu, res))
+            star = _alpha_star(cell)
+            ax.plot(star, cell[star].mean, "*", color=f"C{i}", markersize=15, markeredgecolor="k")
+        ax.set(yscale="log", xlabel=f"α ({fusion})", ylabel="nRMSE", title=f"f = {res}")
+        ax.legend(fontsize=8)
+    return fig
+
+
+def _alpha_heatmap_figure(fusion: str, records: list[dict]):
+    """alpha* over (nu, f); the paper's alpha* in parentheses where it states one."""
+    cells = _alpha_cells(fusion, records)
+    stars = {k: star for k, cell in cells.items() if (star := _alpha_star(cell)) is not None}
+    if not stars:
+        return None
+    rows = sorted({k[:2] for k in stars}, key=_sort_key)
+    cols = sorted({k[2] for k in stars})
+    grid = [[stars.get((pde, nu, res), math.nan) for res in cols] for pde, nu in rows]
+    fig, (ax,) = _figure(1, width=1.6 * len(cols) + 2.0, height=1.0 * len(rows) + 1.6)
+    alphas = [a for cell in cells.values() for a in cell if a is not None]  # colours span the swept range
+    image = ax.imshow(grid, cmap="viridis", aspect="auto", vmin=min(alphas), vmax=max(alphas))
+    for i, (pde, nu) in enumerate(rows):
+        for j, res in enumerate(cols):
+            if (pde, nu, res) in stars:
+                paper = _paper("alpha_star", fusion=fusion, pde=pde, nu=nu, res=res)
+                ax.text(j, i, f"{stars[(pde, nu, res)]:g}" + ("" if paper is None else f"\n({paper:g})"),
+                        ha="center", va="center", color="w", fontsize=9)
+    ax.set_xticks(range(len(cols)), [f"f={res}" for res in cols])
+    ax.set_yticks(range(len(rows)), [f"ν={nu:g}" if pde == "ks" else f"{PDE_NAMES.get(pde, pde)} ν={nu:g}"
+                                     for pde, nu in rows])
+    ax.set_title(f"α* ({fusion}; paper in parentheses)")
+    fig.colorbar(image, ax=ax, label="α*")
+    return fig
+
+
+# -- reporters ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Artefact:
+    """What a reporter writes: its tables, its figures (stem -> builder, None when no data), the CSV's
+    columns beyond the common ones."""
+
+    tables: Callable[[list[dict]], list[Table]]
+    figures: dict[str, Callable[[list[dict]], object | None]] = field(default_factory=dict)
+    csv_columns: tuple[str, ...] = ()
+
+
+def _state_counts(records: list[dict]) -> str:
+    counts = {s: sum(1 for r in records if r.get("status") == s) for s in ("done",) + EMPTY_STATES}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none"
+
+
+def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir: Path) -> list[Path]:
+    """Figures first (a missing matplotlib fails before any file), then table.md/.csv/.tex."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written, notes = [], []
+    for stem, build in artefact.figures.items():
+        fig = build(records)
+        if fig is None:
+            notes.append(f"- {stem}: skipped, no data in these runs")
+        else:
+            written += _save_figure(fig, out_dir, stem)
+            notes.append(f"- {stem}.png, {stem}.pdf")
+    tables = artefact.tables(records)
+    experiment = EXPERIMENTS.get(experiment_id)
+    md = [f"# {experiment_id}: {experiment.artefact if experiment else ''}".rstrip(": "), "",
+          f"Runs: {len(records)} ({_state_counts(records)}). Cells: ours (paper); "
+          "several seeds give mean ± sample std [n=seeds].", ""]
+    md += [_markdown(t) for t in tables] or ["No runs.\n"]
+    if notes:
+        md += ["## Figures", "", *notes, ""]
+    failed = [r for r in records if r.get("error")]
+    if failed:
+        md += ["## Failed runs", "", *(f"- {r.get('name')}: {str(r['error']).strip().splitlines()[-1][:300]}"
+                                      for r in failed if str(r["error"]).strip()), ""]
+    tex = [f"% {experiment_id}: generated by amg_fast.experiments.reports", ""] + [_latex(t) for t in tables if t.tex]
+    written += [_write_atomic(out_dir / "table.md", "\n".join(md)),
+                _write_atomic(out_dir / "table.csv", _csv(records, artefact.csv_columns)),
+                _write_atomic(out_dir / "table.tex", "\n".join(tex))]
+    return written
+
+
+def _alpha_artefact(fusion: str) -> Artefact:
+    return Artefact(partial(_alpha_tables, fusion), {"alpha_sweep": partial(_alpha_sweep_figure, fusion),
+                                                     "alpha_star_heatmap": partial(_alpha_heatmap_figure, fusion)},
+                    ("fusion", "alpha"))
+
+
+_ABLATION_COLUMNS = ("variant", "omega", "gate_mean", "gate_mean_last20")
+ARTEFACTS: dict[str, Artefact] = {
+    "alpha-convex": _alpha_artefact("convex"),
+    "alpha-additive": _alpha_artefact("additive"),
+    "table2": Artefact(_table2_tables, {"bars_by_nu_f64": partial(_bars, vary="nu", res=64),
+                                        "bars_by_f_nu0.1": partial(_bars, vary="res", nu=HEADLINE_NU)},
+                       ("omega", "gate_mean")),
+    "table3": Artefact(_table3_tables, {"gate_during_training": _gate_training_figure,
+                                        "nrmse_and_gate_over_epochs": _nrmse_gate_figure},
+                       ("omega", "gate_mean", "gate_mean_last20")),
+    "omega-ablation": Artefact(partial(_ablation_tables, OMEGA), csv_columns=_ABLATION_COLUMNS),
+    "freq-gate-ablation": Artefact(partial(_ablation_tables, FREQ_GATE), csv_columns=_ABLATION_COLUMNS),
+}
+REPORTERS: dict[str, Callable[[list[dict], Path], list[Path]]] = {
+    name: partial(_report, name, artefact) for name, artefact in ARTEFACTS.items()}
+
+
+def write_report(experiment_id: str, records: list[dict], out_dir: Path) -> list[Path]:
+    """Write the report of `experiment_id` from its run records into out_dir (created); the files written."""
+    if experiment_id not in REPORTERS:
+        raise ValueError(f"no report for experiment {experiment_id!r}; known: {', '.join(REPORTERS)}")
+    return REPORTERS[experiment_id](records, Path(out_dir))

@@ -1,0 +1,187 @@
+"""The sweep machinery of scripts/reproduce.py: run selection (counts, filters, shared runs), run
+states and the job that trains one run, the local launcher end to end, kill -9 and rerun, the
+Slurm path through submitit's local executor, and every bad input."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from amg_fast.experiments import runner
+from amg_fast.experiments.registry import EXPERIMENTS
+from amg_fast.experiments.specs import RunSpec
+from amg_fast.experiments.sweep import parse_where, select_runs
+
+ROOT = Path(__file__).parents[2]
+# Two cheap runs that share their data set: FFNO and AMGFNO, KS nu = 0.1, f = 32.
+PAIR = ["--where", "model=ffno,amgfno", "pde=ks", "nu=0.1", "res=32"]
+
+
+def reproduce(*args, **kw):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), *map(str, args)],
+                          capture_output=True, text=True, **kw)
+
+
+def test_list_counts_the_papers_runs():
+    proc = reproduce("list")
+    assert proc.returncode == 0, proc.stderr
+    counts = {line.split()[0]: int(line.split()[1]) for line in proc.stdout.splitlines()}
+    assert counts == {"alpha-convex": 45, "alpha-additive": 45, "table2": 84, "table3": 12, "omega-ablation": 9,
+                      "freq-gate-ablation": 12}
+
+
+def test_shared_runs_are_selected_once_and_filters_apply():
+    assert len(select_runs(["table2", "table3"])) == 84  # Table 3 reads Table 2's AMGFNO runs
+    assert len(select_runs(["all"])) == 195
+    assert len(select_runs(["table2"], seeds=(0, 1, 2))) == 3 * 84
+    kept = select_runs(["table2", "alpha-convex"], where=parse_where(["res=32", "nu=0.1", "alpha=0,1"]))
+    assert {s.res for s in kept} == {32} and {s.nu for s in kept if s.pde == "ks"} == {0.1}
+    assert sorted(s.alpha for s in kept if s.fusion == "convex") == [0.0, 1.0]
+    assert sum(s.fusion == "residual" for s in kept) == 7  # Table 2 has no alpha: kept (Burgers: nu 0.001)
+    names = [s.name for s in select_runs(["all"])]
+    assert len(names) == len(set(names))
+
+
+def test_paper_omega_source_gives_amgfno_the_papers_value():
+    from amg_fast.experiments import paper
+
+    spec = next(s for s in EXPERIMENTS["table3"].runs(omega_from="paper") if (s.pde, s.nu, s.res) == ("ks", 0.1, 32))
+    assert spec.omega == paper.OMEGA_F[("ks", 0.1, 32)] and "omega" in spec.name
+    assert all(s.omega is None for s in EXPERIMENTS["omega-ablation"].runs(omega_from="paper"))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["plan", "tabel2", "--preset", "smoke"], "unknown experiment 'tabel2'; available: alpha-convex"),
+    (["plan", "table2", "--preset", "smoke", "--where", "width=64"], "--where: unknown key 'width'; keys: model"),
+    (["plan", "table2", "--preset", "smoke", "--where", "model=fno"], "--where model: unknown value 'fno'"),
+    (["plan", "table2", "--preset", "smoke", "--where", "res=big"], "--where res: 'big' is not a number"),
+    (["plan", "table2", "--preset", "smoke", "--where", "res"], "--where takes KEY=V1,V2"),
+    (["run", "table2", "--preset", "smoke", "--workers", "0"] + PAIR, "--workers must be an integer >= 1, got 0"),
+    (["run", "table2", "--preset", "smoke", "--launcher", "slurm"] + PAIR, "needs Slurm's sbatch on PATH"),
+], ids=["experiment", "where-key", "where-value", "where-number", "where-form", "workers", "slurm-without-sbatch"])
+def test_bad_input_is_refused_with_a_message(tmp_path, args, message):
+    out = tmp_path / "sweep"
+    proc = reproduce(*args, "--out", out)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (out / "runs").exists() or not any(runner.run_state(d) == "done" for d in (out / "runs").iterdir())
+
+
+def test_a_sweep_directory_keeps_one_preset(tmp_path):
+    runner.prepare_sweep(tmp_path, "smoke")
+    with pytest.raises(runner.SweepError, match="holds runs of preset 'smoke'; run with --preset smoke"):
+        runner.prepare_sweep(tmp_path, "cpu")
+
+
+def test_run_states_and_the_job_lock(tmp_path, monkeypatch):
+    """missing -> running while another process holds the lock -> failed (error recorded) after an
+    error once its run directory exists -> done when retried (it resumes, not "already holds a run")."""
+    from amg_fast.train import trainer
+
+    spec = RunSpec("ffno", "ks", 0.1, 32)
+    run_dir = runner.write_job(tmp_path, spec, "smoke")
+    assert runner.run_state(run_dir) == "missing"
+    with runner._lock(run_dir):  # another process trains it
+        assert runner.run_state(run_dir) == "running"
+        assert runner.run_job(str(run_dir)) == "running" and not (run_dir / "config.json").exists()
+
+    def disk_full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trainer, "_write_metrics", disk_full)
+    assert runner.run_job(str(run_dir)) == "failed" and runner.run_state(run_dir) == "failed"
+    assert (run_dir / "config.json").exists()
+    assert "No space left on device" in json.loads((run_dir / "error.json").read_text())["error"]
+    monkeypatch.undo()
+    runner.write_job(tmp_path, spec, "smoke")  # the same sweep again
+    assert runner.run_job(str(run_dir)) == "done" and runner.run_state(run_dir) == "done"
+    assert not (run_dir / "error.json").exists()
+    assert len(list((tmp_path / "data").glob("*.h5"))) == 1
+
+
+def _results(out):
+    return {d.name: json.loads((d / "results.json").read_text())["nrmse"] for d in sorted((out / "runs").iterdir())}
+
+
+def test_local_sweep_end_to_end_with_report(tmp_path):
+    out = tmp_path / "sweep"
+    proc = reproduce("run", "table2", "table3", "--preset", "smoke", "--out", out, "--workers", "2", *PAIR)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 of 2 runs done" in proc.stdout
+    assert len(list((out / "data").glob("*.h5"))) == 1  # one data set, generated once for both workers
+    mtimes = {d.name: (d / "results.json").stat().st_mtime for d in (out / "runs").iterdir()}
+    again = reproduce("run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert again.returncode == 0 and {d.name: (d / "results.json").stat().st_mtime
+                                      for d in (out / "runs").iterdir()} == mtimes  # finished runs untouched
+    plan = reproduce("plan", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert plan.stdout.count("done ") == 2 and "2 runs: 2 done" in plan.stdout
+    status = reproduce("status", "--out", out)
+    assert "2 runs: 2 done" in status.stdout
+    report = reproduce("report", "table2", "--out", out)
+    assert report.returncode == 0, report.stderr
+    rows = (out / "reports" / "table2" / "table.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    table = {r.split(",")[header.index("model")]: float(r.split(",")[header.index("nrmse")]) for r in rows[1:]
+             if r.split(",")[header.index("status")] == "done"}
+    results = _results(out)
+    assert table == pytest.approx({"ffno": results["ffno_ks_nu0.1_f32_seed0"],
+                                   "amgfno": results["amgfno_ks_nu0.1_f32_seed0"]}, rel=1e-6)
+    for name in ("table.md", "table.tex"):
+        assert (out / "reports" / "table2" / name).stat().st_size > 0
+
+
+def test_kill_9_of_the_sweep_then_rerun_gives_the_uninterrupted_results(tmp_path):
+    """Driver and workers killed while the second run trains; the same command finishes the sweep,
+    leaves the finished run untouched and gives the results of an uninterrupted sweep."""
+    args = ["run", "table2", "--preset", "smoke", "--where", "model=ffno,s4ffno,amgfno", "pde=ks", "nu=0.1",
+            "res=32", "--workers", "1"]
+    reference = reproduce(*args, "--out", tmp_path / "whole")
+    assert reference.returncode == 0, reference.stderr
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "reproduce.py"), *args, "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        dirs = list((out / "runs").glob("*")) if (out / "runs").exists() else []
+        done = [d for d in dirs if (d / "results.json").exists()]
+        started = [d for d in dirs if (d / "metrics.jsonl").exists() and not (d / "results.json").exists()]
+        if done and started:
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("the sweep never had one run done and another started")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = {d.name: (d / "results.json").stat().st_mtime for d in done}
+    rerun = reproduce(*args, "--out", out)
+    assert rerun.returncode == 0, rerun.stderr
+    assert {name: (out / "runs" / name / "results.json").stat().st_mtime for name in finished} == finished
+    assert _results(out) == pytest.approx(_results(tmp_path / "whole"), rel=1e-5)
+
+
+def test_slurm_path_with_submitits_local_executor(tmp_path):
+    """The same job function through submitit (its local executor stands in for a cluster), and the
+    sbatch options the sweep's parameters produce."""
+    from submitit.slurm import slurm
+
+    run_dirs = [runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32, seed=s), "smoke") for s in (0, 1)]
+    ids = runner.run_slurm(run_dirs, tmp_path / "slurm", cluster="local", time_min=10, cpus_per_task=1)
+    assert len(ids) == 2
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not all(runner.run_state(d) == "done" for d in run_dirs):
+        time.sleep(0.5)
+    assert all(runner.run_state(d) == "done" for d in run_dirs)
+    assert runner.run_slurm(run_dirs, tmp_path / "slurm", cluster="local") == []  # nothing left to submit
+    params = runner.slurm_parameters(partition="gpu", time_min=90, gpus_per_task=1, cpus_per_task=8,
+                                     array_parallelism=16, extra_sbatch={"account": "proj"})
+    sbatch = slurm._make_sbatch_string(command="python job.py", folder=tmp_path, map_count=195,
+                                       **{k.removeprefix("slurm_"): v for k, v in params.items()
+                                          if k not in ("timeout_min", "tasks_per_node")},
+                                       time=params["timeout_min"], ntasks_per_node=params["tasks_per_node"])
+    for option in ("--partition=gpu", "--time=90", "--gpus-per-task=1", "--cpus-per-task=8", "--array=0-194%16",
+                   "--account=proj"):
+        assert f"#SBATCH {option}" in sbatch
