@@ -109,6 +109,10 @@ def _sbatch_options(items: list[str]) -> dict:
 def cmd_run(args) -> int:
     specs = _specs(args)
     sbatch = _sbatch_options(args.sbatch)
+    if args.launcher == "slurm":  # checked before anything is written
+        runner.check_slurm()
+    else:
+        runner.check_worker_counts(args.workers, args.runs_per_gpu)
     runner.prepare_sweep(args.out, args.preset)
     run_dirs = [runner.write_job(args.out, spec, args.preset, device=args.device, fast_kernels=args.fast_kernels,
                                  cuda_graph=args.cuda_graph) for spec in specs]

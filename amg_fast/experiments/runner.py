@@ -32,7 +32,7 @@ from filelock import FileLock, Timeout
 from amg_fast.experiments.specs import RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
 
-__all__ = ["prepare_sweep", "write_job", "run_state", "run_job", "run_local", "run_slurm", "read_record",
+__all__ = ["prepare_sweep", "write_job", "run_state", "run_job", "run_local", "run_slurm", "check_slurm", "read_record",
            "STATES", "SweepError"]
 
 STATES = ("done", "running", "partial", "failed", "missing")
@@ -177,12 +177,16 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
 
 
-def worker_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list[str | None]:
-    """One slot per concurrent run: runs_per_gpu per visible GPU (CUDA_VISIBLE_DEVICES of the
-    worker), or `workers` CPU slots (default 1) where there is no GPU."""
+def check_worker_counts(workers: int | None, runs_per_gpu: int) -> None:
     for name, value in (("workers", workers), ("runs_per_gpu", runs_per_gpu)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise SweepError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+
+
+def worker_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list[str | None]:
+    """One slot per concurrent run: runs_per_gpu per visible GPU (CUDA_VISIBLE_DEVICES of the
+    worker), or `workers` CPU slots (default 1) where there is no GPU."""
+    check_worker_counts(workers, runs_per_gpu)
     if gpus:
         slots = [gpu for _ in range(runs_per_gpu) for gpu in gpus]
         return slots[:workers] if workers else slots
@@ -232,12 +236,9 @@ def run_slurm(run_dirs: Iterable[Path], folder: Path, *, partition: str | None =
               extra_sbatch: dict | None = None, cluster: str | None = None) -> list[str]:
     """Submit the runs that are not done and not queued as one Slurm job array through submitit;
     returns the submitted job ids. cluster="local" uses submitit's local executor (tests)."""
-    try:
-        import submitit
-    except ImportError as err:
-        raise SweepError("--launcher slurm needs the submitit package: pip install 'amg_fast[slurm]'") from err
-    if cluster is None and shutil.which("sbatch") is None:
-        raise SweepError("--launcher slurm needs Slurm's sbatch on PATH (none found); use --launcher local")
+    check_slurm(cluster)
+    import submitit
+
     todo = [Path(d) for d in run_dirs if run_state(d) in ("missing", "partial", "failed")]
     todo = [d for d in todo if not _queued(d, folder)]
     if not todo:
@@ -250,6 +251,16 @@ def run_slurm(run_dirs: Iterable[Path], folder: Path, *, partition: str | None =
     for run_dir, job in zip(todo, jobs):
         _write_json(run_dir / SLURM_JOB_FILE, {"job_id": job.job_id})
     return [job.job_id for job in jobs]
+
+
+def check_slurm(cluster: str | None = None) -> None:
+    """Raise SweepError unless submitit imports and (for a real cluster) sbatch is on PATH."""
+    try:
+        import submitit  # noqa: F401
+    except ImportError as err:
+        raise SweepError("--launcher slurm needs the submitit package: pip install 'amg_fast[slurm]'") from err
+    if cluster is None and shutil.which("sbatch") is None:
+        raise SweepError("--launcher slurm needs Slurm's sbatch on PATH (none found); use --launcher local")
 
 
 def slurm_parameters(*, partition, time_min, gpus_per_task, cpus_per_task, array_parallelism, extra_sbatch,
