@@ -185,3 +185,21 @@ def test_slurm_path_with_submitits_local_executor(tmp_path):
     for option in ("--partition=gpu", "--time=90", "--gpus-per-task=1", "--cpus-per-task=8", "--array=0-194%16",
                    "--account=proj"):
         assert f"#SBATCH {option}" in sbatch
+
+
+def test_cpu_workers_share_the_cores(tmp_path, monkeypatch):
+    """Each of N CPU workers gets cpu_count // N torch threads (oversubscribing the cores made 2
+    workers 3-6x slower on the 2-core machine); a GPU worker gets its own CUDA_VISIBLE_DEVICES."""
+    seen = []
+    monkeypatch.setattr(runner.subprocess, "run", lambda cmd, env, **kw: seen.append(env))
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    run_dirs = [runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32, seed=s), "smoke") for s in (0, 1)]
+    monkeypatch.setattr(runner, "visible_gpus", lambda: [])
+    runner.run_local(run_dirs, workers=2)
+    assert [env["OMP_NUM_THREADS"] for env in seen] == ["4", "4"]
+    seen.clear()
+    monkeypatch.setattr(runner, "visible_gpus", lambda: ["0", "1"])
+    runner.run_local(run_dirs, runs_per_gpu=1)
+    assert sorted(env["CUDA_VISIBLE_DEVICES"] for env in seen) == ["0", "1"]
+    assert all("OMP_NUM_THREADS" not in env for env in seen)
