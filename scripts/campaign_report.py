@@ -10,7 +10,8 @@ a run that did not finish is listed from its metrics.jsonl with status "unfinish
 last test nRMSE, times summed over its epochs). RESULTS/precision/<mode>/results.json -> RESULTS/precision.json with each mode's
 nRMSE against fp32's. The markdown goes to stdout.
 
-The paper's values are Table 2 (nRMSE) and Table 3 (g-bar, mean of the last 20 training epochs).
+The paper's values are Table 2 (nRMSE) and Table 3 (g-bar, mean of the last 20 training epochs),
+from amg_fast.experiments.paper.
 
 Example: python scripts/campaign_report.py bench/results/20261126-h200
 """
@@ -22,15 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-# (model, pde, nu, f) -> paper nRMSE (Table 2); (pde, nu, f) -> AMGFNO's g-bar (Table 3).
-PAPER_NRMSE = {
-    ("ffno", "ks", 0.1, 32): 0.446, ("multi_input_ffno", "ks", 0.1, 32): 0.308, ("s4ffno", "ks", 0.1, 32): 0.108,
-    ("amgfno", "ks", 0.1, 32): 0.023, ("ffno", "ks", 0.1, 128): 0.004, ("s4ffno", "ks", 0.1, 128): 0.005,
-    ("amgfno", "ks", 0.1, 128): 0.003, ("ffno", "ks", 0.1, 64): 0.033, ("s4ffno", "ks", 0.1, 64): 0.011,
-    ("amgfno", "ks", 0.1, 64): 0.007,
-}
-PAPER_GATE = {("ks", 0.1, 32): 0.7036, ("ks", 0.1, 64): 0.2150, ("ks", 0.1, 128): 0.0008}
-
+from amg_fast.experiments.paper import paper_value
 
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
@@ -50,10 +43,11 @@ def fidelity_row(run: Path) -> dict | None:
         return None
     cfg = json.loads((run / "config.json").read_text())
     history = _read_jsonl(run / "metrics.jsonl")
-    key = (cfg["model"], cfg["pde"], cfg["nu"], cfg["res"])
-    row = {"run": run.name, "model": cfg["model"], "pde": cfg["pde"], "nu": cfg["nu"], "res": cfg["res"],
-           "paper_nrmse": PAPER_NRMSE.get(key), "paper_gate_mean": PAPER_GATE.get(key[1:]) if key[0] == "amgfno"
-           else None, "epochs": cfg["epochs"], "epochs_done": len(history), "cuda_graph": cfg.get("cuda_graph"),
+    setting = {"pde": cfg["pde"], "nu": cfg["nu"], "res": cfg["res"]}
+    row = {"run": run.name, "model": cfg["model"], **setting,
+           "paper_nrmse": paper_value("nrmse", model=cfg["model"], **setting),
+           "paper_gate_mean": paper_value("gate", **setting) if cfg["model"] == "amgfno" else None,
+           "epochs": cfg["epochs"], "epochs_done": len(history), "cuda_graph": cfg.get("cuda_graph"),
            "fast_kernels": cfg.get("fast_kernels"), "precision": cfg.get("precision", "fp32")}
     if (run / "results.json").exists():
         res = json.loads((run / "results.json").read_text())
