@@ -277,25 +277,34 @@ def _table2_tables(records: list[dict]) -> list[Table]:
     return [wide, long]
 
 
+def _alpha_star_stats(records: list[dict], pde: str, nu: float, res: int) -> Stats:
+    """nRMSE of convex-fusion S4FFNO at its alpha* for one setting (no values without a sweep)."""
+    cell = _alpha_cells("convex", _select(records, pde=pde, nu=nu, res=res)).get((pde, nu, res), {})
+    star = _alpha_star(cell)
+    return cell[star] if star is not None else Stats()
+
+
 def _bars(records: list[dict], vary: str, **fixed) -> object | None:
-    """KS nRMSE bars of FFNO / Multi-Input FFNO / S4FFNO / AMGFNO, one group per value of `vary`;
-    paper values as black ticks, AMGFNO's bars labelled with its rollout g-bar."""
+    """KS nRMSE bars of FFNO / Multi-Input FFNO / S4FFNO / S4FFNO at alpha* (where the alpha-convex
+    runs are in the records) / AMGFNO, one group per value of `vary`; paper values as black ticks,
+    AMGFNO's bars labelled with its rollout g-bar."""
     runs = _select(_table2_runs(records), pde="ks", **fixed)
     groups = _group(runs, "model", vary)
     xs = sorted({k[1] for k in groups})
-    models = [m for m in BAR_MODELS if any(_stats(groups.get((m, x), [])).n for x in xs)]
-    if not models:
+    series = [(MODEL_NAMES[m], m, {x: _stats(groups.get((m, x), [])) for x in xs}) for m in BAR_MODELS]
+    star = ("S4FFNO α*", None, {x: _alpha_star_stats(records, "ks", **{**fixed, vary: x}) for x in xs})
+    series.insert(3, star)  # the paper's order: ..., S4FFNO, alpha*, AMGFNO
+    series = [(label, m, cells) for label, m, cells in series if any(c.n for c in cells.values())]
+    if not series:
         return None
     fig, (ax,) = _figure(1, width=6.0)
-    width = 0.8 / len(models)
-    for i, m in enumerate(models):
-        cells = [(j + (i - (len(models) - 1) / 2) * width, x, _stats(groups.get((m, x), [])))
-                 for j, x in enumerate(xs)]
-        cells = [c for c in cells if c[2].n]
+    width = 0.8 / len(series)
+    for i, (label, m, by_x) in enumerate(series):
+        cells = [(j + (i - (len(series) - 1) / 2) * width, x, by_x[x]) for j, x in enumerate(xs) if by_x[x].n]
         ax.bar([c[0] for c in cells], [c[2].mean for c in cells], width, yerr=[c[2].std or 0.0 for c in cells],
-               color=f"C{i}", label=MODEL_NAMES[m], capsize=2)
+               color=f"C{i}", label=label, capsize=2)
         for pos, x, s in cells:
-            paper = _paper("nrmse", model=m, pde="ks", **{**fixed, vary: x})
+            paper = _paper("nrmse", model=m, pde="ks", **{**fixed, vary: x}) if m else None
             if paper:
                 ax.plot(pos, paper, "k_", markersize=12)
             gate = _stats(groups[(m, x)], "gate_mean") if m == "amgfno" else Stats()
@@ -549,7 +558,7 @@ ARTEFACTS: dict[str, Artefact] = {
     "alpha-additive": _alpha_artefact("additive"),
     "table2": Artefact(_table2_tables, {"bars_by_nu_f64": partial(_bars, vary="nu", res=64),
                                         "bars_by_f_nu0.1": partial(_bars, vary="res", nu=HEADLINE_NU)},
-                       ("omega", "gate_mean")),
+                       ("fusion", "alpha", "omega", "gate_mean")),  # fusion/alpha: the alpha* bars' runs
     "table3": Artefact(_table3_tables, {"gate_during_training": _gate_training_figure,
                                         "nrmse_and_gate_over_epochs": _nrmse_gate_figure},
                        ("omega", "gate_mean", "gate_mean_last20")),

@@ -11,8 +11,9 @@ from amg_fast.experiments.specs import FILTER_KEYS, RunSpec
 
 __all__ = ["resolve_experiments", "parse_where", "select_runs", "plan", "records_for", "SECONDS_PER_RUN"]
 
-# Ablations pair with AMGFNO's plain runs (Table 3's, which Table 2 also trains).
-COMPANIONS = {"omega-ablation": "table3", "freq-gate-ablation": "table3"}
+# Runs of other experiments a report uses where the sweep has them: the ablations pair with AMGFNO's
+# plain runs (Table 3's, which Table 2 also trains); Table 2's bar charts show S4FFNO at alpha*.
+COMPANIONS = {"omega-ablation": ("table3",), "freq-gate-ablation": ("table3",), "table2": ("alpha-convex",)}
 
 # Rough cost of one run when the sweep has no finished run to go by (seconds). Measured on the
 # 2-core development CPU (2026-11-26): smoke ~3 s; cpu AMGFNO 20 s at f = 32 and 77 s at f = 128.
@@ -107,9 +108,8 @@ def records_for(out: Path, experiment: str, omega_from: str = "data") -> list[di
     """The records of every run in out/ that belongs to the experiment (any seed), plus its
     companions' (the plain AMGFNO runs an ablation compares with)."""
     wanted = set()
-    for name in (experiment, COMPANIONS.get(experiment)):
-        if name:
-            wanted |= {RunSpec(**{**s.to_dict(), "seed": 0}) for s in get_experiment(name).runs((0,), omega_from)}
+    for name in (experiment, *COMPANIONS.get(experiment, ())):
+        wanted |= {RunSpec(**{**s.to_dict(), "seed": 0}) for s in get_experiment(name).runs((0,), omega_from)}
     records = []
     for run_dir in _run_dirs(out):
         spec = json.loads((run_dir / JOB_FILE).read_text())["spec"]

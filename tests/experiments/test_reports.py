@@ -197,3 +197,15 @@ def test_stats_format():
     assert reports._fmt(reports.Stats((0.5,))) == "0.5"
     assert reports._fmt(reports.Stats((1.0, 3.0))) == "2 ± 1.414 [n=2]"
     assert reports._fmt(reports.Stats((), "failed")) == "failed" and reports._fmt(reports.Stats(), md=False) == "-"
+
+
+def test_table2_bars_show_s4ffno_at_alpha_star_from_the_sweeps_runs():
+    """Table 2's bar charts take S4FFNO at alpha* from alpha-convex runs the sweep holds: the alpha
+    with the lowest seed-mean nRMSE, and nothing where there is no sweep."""
+    from amg_fast.experiments.reports import _alpha_star_stats
+
+    sweep = [rec("s4ffno", fusion="convex", alpha=a, nrmse=e, seed=s)
+             for a, errors in ((0.0, (0.5, 0.7)), (0.5, (0.3, 0.35)), (1.0, (0.2, 0.9))) for s, e in enumerate(errors)]
+    stats = _alpha_star_stats(sweep + [rec("s4ffno", nrmse=0.1)], "ks", 0.1, 32)  # the residual run is not alpha*
+    assert stats.values == (0.3, 0.35)
+    assert _alpha_star_stats(sweep, "ks", 0.1, 128).n == 0
