@@ -212,3 +212,25 @@ def test_parameter_counts_listed_in_readme():
         got = [count_parameters(get_model(name, **kwargs, **({"modes": f // 2} if uses_modes else {})))
                for f in (32, 64, 128)]
         assert table[name] == got, name
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_composed_decoder_equals_the_two_linears(bias):
+    """decode() runs the decoder's two Linears as one: the same outputs and gradients as applying
+    them in turn (float64, to round-off), also without biases."""
+    from torch import nn
+
+    from amg_fast.models.base import composed_linears
+
+    torch.manual_seed(0)
+    first, second = nn.Linear(24, 16, bias=bias).double(), nn.Linear(16, 3, bias=bias).double()
+    x = torch.randn(2, 5, 9, 24, dtype=torch.float64, requires_grad=True)
+    got, want = composed_linears(first, second, x), second(first(x))
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    params = [x, *first.parameters(), *second.parameters()]
+    dy = torch.randn_like(want)
+    for g, w in zip(torch.autograd.grad(got, params, dy), torch.autograd.grad(want, params, dy)):
+        assert torch.allclose(g, w, rtol=1e-10, atol=1e-12)
+    model = get_model("ffno", width=16, modes=4).double()
+    h = torch.randn(2, 3, 8, 16, dtype=torch.float64)
+    assert torch.allclose(model.decode(h), model.decoder(h), rtol=1e-12, atol=1e-12)
