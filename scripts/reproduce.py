@@ -142,9 +142,13 @@ def cmd_run(args) -> int:
     return 1 if failed else 0
 
 
+def _check_sweep_dir(out: Path) -> None:
+    if not (out / runner.SWEEP_FILE).exists():
+        raise ValueError(f"{out} is not a sweep directory (no {runner.SWEEP_FILE}); make one with `reproduce.py run`")
+
+
 def cmd_status(args) -> int:
-    if not (args.out / runner.SWEEP_FILE).exists():
-        raise ValueError(f"{args.out} is not a sweep directory (no {runner.SWEEP_FILE})")
+    _check_sweep_dir(args.out)
     records = [runner.read_record(d) for d in sorted((args.out / "runs").iterdir()) if (d / runner.JOB_FILE).exists()]
     counts = {state: sum(r["status"] == state for r in records) for state in runner.STATES}
     print(f"{args.out}: {len(records)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
@@ -157,6 +161,7 @@ def cmd_status(args) -> int:
 def cmd_report(args) -> int:
     from amg_fast.experiments.reports import write_report
 
+    _check_sweep_dir(args.out)  # before anything is written
     for name in resolve_experiments(args.experiments):
         records = records_for(args.out, name, args.omega_from)
         files = write_report(name, records, args.out / "reports" / name)

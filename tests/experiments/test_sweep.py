@@ -203,3 +203,10 @@ def test_cpu_workers_share_the_cores(tmp_path, monkeypatch):
     runner.run_local(run_dirs, runs_per_gpu=1)
     assert sorted(env["CUDA_VISIBLE_DEVICES"] for env in seen) == ["0", "1"]
     assert all("OMP_NUM_THREADS" not in env for env in seen)
+
+
+@pytest.mark.parametrize("command", [["status"], ["report", "table2"]], ids=["status", "report"])
+def test_status_and_report_need_a_sweep_directory(tmp_path, command):
+    out = tmp_path / "nothing"
+    proc = reproduce(*command, "--out", out)
+    assert proc.returncode == 2 and "is not a sweep directory" in proc.stderr and not out.exists()
