@@ -30,6 +30,7 @@ import triton.language as tl
 from amg_fast.kernels._common import cdiv, new_output, next_pow2
 
 __all__ = [
+    "s4d_conv_kernel_fwd", "s4d_conv_kernel_bwd", "s4d_zoh_conv_kernel_fwd", "s4d_zoh_conv_kernel_bwd",
     "s4d_toeplitz_fwd", "s4d_toeplitz_bwd", "s4d_scan_fwd", "s4d_scan_bwd", "s4d_step_fwd",
 ]
 
@@ -96,34 +97,47 @@ def _store_pair(ptr, re, im, rows, n, N, mask):
 
 
 @triton.jit
-def _s4d_conv_kernel_fwd_kernel(lam_ptr, c_ptr, k_ptr, H, N, T,
-                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
-    """K[h, l] = 2 Re(sum_n c[h, n] lam[h, n]^l) for l < T, powers by repeated multiplication.
-
-    lam, c [H, N, 2]; k [H, T]. Grid (cdiv(H, BLOCK_H),)."""
+def _h_block(H, N, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+    """This program's BLOCK_H channels (grid axis 0): (hs, hmask, n, pmask [BLOCK_H, N_PAD])."""
     hs = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
     hmask = hs < H
     n = tl.arange(0, N_PAD)
-    pmask = hmask[:, None] & (n < N)[None, :]
-    lr, li = _load_pair(lam_ptr, hs, n, N, pmask, FP64)
-    pr, pi = _load_pair(c_ptr, hs, n, N, pmask, FP64)  # p = c lam^l, from l = 0
+    return hs, hmask, n, hmask[:, None] & (n < N)[None, :]
+
+
+@triton.jit
+def _zoh(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, hs, hmask, n, N, pmask, FP64: tl.constexpr):
+    """ZOH discretisation of the continuous S4D parameters in registers (S4DMemory.discretize):
+    A = -exp(log_A_real) + i A_imag, dt = exp(log_dt), lam = exp(dt A), w = (lam - 1) / A, c = C w.
+    Returns (dt [BLOCK_H], A re/im, lam re/im, w re/im, C re/im, c re/im), each [BLOCK_H, N_PAD];
+    masked entries have A = -1, C = 0 (so c = 0 and nothing divides by 0)."""
+    dt = tl.exp(_acc(tl.load(log_dt_ptr + hs, mask=hmask, other=0.0), FP64))
+    off = hs[:, None] * N + n[None, :]
+    ar = -tl.exp(_acc(tl.load(log_a_re_ptr + off, mask=pmask, other=0.0), FP64))
+    ai = _acc(tl.load(a_im_ptr + off, mask=pmask, other=0.0), FP64)
+    big_cr, big_ci = _load_pair(cc_ptr, hs, n, N, pmask, FP64)
+    mag = tl.exp(dt[:, None] * ar)
+    lr, li = mag * tl.cos(dt[:, None] * ai), mag * tl.sin(dt[:, None] * ai)
+    den = ar * ar + ai * ai
+    wr, wi = ((lr - 1.0) * ar + li * ai) / den, (li * ar - (lr - 1.0) * ai) / den
+    cr, ci = big_cr * wr - big_ci * wi, big_cr * wi + big_ci * wr
+    return dt, ar, ai, lr, li, wr, wi, big_cr, big_ci, cr, ci
+
+
+@triton.jit
+def _store_conv_kernel(k_ptr, lr, li, cr, ci, hs, hmask, T):
+    """K[h, l] = 2 Re(sum_n c lam^l) for l < T into k [H, T], powers by repeated multiplication."""
+    pr, pi = cr, ci  # p = c lam^l, from l = 0
     for l in range(0, T):
         tl.store(k_ptr + hs.to(tl.int64) * T + l, (2.0 * tl.sum(pr, axis=1)).to(k_ptr.dtype.element_ty), mask=hmask)
         pr, pi = pr * lr - pi * li, pr * li + pi * lr
 
 
 @triton.jit
-def _s4d_conv_kernel_bwd_kernel(lam_ptr, c_ptr, dk_ptr, dlam_ptr, dc_ptr, H, N, T,
-                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+def _conv_kernel_grads(dk_ptr, lr, li, cr, ci, hs, hmask, pmask, T, FP64: tl.constexpr):
     """Gradients of K = 2 Re(sum_n c lam^l) from dK [H, T] (complex grads as dL/dRe + i dL/dIm):
     dc = sum_l 2 dK_l conj(lam^l), dlam = sum_l 2 dK_l conj(c l lam^(l-1)), with q = lam^l and
-    r = l lam^(l-1) advanced as r <- r lam + q, q <- q lam. Grid (cdiv(H, BLOCK_H),)."""
-    hs = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
-    hmask = hs < H
-    n = tl.arange(0, N_PAD)
-    pmask = hmask[:, None] & (n < N)[None, :]
-    lr, li = _load_pair(lam_ptr, hs, n, N, pmask, FP64)
-    cr, ci = _load_pair(c_ptr, hs, n, N, pmask, FP64)
+    r = l lam^(l-1) advanced as r <- r lam + q, q <- q lam. Returns (dlam re/im, dc re/im)."""
     qr, qi = tl.where(pmask, 1.0, 0.0).to(lr.dtype), tl.zeros_like(lr)  # lam^0
     rr, ri = tl.zeros_like(lr), tl.zeros_like(lr)  # 0 * lam^-1
     dcr, dci = tl.zeros_like(lr), tl.zeros_like(lr)
@@ -137,10 +151,72 @@ def _s4d_conv_kernel_bwd_kernel(lam_ptr, c_ptr, dk_ptr, dlam_ptr, dc_ptr, H, N, 
         dli -= g * fi
         rr, ri = rr * lr - ri * li + qr, rr * li + ri * lr + qi
         qr, qi = qr * lr - qi * li, qr * li + qi * lr
+    return dlr, dli, dcr, dci
+
+
+@triton.jit
+def _s4d_conv_kernel_fwd_kernel(lam_ptr, c_ptr, k_ptr, H, N, T,
+                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+    """K[h, l] = 2 Re(sum_n c[h, n] lam[h, n]^l) for l < T. lam, c [H, N, 2]; k [H, T].
+    Grid (cdiv(H, BLOCK_H),)."""
+    hs, hmask, n, pmask = _h_block(H, N, BLOCK_H, N_PAD)
+    lr, li = _load_pair(lam_ptr, hs, n, N, pmask, FP64)
+    cr, ci = _load_pair(c_ptr, hs, n, N, pmask, FP64)
+    _store_conv_kernel(k_ptr, lr, li, cr, ci, hs, hmask, T)
+
+
+@triton.jit
+def _s4d_conv_kernel_bwd_kernel(lam_ptr, c_ptr, dk_ptr, dlam_ptr, dc_ptr, H, N, T,
+                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+    """(dlam, dc) [H, N, 2] of K = 2 Re(sum_n c lam^l) from dK [H, T]. Grid (cdiv(H, BLOCK_H),)."""
+    hs, hmask, n, pmask = _h_block(H, N, BLOCK_H, N_PAD)
+    lr, li = _load_pair(lam_ptr, hs, n, N, pmask, FP64)
+    cr, ci = _load_pair(c_ptr, hs, n, N, pmask, FP64)
+    dlr, dli, dcr, dci = _conv_kernel_grads(dk_ptr, lr, li, cr, ci, hs, hmask, pmask, T, FP64)
     _store_pair(dlam_ptr, dlr, dli, hs, n, N, pmask)
     _store_pair(dc_ptr, dcr, dci, hs, n, N, pmask)
 
 
+@triton.jit
+def _s4d_zoh_conv_kernel_fwd_kernel(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, k_ptr, H, N, T,
+                                    FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+    """K [H, T] straight from the continuous parameters: ZOH discretisation (_zoh) then
+    K[h, l] = 2 Re(sum_n c lam^l). log_dt [H]; log_A_real, A_imag [H, N]; C [H, N, 2].
+    Grid (cdiv(H, BLOCK_H),)."""
+    hs, hmask, n, pmask = _h_block(H, N, BLOCK_H, N_PAD)
+    _, _, _, lr, li, _, _, _, _, cr, ci = _zoh(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, hs, hmask, n, N,
+                                               pmask, FP64)
+    _store_conv_kernel(k_ptr, lr, li, cr, ci, hs, hmask, T)
+
+
+@triton.jit
+def _s4d_zoh_conv_kernel_bwd_kernel(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, dk_ptr,
+                                    dlog_dt_ptr, dlog_a_re_ptr, da_im_ptr, dcc_ptr, H, N, T,
+                                    FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
+    """Gradients of the continuous parameters from dK [H, T]: (dlam, dc) as _conv_kernel_grads, then
+    the chain rule through _zoh (complex grads as dL/dRe + i dL/dIm, g_x = g_y conj(dy/dx)):
+    dC = dc conj(w); dw = dc conj(C); dlam' = dlam + dw conj(1/A); dz = dlam' conj(lam) (z = dt A);
+    dA = dz dt - dw conj(w/A); dlog_dt = dt sum_n Re(conj(dz) A); dlog_A_real = Re(dA) Re(A);
+    dA_imag = Im(dA). Grid (cdiv(H, BLOCK_H),)."""
+    hs, hmask, n, pmask = _h_block(H, N, BLOCK_H, N_PAD)
+    dt, ar, ai, lr, li, wr, wi, big_cr, big_ci, cr, ci = _zoh(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr,
+                                                             hs, hmask, n, N, pmask, FP64)
+    dlr, dli, dcr, dci = _conv_kernel_grads(dk_ptr, lr, li, cr, ci, hs, hmask, pmask, T, FP64)
+    d_big_cr, d_big_ci = dcr * wr + dci * wi, dci * wr - dcr * wi  # dc conj(w)
+    dwr, dwi = dcr * big_cr + dci * big_ci, dci * big_cr - dcr * big_ci  # dc conj(C)
+    den = ar * ar + ai * ai
+    dlr += (dwr * ar - dwi * ai) / den  # conj(1/A) = A / |A|^2
+    dli += (dwr * ai + dwi * ar) / den
+    dzr, dzi = dlr * lr + dli * li, dli * lr - dlr * li  # dlam' conj(lam)
+    qr, qi = (wr * ar + wi * ai) / den, (wi * ar - wr * ai) / den  # w / A
+    dar = dzr * dt[:, None] - (dwr * qr + dwi * qi)  # dz dt - dw conj(w / A)
+    dai = dzi * dt[:, None] - (dwi * qr - dwr * qi)
+    dlog_dt = tl.sum(dzr * ar + dzi * ai, axis=1) * dt
+    tl.store(dlog_dt_ptr + hs, dlog_dt.to(dlog_dt_ptr.dtype.element_ty), mask=hmask)
+    off = hs[:, None] * N + n[None, :]
+    tl.store(dlog_a_re_ptr + off, (dar * ar).to(dlog_a_re_ptr.dtype.element_ty), mask=pmask)
+    tl.store(da_im_ptr + off, dai.to(da_im_ptr.dtype.element_ty), mask=pmask)
+    _store_pair(dcc_ptr, d_big_cr, d_big_ci, hs, n, N, pmask)
 
 
 @triton.jit
@@ -379,6 +455,38 @@ def s4d_conv_kernel_bwd(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor) -
     torch.library.wrap_triton(_s4d_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
         lam, c, dkk, dlam, dc, H, N, T, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
     return dlam.to(lam.dtype), dc.to(c.dtype)
+
+
+def _zoh_params(log_dt, log_A_real, A_imag, C):
+    """Contiguous continuous parameters and (H, N, acc dtype, N_PAD) of the ZOH kernels."""
+    params = tuple(t.contiguous() for t in (log_dt, log_A_real, A_imag, C))
+    H, N = params[1].shape
+    return params, H, N, _acc_dtype(*params), next_pow2(N, 2)
+
+
+def s4d_zoh_conv_kernel_fwd(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_imag: torch.Tensor,
+                            C: torch.Tensor, T: int) -> torch.Tensor:
+    """K [H, T] = 2 Re(sum_n c lam^l) with (lam, c) the ZOH discretisation of log_dt [H],
+    log_A_real, A_imag [H, N], C [H, N, 2], in their accumulation dtype: one launch."""
+    params, H, N, acc, N_PAD = _zoh_params(log_dt, log_A_real, A_imag, C)
+    BLOCK_H = _block_c(H, 8 * N_PAD, C.device)
+    kk = new_output((H, T), dtype=acc, device=C.device)
+    torch.library.wrap_triton(_s4d_zoh_conv_kernel_fwd_kernel)[(cdiv(H, BLOCK_H),)](
+        *params, kk, H, N, T, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
+    return kk
+
+
+def s4d_zoh_conv_kernel_bwd(dkk: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
+                            A_imag: torch.Tensor, C: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dlog_dt, dlog_A_real, dA_imag, dC), each in its parameter's dtype, from dK [H, T]: one launch."""
+    params, H, N, acc, N_PAD = _zoh_params(log_dt, log_A_real, A_imag, C)
+    dkk = dkk.contiguous()
+    BLOCK_H = _block_c(H, 16 * N_PAD, C.device)
+    grads = [new_output(p.shape, dtype=acc, device=C.device) for p in params]
+    torch.library.wrap_triton(_s4d_zoh_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
+        *params, dkk, *grads, H, N, dkk.shape[1], FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
+    return tuple(g.to(p.dtype) for g, p in zip(grads, params))
 
 
 def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from amg_fast._checks import check_int_range
-from amg_fast.ops import s4d_scan, s4d_step
+from amg_fast.ops import s4d_step
+from amg_fast.ops.s4d_scan import s4d_discretize, s4d_zoh_scan
 
 # Parameters that the optimizer should not decay (as s4d.py registers them).
 NO_WEIGHT_DECAY = {"weight_decay": 0.0}
@@ -45,18 +46,20 @@ class S4DMemory(nn.Module):
 
     def discretize(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(lam, c) as real [H, N, 2]: lam = exp(dt A), c = C (exp(dt A) - 1) / A."""
-        A = torch.complex(-torch.exp(self.log_A_real), self.A_imag)  # [H, N]
-        dtA = A * torch.exp(self.log_dt)[:, None]
-        lam = torch.exp(dtA)
-        c = torch.view_as_complex(self.C) * (lam - 1.0) / A
-        return torch.view_as_real(lam), torch.view_as_real(c)
+        return s4d_discretize(*self._continuous_params())
+
+    def _continuous_params(self) -> tuple[torch.Tensor, ...]:
+        """(log_dt [H], log_A_real [H, N], A_imag [H, N], C [H, N, 2])."""
+        return self.log_dt, self.log_A_real, self.A_imag, self.C
 
     def _readout(self, y: torch.Tensor) -> torch.Tensor:
         return F.glu(self.output_linear(F.gelu(y)), dim=-1)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        lam, c = self.discretize()
-        return self._readout(s4d_scan(h, lam.to(h.dtype), c.to(h.dtype), self.D.to(h.dtype), backend=self.backend))
+        # the discretisation runs inside the K kernel on the Triton Toeplitz path (s4d_zoh_scan)
+        dtype = torch.promote_types(h.dtype, torch.float32)  # parameters' math in fp32 / fp64, never bf16
+        params = tuple(p.to(dtype) for p in self._continuous_params())
+        return self._readout(s4d_zoh_scan(h, *params, self.D.to(dtype), backend=self.backend))
 
     def initial_state(self, h_t: torch.Tensor) -> torch.Tensor:
         """Zero state for a step input h_t [..., H] -> [..., H, N, 2]."""

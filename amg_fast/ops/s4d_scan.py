@@ -20,7 +20,8 @@ from amg_fast._checks import check_rank, check_real_float, check_same_device, ch
 from amg_fast._nvtx import nvtx_range
 from amg_fast.ops._backend import autocast_dtype, resolve_backend, triton_importable
 
-__all__ = ["s4d_scan", "s4d_step", "s4d_scan_ref", "s4d_step_ref", "s4d_conv_kernel"]
+__all__ = ["s4d_scan", "s4d_zoh_scan", "s4d_step", "s4d_scan_ref", "s4d_step_ref", "s4d_conv_kernel",
+           "s4d_discretize"]
 
 METHODS = ("auto", "toeplitz", "scan")
 # "auto" uses the Toeplitz kernel for T <= TOEPLITZ_MAX_T, the recurrent scan above. Measured on an
@@ -80,6 +81,28 @@ def s4d_step_ref(u_t, state, lam, c, d) -> tuple[torch.Tensor, torch.Tensor]:
     return y.to(u_t.dtype), torch.view_as_real(x).to(state.dtype)
 
 
+def check_s4d_zoh_params(log_dt, log_A_real, A_imag, C, H: int) -> None:
+    """log_dt [H]; log_A_real, A_imag [H, N]; C [H, N, 2] (the S4D layer's continuous parameters)."""
+    for name, t in (("log_dt", log_dt), ("log_A_real", log_A_real), ("A_imag", A_imag), ("C", C)):
+        check_real_float(name, t)
+    check_rank("log_A_real", log_A_real, 2, "[H, N]")
+    N = log_A_real.shape[1]
+    check_shape("log_A_real", log_A_real, (H, N), f"[H, N] with H = {H}")
+    check_shape("A_imag", A_imag, (H, N), "[H, N], like log_A_real")
+    check_shape("C", C, (H, N, 2), "[H, N, 2]")
+    check_shape("log_dt", log_dt, (H,), "[H]")
+
+
+def s4d_discretize(log_dt, log_A_real, A_imag, C) -> tuple[torch.Tensor, torch.Tensor]:
+    """ZOH discretisation (state-spaces' s4d.py): A = -exp(log_A_real) + i A_imag, dt = exp(log_dt),
+    lam = exp(dt A), c = C (exp(dt A) - 1) / A. log_dt [H]; log_A_real, A_imag [H, N]; C real [H, N, 2]
+    -> (lam, c) real [H, N, 2]."""
+    A = torch.complex(-torch.exp(log_A_real), A_imag)
+    lam = torch.exp(A * torch.exp(log_dt)[:, None])
+    c = torch.view_as_complex(C.contiguous()) * (lam - 1.0) / A
+    return torch.view_as_real(lam), torch.view_as_real(c)
+
+
 # ----------------------------------------------------------------------------- Triton custom ops
 # Registered as torch.library custom ops so that torch.compile traces through the kernel launches
 # (each launcher calls its kernel through torch.library.wrap_triton).
@@ -95,6 +118,17 @@ if triton_importable():
     def _s4d_conv_kernel_bwd_op(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
                                 ) -> tuple[torch.Tensor, torch.Tensor]:
         return _kernels.s4d_conv_kernel_bwd(dkk, lam, c)
+
+    @torch.library.triton_op("amg_fast::s4d_zoh_conv_kernel_fwd", mutates_args=())
+    def _s4d_zoh_conv_kernel_fwd_op(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_imag: torch.Tensor,
+                                    C: torch.Tensor, T: int) -> torch.Tensor:
+        return _kernels.s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
+
+    @torch.library.triton_op("amg_fast::s4d_zoh_conv_kernel_bwd", mutates_args=())
+    def _s4d_zoh_conv_kernel_bwd_op(dkk: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
+                                    A_imag: torch.Tensor, C: torch.Tensor
+                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _kernels.s4d_zoh_conv_kernel_bwd(dkk, log_dt, log_A_real, A_imag, C)
 
     @torch.library.triton_op("amg_fast::s4d_toeplitz_fwd", mutates_args=())
     def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
@@ -142,6 +176,21 @@ class S4DConvKernelFn(torch.autograd.Function):
         lam, c = ctx.saved_tensors
         dlam, dc = torch.ops.amg_fast.s4d_conv_kernel_bwd(dkk, lam, c)
         return _needed(ctx, dlam, dc, None)
+
+
+class S4DZohConvKernelFn(torch.autograd.Function):
+    """K [H, T] straight from the continuous parameters (log_dt [H], log_A_real, A_imag [H, N],
+    C [H, N, 2]): the ZOH discretisation folded into the K kernel, forward and backward, so the ~9
+    small complex ops of s4d_discretize and their backward cost no launches."""
+
+    @staticmethod
+    def forward(ctx, log_dt, log_A_real, A_imag, C, T):
+        ctx.save_for_backward(log_dt, log_A_real, A_imag, C)
+        return torch.ops.amg_fast.s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
+
+    @staticmethod
+    def backward(ctx, dkk):
+        return _needed(ctx, *torch.ops.amg_fast.s4d_zoh_conv_kernel_bwd(dkk, *ctx.saved_tensors), None)
 
 
 class S4DToeplitzFn(torch.autograd.Function):
@@ -216,16 +265,31 @@ class S4DStepFn(torch.autograd.Function):
                        dd.to(d.dtype))
 
 
-def _s4d_scan_triton(u, lam, c, d, method: str) -> torch.Tensor:
-    """The Triton forward chosen by method ("auto" | "toeplitz" | "scan"); arguments as s4d_scan's."""
+def _s4d_triton(u, d, method: str, poles, conv_kernel) -> torch.Tensor:
+    """The Triton forward chosen by method ("auto" | "toeplitz" | "scan"): the scan kernel on
+    poles() = (lam, c), or the Toeplitz kernel on conv_kernel(T) = K [H, T]."""
     T = u.shape[1]
     if method == "auto":
         method = "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
     if method == "scan":
-        return S4DScanFn.apply(u, lam, c, d)
-    dtype = compute_dtype(u, lam, c, d)
-    kk = S4DConvKernelFn.apply(lam.to(dtype), c.to(dtype), T)  # [H, T]
-    return S4DToeplitzFn.apply(u, kk, d)
+        return S4DScanFn.apply(u, *poles(), d)
+    return S4DToeplitzFn.apply(u, conv_kernel(T), d)
+
+
+def _run_triton(name: str, u: torch.Tensor, forward) -> torch.Tensor:
+    """forward(u) under an nvtx range, u cast to the autocast dtype when autocast is on, and the
+    parameters' math (K, the discretisation) outside autocast: fp32/fp64, never autocast."""
+    with nvtx_range(name):
+        cast = autocast_dtype(u.device)
+        if cast is not None:
+            u = u.to(cast)
+        with torch.autocast(u.device.type, enabled=False):
+            return forward(u)
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
 # ----------------------------------------------------------------------------- public ops
@@ -242,16 +306,44 @@ def s4d_scan(u, lam, c, d, *, backend: str = "auto", method: str = "auto") -> to
     rounding.
     """
     check_s4d_scan_args(u, lam, c, d)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    _check_method(method)
     if resolve_backend("s4d_scan", backend, u.device) == "reference":
         return s4d_scan_ref(u, lam, c, d)
-    with nvtx_range("amg_fast.s4d_scan"):
-        cast = autocast_dtype(u.device)
-        if cast is not None:
-            u = u.to(cast)
-        with torch.autocast(u.device.type, enabled=False):  # K is built in fp32/fp64, never autocast
-            return _s4d_scan_triton(u, lam, c, d, method)
+
+    def conv_kernel(T):
+        dtype = compute_dtype(u, lam, c, d)
+        return S4DConvKernelFn.apply(lam.to(dtype), c.to(dtype), T)
+
+    return _run_triton("amg_fast.s4d_scan", u, lambda u_: _s4d_triton(u_, d, method, lambda: (lam, c), conv_kernel))
+
+
+def s4d_zoh_scan(u, log_dt, log_A_real, A_imag, C, d, *, backend: str = "auto", method: str = "auto"
+                 ) -> torch.Tensor:
+    """The S4D layer's op from its continuous parameters: s4d_scan(u, *s4d_discretize(log_dt,
+    log_A_real, A_imag, C), d, backend=backend, method=method).
+
+    u: real [B, T, S, H]; log_dt [H]; log_A_real, A_imag [H, N]; C real [H, N, 2]; d [H]. Returns y
+    [B, T, S, H] as s4d_scan does. With the Triton backend's Toeplitz method the discretisation runs
+    inside the kernel that builds K (forward and backward: one launch each instead of ~25 small ops).
+    """
+    check_real_float("u", u)
+    check_rank("u", u, 4, "[B, T, S, H], time is dim 1")
+    H = u.shape[-1]
+    check_s4d_zoh_params(log_dt, log_A_real, A_imag, C, H)
+    check_real_float("d", d)
+    check_shape("d", d, (H,), "[H]")
+    check_same_device(u=u, log_dt=log_dt, log_A_real=log_A_real, A_imag=A_imag, C=C, d=d)
+    _check_method(method)
+    params = (log_dt, log_A_real, A_imag, C)
+    if resolve_backend("s4d_scan", backend, u.device) == "reference":
+        return s4d_scan_ref(u, *s4d_discretize(*params), d)
+
+    def conv_kernel(T):
+        dtype = compute_dtype(u, *params, d)
+        return S4DZohConvKernelFn.apply(*(p.to(dtype) for p in params), T)
+
+    return _run_triton("amg_fast.s4d_scan", u,
+                       lambda u_: _s4d_triton(u_, d, method, lambda: s4d_discretize(*params), conv_kernel))
 
 
 def s4d_step(u_t, state, lam, c, d, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
