@@ -77,9 +77,16 @@ def _sigmoid(x):
 
 
 @triton.jit
-def _row_chi(chi_ptr, rows, row_mask, rows_per_batch, chi_stride):
-    """chi for each row [BLOCK_M]: chi[row // rows_per_batch] ([B]; chi_stride 1) or chi[0] (0-dim; stride 0)."""
-    return tl.load(chi_ptr + (rows // rows_per_batch) * chi_stride, mask=row_mask, other=0.0)
+def _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ: tl.constexpr):
+    """(chi, v) for each row [BLOCK_M], v = chi_ptr[row // rows_per_batch] ([B]; chi_stride 1) or
+    chi_ptr[0] (0-dim; stride 0). Without FREQ chi = v; with FREQ, v is log(omega + eps) and
+    chi = sigmoid(w1 v + b_omega) (the frequency gate, w1 and b_omega 0-dim)."""
+    v = tl.load(chi_ptr + (rows // rows_per_batch) * chi_stride, mask=row_mask, other=0.0)
+    if FREQ:
+        chi = _sigmoid(tl.load(w1_ptr) * v + tl.load(bo_ptr))
+    else:
+        chi = v
+    return chi, v
 
 
 @triton.jit
@@ -110,9 +117,10 @@ def _dlogits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, dout_ptr, dg_ptr, chi, ro
 @triton.jit
 def _gate_fusion_fwd_kernel(
     h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, chi_ptr,   # h, z [M, H]; w_z, w_h [H, H]; b [H]; chi [B] or [1]
+    w1_ptr, bo_ptr,                                 # FREQ: chi_ptr holds log(omega + eps); w1, b_omega 0-dim
     out_ptr, g_ptr,                                 # out, g [M, H] in h's dtype
     M, H, rows_per_batch, chi_stride,
-    BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    FREQ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns (padded to BLOCK_H)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -122,7 +130,8 @@ def _gate_fusion_fwd_kernel(
 
     logits = _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
                           BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
-    chi = _row_chi(chi_ptr, rows, row_mask, rows_per_batch, chi_stride).to(logits.dtype)
+    chi, _ = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
+    chi = chi.to(logits.dtype)
     g = _sigmoid(logits) * chi[:, None]
     z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
     h = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
@@ -137,11 +146,12 @@ def _gate_fusion_fwd_kernel(
 @triton.jit
 def _gate_fusion_bwd_kernel(
     h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, chi_ptr,   # as in the forward
+    w1_ptr, bo_ptr,
     dout_ptr, dg_ptr,                               # upstream grads of out and g [M, H] (dg unused if not HAS_DG)
     dz_ptr, dh_ptr,                                 # [M, H] in h's dtype
-    dlogits_ptr, db_tiles_ptr, dchi_rows_ptr,       # [M, H], [n_programs, H], [M]: accumulation dtype
+    dlogits_ptr, db_tiles_ptr, dchi_rows_ptr,       # [M, H], [n_programs, H], [M] ([2, M] with FREQ): acc dtype
     M, H, rows_per_batch, chi_stride,
-    HAS_DG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+    FREQ: tl.constexpr, HAS_DG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_KN: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns; see the module docstring."""
@@ -151,7 +161,8 @@ def _gate_fusion_bwd_kernel(
     col_mask = cols < H
     offsets = rows[:, None] * H + cols[None, :]
     mask = row_mask[:, None] & col_mask[None, :]
-    chi = _row_chi(chi_ptr, rows, row_mask, rows_per_batch, chi_stride).to(dlogits_ptr.dtype.element_ty)
+    chi, v = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
+    chi = chi.to(dlogits_ptr.dtype.element_ty)
 
     # Pass 1, all columns: element-wise terms, dlogits and the partial sums for db and dchi.
     s, dg, dlogits, dout = _dlogits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, dout_ptr, dg_ptr, chi, rows,
@@ -159,7 +170,13 @@ def _gate_fusion_bwd_kernel(
                                          DOT_PRECISION)
     tl.store(dlogits_ptr + offsets, dlogits, mask=mask)
     tl.store(db_tiles_ptr + tl.program_id(0) * H + cols, tl.sum(dlogits, axis=0), mask=col_mask)  # 0 on masked rows
-    tl.store(dchi_rows_ptr + rows, tl.sum(tl.where(mask, dg * s, 0.0), axis=1), mask=row_mask)
+    dchi = tl.sum(tl.where(mask, dg * s, 0.0), axis=1)  # dL/dchi per row
+    if FREQ:  # through chi = sigmoid(w1 v + b_omega): rows 0 / 1 -> db_omega / dw1 partials
+        dchi_logit = dchi * chi * (1.0 - chi)
+        tl.store(dchi_rows_ptr + rows, dchi_logit, mask=row_mask)
+        tl.store(dchi_rows_ptr + M + rows, dchi_logit * v.to(dchi_logit.dtype), mask=row_mask)
+    else:
+        tl.store(dchi_rows_ptr + rows, dchi, mask=row_mask)
     g = s * chi[:, None]
     dz = dout * g
     dh = dout - dz
@@ -235,22 +252,33 @@ def _acc_torch_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def gate_fusion_fwd(h, z, w_z, w_h, b, chi) -> tuple[torch.Tensor, torch.Tensor]:
+def _freq_args(chi, freq):
+    """(w1, b_omega, FREQ) kernel arguments: freq = (w1, b_omega) 0-dim, or None (chi given;
+    chi then stands in for the unused pointers)."""
+    if freq is None:
+        return chi, chi, False
+    return freq[0].reshape(()).contiguous(), freq[1].reshape(()).contiguous(), True
+
+
+def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward gate. h, z [..., H] (z is cast to h's dtype); w_z, w_h [H, H]; b [H]; chi 0-dim or [B]
-    (B = h.shape[0]). Returns (out, g), both [..., H] in h's dtype. H <= MAX_H."""
+    (B = h.shape[0]). Returns (out, g), both [..., H] in h's dtype. H <= MAX_H.
+    freq = (w1, b_omega) (0-dim): chi holds log(omega + eps) and the kernel applies the frequency
+    gate chi = sigmoid(w1 chi + b_omega) itself."""
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi)
+    w1, b_omega, is_freq = _freq_args(chi, freq)
     out = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
     g = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
     if sc["M"] > 0:
         config = _fwd_config(sc["H"], h.dtype)
         grid = (cdiv(sc["M"], config["BLOCK_M"]),)
         torch.library.wrap_triton(_gate_fusion_fwd_kernel)[grid](
-            *inputs, out, g, sc["M"], sc["H"], sc["rows_per_batch"], sc["chi_stride"],
-            BLOCK_H=next_pow2(sc["H"]), DOT_PRECISION=dot_precision(h.dtype), **config)
+            *inputs, w1, b_omega, out, g, sc["M"], sc["H"], sc["rows_per_batch"], sc["chi_stride"],
+            FREQ=is_freq, BLOCK_H=next_pow2(sc["H"]), DOT_PRECISION=dot_precision(h.dtype), **config)
     return out.view(h.shape), g.view(h.shape)
 
 
-def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None):
+def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None):
     """Backward through the gate, recomputing the logits. Arguments as gate_fusion_fwd, plus
     dout [..., H] (grad of out) and dg [..., H] or None (grad of g; None means zeros).
 
@@ -260,8 +288,11 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None):
                logits, from which the caller forms dw_z = dlogits^T z and dw_h = dlogits^T h;
       db       [H], dchi (chi's shape), same dtype: reduced in torch from per-program / per-row
                partial sums the kernel writes (deterministic).
+    With freq = (w1, b_omega) (see gate_fusion_fwd) dchi is instead [2]: (db_omega, dw1), summed
+    over all rows (log(omega + eps) gets no gradient).
     """
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi)
+    w1, b_omega, is_freq = _freq_args(chi, freq)
     M, H = sc["M"], sc["H"]
     acc_dtype = _acc_torch_dtype(h.dtype)
     dout2 = dout.to(h.dtype).reshape(M, H).contiguous()
@@ -269,15 +300,17 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None):
     dz = new_output((M, H), dtype=h.dtype, device=h.device)
     dh = new_output((M, H), dtype=h.dtype, device=h.device)
     dlogits = new_output((M, H), dtype=acc_dtype, device=h.device)
-    dchi_rows = new_output((M,), dtype=acc_dtype, device=h.device)
+    dchi_rows = new_output((2, M) if is_freq else (M,), dtype=acc_dtype, device=h.device)
     config = _bwd_config(H, h.dtype)
     grid = (cdiv(M, config["BLOCK_M"]),)
     db_tiles = new_output((grid[0], H), dtype=acc_dtype, device=h.device)
     if M > 0:
         torch.library.wrap_triton(_gate_fusion_bwd_kernel)[grid](
-            *inputs, dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, db_tiles, dchi_rows,
+            *inputs, w1, b_omega, dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, db_tiles, dchi_rows,
             M, H, sc["rows_per_batch"], sc["chi_stride"],
-            HAS_DG=dg2 is not None, BLOCK_H=next_pow2(H), DOT_PRECISION=dot_precision(h.dtype), **config)
+            FREQ=is_freq, HAS_DG=dg2 is not None, BLOCK_H=next_pow2(H), DOT_PRECISION=dot_precision(h.dtype), **config)
+    if is_freq:
+        return dz.view(h.shape), dh.view(h.shape), dlogits, db_tiles.sum(0), dchi_rows.sum(1)
     B = chi.shape[0] if chi.dim() == 1 else 1
     dchi = dchi_rows.reshape(B, M // B).sum(1).reshape(chi.shape)
     return dz.view(h.shape), dh.view(h.shape), dlogits, db_tiles.sum(0), dchi

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from amg_fast.ops import gate_fusion
+from amg_fast.ops.gate_fusion import frequency_gate, gate_fusion_freq
 
 FUSIONS = ("residual", "convex", "additive")
 logger = logging.getLogger("amg_fast.layers")
@@ -81,6 +82,8 @@ class AdaptiveMemoryGate(nn.Module):
         self.w1 = nn.Parameter(torch.tensor(float(w1)))
         self.b_omega = nn.Parameter(torch.tensor(float(b_omega)))
         self.register_buffer("omega", torch.tensor(float("nan")))  # NaN = not set
+        # log(omega + eps), kept beside omega (not saved: rebuilt on load) so a step computes no log
+        self.register_buffer("log_omega", torch.tensor(float("nan")), persistent=False)
         self._has_omega = False  # Python mirror of "omega is set": no tensor test (a graph break) in chi()
         if omega is not None:
             self.set_omega(omega)
@@ -92,33 +95,55 @@ class AdaptiveMemoryGate(nn.Module):
         if t.dim() != 0:
             raise ValueError(f"omega (the fixed omega_f) must be a scalar, got shape {tuple(t.shape)}")
         self.omega.fill_(float(t))
-        self._has_omega = True
+        self._omega_changed()
+
+    def _omega_changed(self) -> None:
+        self._has_omega = not bool(torch.isnan(self.omega))
+        with torch.no_grad():
+            self.log_omega.copy_(torch.log(self.omega + self.eps))
+
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        self._omega_changed()  # .double() / .to(): log_omega from omega at the new precision
+        return out
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        self._has_omega = not bool(torch.isnan(self.omega))
+        self._omega_changed()
+
+    def _log_omega(self, omega) -> torch.Tensor | None:
+        """log(omega + eps) of the frequency gate: 0-dim (fixed buffer) or [B] (per-batch omega), or
+        None when the frequency gate is off (freq_gate=False, or no omega: chi = 1)."""
+        if not self.freq_gate:
+            return None
+        if omega is not None:
+            omega = check_omega("omega", omega).to(device=self.w1.device, dtype=self.w1.dtype)
+            return torch.log(omega + self.eps)
+        if not self._has_omega:
+            if not self._warned_no_omega:
+                logger.warning("AdaptiveMemoryGate has no omega: frequency gate off (chi = 1) until "
+                               "set_omega() is called or omega is passed per batch")
+                self._warned_no_omega = True
+            return None
+        return self.log_omega
 
     def chi(self, omega: torch.Tensor | None = None) -> torch.Tensor:
         """Frequency gate: 0-dim, or [B] when a per-batch omega [B] is given."""
-        if not self.freq_gate:
+        log_omega = self._log_omega(omega)
+        if log_omega is None:
             return torch.ones((), dtype=self.w1.dtype, device=self.w1.device)
-        if omega is None:
-            if not self._has_omega:
-                if not self._warned_no_omega:
-                    logger.warning("AdaptiveMemoryGate has no omega: frequency gate off (chi = 1) until "
-                                   "set_omega() is called or omega is passed per batch")
-                    self._warned_no_omega = True
-                return torch.ones((), dtype=self.w1.dtype, device=self.w1.device)
-            omega = self.omega
-        else:
-            omega = check_omega("omega", omega).to(device=self.w1.device, dtype=self.w1.dtype)
-        return torch.sigmoid(self.w1 * torch.log(omega + self.eps) + self.b_omega)
+        return frequency_gate(log_omega, self.w1, self.b_omega)
 
     def forward(self, h: torch.Tensor, z: torch.Tensor, omega=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """h, z [B, ..., H]; omega None (fixed buffer) or per-batch [B] -> (out, g) [B, ..., H]."""
-        chi = self.chi(omega)
-        if chi.dim() == 1 and chi.shape[0] != h.shape[0]:
-            raise ValueError(f"omega per batch must have {h.shape[0]} values (one per trajectory), got {chi.shape[0]}")
+        """h, z [B, ..., H]; omega None (fixed buffer) or per-batch [B] -> (out, g) [B, ..., H].
+        The frequency gate runs inside the gate op (gate_fusion_freq)."""
+        log_omega = self._log_omega(omega)
+        if log_omega is not None and log_omega.dim() == 1 and log_omega.shape[0] != h.shape[0]:
+            raise ValueError(f"omega per batch must have {h.shape[0]} values (one per trajectory), "
+                             f"got {log_omega.shape[0]}")
         dtype = h.dtype
-        return gate_fusion(h, z, self.w_z.to(dtype), self.w_h.to(dtype), self.b.to(dtype), chi.to(dtype),
-                           backend=self.backend)
+        weights = (self.w_z.to(dtype), self.w_h.to(dtype), self.b.to(dtype))
+        if log_omega is None:
+            return gate_fusion(h, z, *weights, torch.ones((), dtype=dtype, device=h.device), backend=self.backend)
+        return gate_fusion_freq(h, z, *weights, log_omega.to(dtype), self.w1.to(dtype), self.b_omega.to(dtype),
+                                backend=self.backend)

@@ -12,14 +12,16 @@ from amg_fast._checks import check_rank, check_real_float, check_same_device, ch
 from amg_fast._nvtx import nvtx_range
 from amg_fast.ops._backend import _log_once, autocast_dtype, resolve_backend, triton_importable
 
-__all__ = ["gate_fusion", "gate_fusion_ref", "check_gate_fusion_args", "GateFusionFn"]
+__all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate", "check_gate_fusion_args",
+           "GateFusionFn"]
 
 
-def check_gate_fusion_args(h, z, w_z, w_h, b, chi) -> None:
-    """h, z [..., H]; w_z, w_h [H, H]; b [H]; chi 0-dim, or [B] with one value per h.shape[0]."""
-    for name, t in (("h", h), ("z", z), ("w_z", w_z), ("w_h", w_h), ("b", b), ("chi", chi)):
+def check_gate_fusion_args(h, z, w_z, w_h, b, chi, chi_name: str = "chi") -> None:
+    """h, z [..., H]; w_z, w_h [H, H]; b [H]; chi 0-dim, or [B] with one value per h.shape[0]
+    (chi_name: what errors call it)."""
+    for name, t in (("h", h), ("z", z), ("w_z", w_z), ("w_h", w_h), ("b", b), (chi_name, chi)):
         check_real_float(name, t)
-    check_same_device(h=h, z=z, w_z=w_z, w_h=w_h, b=b, chi=chi)
+    check_same_device(h=h, z=z, w_z=w_z, w_h=w_h, b=b, **{chi_name: chi})
     check_rank("h", h, range(1, 16), "[..., H]")
     if z.shape != h.shape:
         raise ValueError(f"z must have the shape of h {tuple(h.shape)}, got {tuple(z.shape)}")
@@ -28,16 +30,21 @@ def check_gate_fusion_args(h, z, w_z, w_h, b, chi) -> None:
     check_shape("w_h", w_h, (H, H), "[H, H], nn.Linear convention")
     check_shape("b", b, (H,), "[H]")
     if chi.dim() == 1 and h.dim() >= 2:
-        check_shape("chi", chi, (h.shape[0],), "0-dim, or [B] = one value per h.shape[0]")
+        check_shape(chi_name, chi, (h.shape[0],), "0-dim, or [B] = one value per h.shape[0]")
     elif chi.dim() != 0:
         raise ValueError(
-            f"chi must be a 0-dim tensor (or [B] with B = h.shape[0]), got shape {tuple(chi.shape)}"
+            f"{chi_name} must be a 0-dim tensor (or [B] with B = h.shape[0]), got shape {tuple(chi.shape)}"
         )
 
 
 def _broadcast_chi(chi: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """chi 0-dim or [B] -> a tensor broadcastable against h [B, ..., H]."""
     return chi.reshape(chi.shape + (1,) * (h.dim() - chi.dim()))
+
+
+def frequency_gate(log_omega, w1, b_omega) -> torch.Tensor:
+    """chi = sigmoid(w1 log_omega + b_omega): log_omega = log(omega_f + eps), 0-dim or [B]; w1, b_omega 0-dim."""
+    return torch.sigmoid(w1 * log_omega + b_omega)
 
 
 def gate_fusion_ref(h, z, w_z, w_h, b, chi) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,17 +64,20 @@ if triton_importable():
 
     @triton_op("amg_fast::gate_fusion_fwd", mutates_args=())
     def _gate_fusion_fwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
-                            b: torch.Tensor, chi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """h, z [..., H] (one dtype), w_z, w_h [H, H], b [H], chi 0-dim or [B] -> (out, g) [..., H]."""
-        return _kernels.gate_fusion_fwd(h, z, w_z, w_h, b, chi)
+                            b: torch.Tensor, chi: torch.Tensor, w1: torch.Tensor | None = None,
+                            b_omega: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """h, z [..., H] (one dtype), w_z, w_h [H, H], b [H], chi 0-dim or [B] -> (out, g) [..., H].
+        With w1, b_omega (0-dim) chi holds log(omega + eps) and the kernel forms the frequency gate."""
+        return _kernels.gate_fusion_fwd(h, z, w_z, w_h, b, chi, None if w1 is None else (w1, b_omega))
 
     @triton_op("amg_fast::gate_fusion_bwd", mutates_args=())
     def _gate_fusion_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
-                            b: torch.Tensor, chi: torch.Tensor, dout: torch.Tensor, dg: torch.Tensor | None
+                            b: torch.Tensor, chi: torch.Tensor, dout: torch.Tensor, dg: torch.Tensor | None,
+                            w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Forward args + dout, dg [..., H] -> (dz, dh [..., H], dlogits [M, H], db [H], dchi like chi);
-        the last three in fp32 (fp64 for fp64 inputs)."""
-        return _kernels.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg)
+        """Forward args + dout, dg [..., H] -> (dz, dh [..., H], dlogits [M, H], db [H], dchi like chi,
+        or (db_omega, dw1) [2] with w1, b_omega); the last three in fp32 (fp64 for fp64 inputs)."""
+        return _kernels.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega))
 
 
 class GateFusionFn(torch.autograd.Function):
@@ -77,18 +87,21 @@ class GateFusionFn(torch.autograd.Function):
     Saves only the inputs: the backward kernel recomputes the logits. It returns dz, dh, db, dchi
     and the logits' gradient dlogits [M, H]; the weight gradients dlogits^T z, dlogits^T h are
     GEMMs over the M rows, left to cuBLAS. Each gradient comes back in its input's dtype.
+
+    With w1 and b_omega (0-dim) the frequency gate is folded in: chi holds log(omega + eps) (no
+    gradient) and the kernels form chi = sigmoid(w1 chi + b_omega) and the w1, b_omega gradients.
     """
 
     @staticmethod
-    def forward(ctx, h, z, w_z, w_h, b, chi):
-        out, g = _gate_fusion_fwd_op(h, z, w_z, w_h, b, chi)
-        ctx.save_for_backward(h, z, w_z, w_h, b, chi)
+    def forward(ctx, h, z, w_z, w_h, b, chi, w1=None, b_omega=None):
+        out, g = _gate_fusion_fwd_op(h, z, w_z, w_h, b, chi, w1, b_omega)
+        ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega)
         return out, g
 
     @staticmethod
     def backward(ctx, dout, dg):
-        h, z, w_z, w_h, b, chi = ctx.saved_tensors
-        dz, dh, dlogits, db, dchi = _gate_fusion_bwd_op(h, z, w_z, w_h, b, chi, dout, dg)
+        h, z, w_z, w_h, b, chi, w1, b_omega = ctx.saved_tensors
+        dz, dh, dlogits, db, dchi = _gate_fusion_bwd_op(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega)
         need = ctx.needs_input_grad
         H, M = h.shape[-1], dlogits.shape[0]
         # dW = dlogits^T x over all M rows (cuBLAS). bf16 activations: a bf16 GEMM with fp32
@@ -100,8 +113,11 @@ class GateFusionFn(torch.autograd.Function):
         def weight_grad(x, w):  # [H, M] @ [M, H] -> [H, H] in w's dtype
             return (dlogits_t @ x.reshape(M, H).to(gemm_dtype)).to(w.dtype)
 
-        return (dh, dz, weight_grad(z, w_z) if need[2] else None, weight_grad(h, w_h) if need[3] else None,
-                db.to(b.dtype) if need[4] else None, dchi.to(chi.dtype) if need[5] else None)
+        grads = (dh, dz, weight_grad(z, w_z) if need[2] else None, weight_grad(h, w_h) if need[3] else None,
+                 db.to(b.dtype) if need[4] else None)
+        if w1 is None:
+            return grads + (dchi.to(chi.dtype) if need[5] else None, None, None)
+        return grads + (None, dchi[1].to(w1.dtype) if need[6] else None, dchi[0].to(b_omega.dtype) if need[7] else None)
 
 
 def gate_fusion(h, z, w_z, w_h, b, chi, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,16 +132,40 @@ def gate_fusion(h, z, w_z, w_h, b, chi, *, backend: str = "auto") -> tuple[torch
     unless TF32 matmuls are allowed (kernels._common.dot_precision).
     """
     check_gate_fusion_args(h, z, w_z, w_h, b, chi)
-    if resolve_backend("gate_fusion", backend, h.device) == "reference":
-        return gate_fusion_ref(h, z, w_z, w_h, b, chi)
+    return _dispatch(h, z, w_z, w_h, b, chi, None, backend)
+
+
+def _dispatch(h, z, w_z, w_h, b, chi, freq, backend: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference or the Triton Function for validated arguments; freq = (w1, b_omega) means chi
+    holds log(omega + eps) and the frequency gate is still to be applied."""
     H = h.shape[-1]
-    if H > _kernels.MAX_H:
+    use_reference = resolve_backend("gate_fusion", backend, h.device) == "reference"
+    if not use_reference and H > _kernels.MAX_H:
         if backend == "triton":
             _kernels.check_width(H)  # raises, naming H and the limit
         _log_once("gate_fusion", "reference", f"H = {H} > {_kernels.MAX_H}, wider than the Triton kernels take")
-        return gate_fusion_ref(h, z, w_z, w_h, b, chi)
+        use_reference = True
+    if use_reference:
+        return gate_fusion_ref(h, z, w_z, w_h, b, chi if freq is None else frequency_gate(chi, *freq))
     with nvtx_range("amg_fast.gate_fusion"):
         cast = autocast_dtype(h.device)
         if cast is not None and h.dtype != torch.float64:  # activations in the autocast dtype;
             h = h.to(cast)                                   # weights stay as given, cast in-kernel
-        return GateFusionFn.apply(h, z.to(h.dtype), w_z, w_h, b, chi)
+        return GateFusionFn.apply(h, z.to(h.dtype), w_z, w_h, b, chi, *(freq or ()))
+
+
+def gate_fusion_freq(h, z, w_z, w_h, b, log_omega, w1, b_omega, *, backend: str = "auto"
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """gate_fusion(h, z, w_z, w_h, b, frequency_gate(log_omega, w1, b_omega)): AMGFNO's gate with its
+    frequency gate chi = sigmoid(w1 log_omega + b_omega) folded into the Triton kernels (forward and
+    backward; no separate launches for chi or its w1, b_omega gradients).
+
+    log_omega: log(omega_f + eps), 0-dim (or [B], one per leading index of h), no gradient;
+    w1, b_omega: 0-dim. Other arguments and the result as gate_fusion's.
+    """
+    check_gate_fusion_args(h, z, w_z, w_h, b, log_omega, chi_name="log_omega")
+    for name, t in (("w1", w1), ("b_omega", b_omega)):
+        check_real_float(name, t)
+        check_shape(name, t, (), "a 0-dim tensor")
+    check_same_device(h=h, w1=w1, b_omega=b_omega)
+    return _dispatch(h, z, w_z, w_h, b, log_omega, (w1, b_omega), backend)

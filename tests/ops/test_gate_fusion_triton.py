@@ -210,3 +210,76 @@ def test_torch_compile_matches_eager(kdev, gen):
     assert rel_err(compiled_loss, eager_loss) <= 1e-5
     for name, got, ref in zip(GRAD_NAMES, compiled_grads, eager_grads):
         assert rel_err(got, ref) <= 1e-5, name
+
+
+# ----------------------------------------------------------------------------- frequency gate folded in
+
+
+def freq_args(shape, omega_shape, dtype, gen, device):
+    """(h, z, w_z, w_h, b) as make_args, log_omega = log(omega + eps) for omega in [1e-4, 0.7]
+    (no grad), w1 ~ 2 and b_omega ~ 3.8 (the paper's init, perturbed) requiring grad."""
+    h, z, w_z, w_h, b, _ = make_args(shape, (), dtype, gen, device)
+    omega = 1e-4 + 0.7 * torch.rand(omega_shape, generator=gen, dtype=torch.float64)
+    log_omega = torch.log(omega + 1e-8).to(device=device, dtype=dtype)
+    w1, b_omega = (torch.tensor(v, dtype=torch.float64) + 0.3 * torch.randn((), generator=gen, dtype=torch.float64)
+                   for v in (2.0, 3.8))
+    return [h, z, w_z, w_h, b, log_omega, w1.to(device, dtype).requires_grad_(), b_omega.to(device, dtype).requires_grad_()]
+
+
+FREQ_GRAD_NAMES = ("h", "z", "w_z", "w_h", "b", "w1", "b_omega")
+
+
+def freq_forward_and_grads(args, backend, seed):
+    out, g = gate_fusion_mod.gate_fusion_freq(*args, backend=backend)
+    gen = torch.Generator().manual_seed(seed)
+    loss = (out * torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)).sum() \
+        + (g * torch.rand(g.shape, generator=gen, dtype=torch.float64).to(g)).sum()
+    leaves = [a for i, a in enumerate(args) if i != 5]  # log_omega takes no gradient
+    return out, g, torch.autograd.grad(loss, leaves)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("shape,omega_shape", [((2, 5, 16, 48), ()), ((3, 4, 8, 16), (3,))], ids=["omega0", "omegaB"])
+def test_freq_gate_folded_matches_reference(shape, omega_shape, dtype, kdev, poisoned, gen):
+    """gate_fusion_freq on Triton (chi and its w1, b_omega gradients formed in the kernels) vs the
+    reference gate_fusion(..., sigmoid(w1 log_omega + b_omega)) in fp64."""
+    args = freq_args(shape, omega_shape, dtype, gen, kdev)
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    got = freq_forward_and_grads(args, "triton", seed)
+    args64 = [a.detach().cpu().double().requires_grad_(a.requires_grad) for a in args]
+    out_ref, g_ref = gate_fusion_ref(*args64[:5], torch.sigmoid(args64[6] * args64[5] + args64[7]))
+    want = freq_forward_and_grads(args64, "reference", seed)
+    assert rel_err(want[0], out_ref) <= 1e-14 and rel_err(want[1], g_ref) <= 1e-14  # the op's reference is that formula
+    tol = RTOL[dtype]
+    for name, a, b in zip(("out", "g") + FREQ_GRAD_NAMES, (got[0], got[1], *got[2]), (want[0], want[1], *want[2])):
+        assert a.dtype == dtype and torch.isfinite(a).all(), name
+        assert rel_err(a.cpu(), b) <= tol, f"{name}: rel err {rel_err(a.cpu(), b):.2e}"
+
+
+def test_freq_gate_folded_gradcheck(kdev, gen):
+    h, z, w_z, w_h, b, log_omega, w1, b_omega = freq_args((2, 1, 16), (2,), torch.float64, gen, kdev)
+
+    def fn(h_, w1_, b_omega_):
+        return gate_fusion_mod.gate_fusion_freq(h_, z, w_z, w_h, b, log_omega, w1_, b_omega_, backend="triton")
+
+    assert torch.autograd.gradcheck(fn, (h, w1, b_omega))
+
+
+def test_freq_gate_errors_name_log_omega_and_w1(gen):
+    h, z, w_z, w_h, b, log_omega, w1, b_omega = freq_args((2, 3, 16), (), torch.float32, gen, "cpu")
+    with pytest.raises(ValueError, match="log_omega"):
+        gate_fusion_mod.gate_fusion_freq(h, z, w_z, w_h, b, log_omega.expand(5), w1, b_omega)
+    with pytest.raises(ValueError, match="w1"):
+        gate_fusion_mod.gate_fusion_freq(h, z, w_z, w_h, b, log_omega, w1.reshape(1), b_omega)
+
+
+def test_layer_log_omega_follows_omega_dtype_and_state_dict(kdev):
+    """The cached log(omega + eps) is rebuilt by set_omega, .double() and load_state_dict (not saved)."""
+    layer = AdaptiveMemoryGate(16, omega=0.05).to(kdev)
+    assert "log_omega" not in layer.state_dict()
+    layer.double()
+    assert layer.log_omega.dtype == torch.float64
+    assert float(layer.log_omega) == torch.log(layer.omega + 1e-8).item()  # in fp64, from the fp64 omega
+    other = AdaptiveMemoryGate(16).to(kdev)
+    other.load_state_dict(AdaptiveMemoryGate(16, omega=0.3).state_dict())
+    assert float(other.log_omega) == pytest.approx(torch.log(torch.tensor(0.3 + 1e-8)).item(), rel=1e-6)
