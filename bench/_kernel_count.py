@@ -10,7 +10,10 @@ and lazy state creation would be counted otherwise) and returns {"kernels": n, "
   like linear, matmul, reshape or to, which only call other ops: CompositeImplicitAutograd) nor
   kernel-free (views, allocations, host scalar reads). What such an op calls in turn on CPU (addmm's
   bias copy, CPU bmm's per-matrix slices) is its CPU implementation, and is not counted; plain leaf
-  aten ops would count those and the views, several times the ops a GPU runs.
+  aten ops would count those and the views, several times the ops a GPU runs. Triton kernels run
+  by the interpreter (TRITON_INTERPRET=1) count one each: every launch is marked with a
+  "triton::<kernel>" profiler range, and what the interpreter does inside it (its argument copies)
+  is not counted; the torch ops a launcher runs around its kernel (casts, partial-sum reductions) are.
 
 On CUDA >= 12.6 the count sets TEARDOWN_CUPTI=1 unless it is set: kineto otherwise leaves CUPTI
 attached after profiling, which slows every later kernel launch (pytorch/pytorch#144455), and
@@ -18,6 +21,7 @@ torch itself deems the teardown safe alongside CUDA graphs from 12.6 on.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from typing import Callable
@@ -56,9 +60,37 @@ def _launches_nothing_itself(name: str) -> bool:
     return bool(views) and (all(views) or all(composites))
 
 
+TRITON_LAUNCH_PREFIX = "triton::"
+
+
+@contextlib.contextmanager
+def _marked_interpreter_launches():
+    """Within this block every kernel launch by Triton's interpreter runs inside a profiler range
+    named "triton::<kernel name>" (the interpreter itself records none); a no-op without triton."""
+    try:
+        from triton.runtime.interpreter import GridExecutor
+    except ImportError:
+        yield
+        return
+    launch = GridExecutor.__call__
+
+    def marked(self, *args, **kwargs):
+        with torch.profiler.record_function(TRITON_LAUNCH_PREFIX + self.fn.__name__):
+            return launch(self, *args, **kwargs)
+
+    GridExecutor.__call__ = marked
+    try:
+        yield
+    finally:
+        GridExecutor.__call__ = launch
+
+
 def _aten_kernels(event) -> int:
-    """Kernel-launching aten calls in the subtree of event: itself if it launches one, else its
-    children's (the outermost call is the one a GPU dispatches to a kernel)."""
+    """Kernel-launching calls in the subtree of event: itself if it launches one (an aten op that is
+    not kernel-free, or a marked Triton launch), else its children's (the outermost call is the one
+    a GPU dispatches to a kernel)."""
+    if event.name.startswith(TRITON_LAUNCH_PREFIX):
+        return 1
     if event.name.startswith("aten::") and not _launches_nothing_itself(event.name):
         return 1
     return sum(_aten_kernels(child) for child in event.cpu_children)
@@ -82,7 +114,8 @@ def count_kernels(fn: Callable[[], object], device: torch.device | str) -> dict:
         if TorchVersion(torch.version.cuda or "0") >= "12.6":
             os.environ.setdefault("TEARDOWN_CUPTI", "1")
         torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * on_gpu) as prof:
+    marks = contextlib.nullcontext() if on_gpu else _marked_interpreter_launches()
+    with marks, profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * on_gpu) as prof:
         fn()
         if on_gpu:
             torch.cuda.synchronize()
