@@ -5,13 +5,20 @@ import torch
 from torch import nn
 
 from amg_fast.layers.spectral_conv import SpectralConv1d
+from amg_fast.ops.feed_forward import feed_forward
 
 
 class FeedForward(nn.Sequential):
-    """[..., H] -> [..., H] through a hidden layer of factor * H with ReLU."""
+    """[..., H] -> [..., H] through a hidden layer of factor * H with ReLU (Linear, ReLU, Linear: the
+    parameter names of nn.Sequential), run by the feed_forward op (backend: its fused path on CUDA)."""
 
-    def __init__(self, width: int, factor: int = 4):
+    def __init__(self, width: int, factor: int = 4, *, backend: str = "auto"):
         super().__init__(nn.Linear(width, factor * width), nn.ReLU(), nn.Linear(factor * width, width))
+        self.backend = backend
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, _, second = self
+        return feed_forward(x, first.weight, first.bias, second.weight, second.bias, backend=self.backend)
 
 
 class FFNOBlock(nn.Module):
@@ -20,7 +27,7 @@ class FFNOBlock(nn.Module):
     def __init__(self, width: int, modes: int | None = None, *, ff_factor: int = 4, backend: str = "auto"):
         super().__init__()
         self.spectral = SpectralConv1d(width, width, modes, backend=backend)
-        self.feed_forward = FeedForward(width, ff_factor)
+        self.feed_forward = FeedForward(width, ff_factor, backend=backend)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.feed_forward(self.spectral(x))

@@ -1,0 +1,90 @@
+"""The FFNO feed-forward: y = relu(x W1^T + b1) W2^T + b2, x [..., H_in] -> y [..., H_out].
+
+Reads top to bottom: validation -> reference -> autograd Function -> public op.
+
+The reference is what nn.Sequential(Linear, ReLU, Linear) runs: three kernels forward (GEMM + bias,
+ReLU, GEMM + bias), the ReLU reading and writing the [rows, 4H] hidden activation once more. The
+fused path (backend="triton", the model's fast path; this op has no Triton kernel of its own: cuBLAS
+does the GEMMs) runs the first GEMM with cuBLASLt's bias + ReLU epilogue (torch._addmm_activation),
+so the hidden activation is written once and no ReLU kernel runs; its backward (one autograd node,
+saving x and the hidden activation) masks the hidden gradient with one threshold_backward kernel.
+A fused Triton MLP that keeps the hidden activation on chip is the alternative the GPU benchmarks
+are to decide against (docs/kernels.md).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
+from amg_fast._nvtx import nvtx_range
+from amg_fast.ops._backend import autocast_dtype, resolve_backend
+
+__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn"]
+
+
+def check_feed_forward_args(x, w1, b1, w2, b2) -> None:
+    """x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F]; b2 [H_out] (nn.Linear convention)."""
+    for name, t in (("x", x), ("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2)):
+        check_real_float(name, t)
+    check_same_device(x=x, w1=w1, b1=b1, w2=w2, b2=b2)
+    check_rank("x", x, range(1, 16), "[..., H_in]")
+    check_rank("w1", w1, 2, "[F, H_in]")
+    hidden, h_in = w1.shape
+    check_shape("w1", w1, (hidden, x.shape[-1]), f"[F, H_in] with H_in = {x.shape[-1]} (x's last dim)")
+    check_shape("b1", b1, (hidden,), f"[F] with F = {hidden}")
+    check_rank("w2", w2, 2, "[H_out, F]")
+    check_shape("w2", w2, (w2.shape[0], hidden), f"[H_out, F] with F = {hidden}")
+    check_shape("b2", b2, (w2.shape[0],), f"[H_out] with H_out = {w2.shape[0]}")
+
+
+def feed_forward_ref(x, w1, b1, w2, b2) -> torch.Tensor:
+    """Pure PyTorch: F.linear(relu(F.linear(x, w1, b1)), w2, b2). x [..., H_in] -> [..., H_out]."""
+    return F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+
+
+class FeedForwardFn(torch.autograd.Function):
+    """x [M, H_in] (2-D), weights as feed_forward's -> y [M, H_out]; all in one dtype.
+
+    Forward: hidden = relu(x W1^T + b1) (one GEMM with the bias + ReLU epilogue), y = hidden W2^T + b2.
+    Backward: dW2 = dy^T hidden, db2 = sum dy, dhidden = (dy W2) masked where hidden = 0,
+    dW1 = dhidden^T x, db1 = sum dhidden, dx = dhidden W1.
+    """
+
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2):
+        hidden = torch._addmm_activation(b1, x, w1.t())  # relu(x w1^T + b1), cuBLASLt epilogue on CUDA
+        ctx.save_for_backward(x, w1, w2, hidden)
+        return torch.addmm(b2, hidden, w2.t())
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w1, w2, hidden = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dw2 = dy.t().mm(hidden) if need[3] else None
+        db2 = dy.sum(0) if need[4] else None
+        if not (need[0] or need[1] or need[2]):
+            return None, None, None, dw2, db2
+        dhidden = torch.ops.aten.threshold_backward(dy.mm(w2), hidden, 0)
+        return (dhidden.mm(w1) if need[0] else None, dhidden.t().mm(x) if need[1] else None,
+                dhidden.sum(0) if need[2] else None, dw2, db2)
+
+
+def feed_forward(x, w1, b1, w2, b2, *, backend: str = "auto") -> torch.Tensor:
+    """relu(x W1^T + b1) W2^T + b2. x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F]; b2 [H_out].
+    Returns [..., H_out] in x's dtype (under autocast: the autocast dtype, as nn.Linear).
+
+    backend: "reference" = Linear, ReLU, Linear; "triton" (or "auto" on CUDA) = the fused path
+    (FeedForwardFn: bias + ReLU in the first GEMM's epilogue, one autograd node). Results agree to
+    rounding (the same GEMMs).
+    """
+    check_feed_forward_args(x, w1, b1, w2, b2)
+    if resolve_backend("feed_forward", backend, x.device) == "reference":
+        return feed_forward_ref(x, w1, b1, w2, b2)
+    with nvtx_range("amg_fast.feed_forward"):
+        dtype = autocast_dtype(x.device) or x.dtype
+        if x.dtype == torch.float64:
+            dtype = torch.float64  # as autocast leaves fp64 alone
+        with torch.autocast(x.device.type, enabled=False):
+            y = FeedForwardFn.apply(x.reshape(-1, x.shape[-1]).to(dtype), *(t.to(dtype) for t in (w1, b1, w2, b2)))
+        return y.reshape(*x.shape[:-1], w2.shape[0])

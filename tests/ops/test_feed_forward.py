@@ -1,0 +1,93 @@
+"""feed_forward: the reference against an explicit formula, and the fused path (cuBLAS GEMM with the
+bias + ReLU epilogue, one autograd node) against the reference: outputs and every gradient."""
+import pytest
+import torch
+from helpers import RTOL, ids, rel_err
+
+from amg_fast.ops.feed_forward import FeedForwardFn, feed_forward, feed_forward_ref
+
+DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
+
+
+def make_inputs(lead, h_in, hidden, h_out, gen, dtype=torch.float64):
+    """x [*lead, h_in] and nn.Linear-scaled weights, leaves requiring grad."""
+    def rand(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype).requires_grad_()
+
+    return (rand(*lead, h_in), rand(hidden, h_in, scale=h_in ** -0.5), rand(hidden, scale=0.1),
+            rand(h_out, hidden, scale=hidden ** -0.5), rand(h_out, scale=0.1))
+
+
+def value_and_grads(fn, inputs, dy):
+    y = fn(*inputs)
+    return y, torch.autograd.grad(y, inputs, dy.to(y.dtype))
+
+
+def test_reference_matches_explicit_formula(gen):
+    x, w1, b1, w2, b2 = make_inputs((3, 5), 7, 12, 4, gen)
+    hidden = torch.einsum("bsi,fi->bsf", x, w1) + b1
+    want = torch.einsum("bsf,of->bso", torch.where(hidden > 0, hidden, torch.zeros_like(hidden)), w2) + b2
+    assert rel_err(feed_forward_ref(x, w1, b1, w2, b2), want) <= 1e-14
+
+
+CASES = [((2, 25, 32), 16, 64, 16), ((7,), 5, 20, 3), ((3, 1, 48), 128, 512, 128)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES, ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES])
+def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, gen):
+    inputs = make_inputs(lead, h_in, hidden, h_out, gen, dtype)
+    dy = torch.randn(*lead, h_out, generator=gen, dtype=torch.float64)
+    y, grads = value_and_grads(lambda *a: feed_forward(*a, backend="triton"), inputs, dy)
+    y_ref, grads_ref = value_and_grads(feed_forward_ref, [t.detach().double().requires_grad_() for t in inputs], dy)
+    tol = RTOL[dtype] if dtype == torch.float64 else 1e-5
+    for name, a, b in zip(("y", "dx", "dw1", "db1", "dw2", "db2"), (y, *grads), (y_ref, *grads_ref)):
+        assert a.dtype == dtype and a.shape == b.shape, name
+        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+
+
+def test_fused_gradcheck(gen):
+    inputs = [t.reshape(-1, t.shape[-1]) if t.dim() > 2 else t for t in make_inputs((4,), 3, 6, 2, gen)]
+    assert torch.autograd.gradcheck(FeedForwardFn.apply, inputs)
+
+
+def test_fused_gradients_for_weights_only(gen):
+    """x without grad (the first layer's input): only the weight gradients come back, equal to the reference's."""
+    x, *weights = make_inputs((5, 3), 4, 8, 4, gen)
+    x = x.detach()
+    grads = torch.autograd.grad(feed_forward(x, *weights, backend="triton").square().sum(), weights)
+    grads_ref = torch.autograd.grad(feed_forward_ref(x, *weights).square().sum(), weights)
+    assert all(rel_err(a, b) <= 1e-12 for a, b in zip(grads, grads_ref))
+
+
+def test_fused_under_bf16_autocast_follows_nn_linear(gen):
+    """Under autocast the output is bf16 (as nn.Linear gives) and the gradients keep the fp32 weights' dtype."""
+    inputs = make_inputs((4, 16), 16, 64, 16, gen, torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = feed_forward(*inputs, backend="triton")
+        y_ref = feed_forward_ref(*inputs)
+    assert y.dtype == y_ref.dtype == torch.bfloat16
+    assert rel_err(y.float(), y_ref.float()) <= 2e-2
+    grads = torch.autograd.grad(y.float().sum(), inputs)
+    assert [g.dtype for g in grads] == [torch.float32] * 5
+
+
+def test_module_runs_the_op_with_sequential_parameter_names(gen):
+    from amg_fast.layers import FeedForward
+
+    layer = FeedForward(8, backend="triton")
+    assert list(layer.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]  # checkpoints stay loadable
+    x = torch.randn(2, 3, 8, generator=gen)
+    assert rel_err(layer(x), torch.nn.Sequential.forward(layer, x)) <= 1e-6
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda a: (a[0], a[1][:, :3], *a[2:]), r"w1 must have shape .*H_in = 4"),
+    (lambda a: (*a[:2], a[2][:5], *a[3:]), r"b1 must have shape"),
+    (lambda a: (*a[:3], a[3][:, :7], a[4]), r"w2 must have shape .*F = 8"),
+    (lambda a: (a[0].to(torch.int64), *a[1:]), r"x"),
+], ids=["w1", "b1", "w2", "x-int"])
+def test_bad_arguments_are_named(bad, match, gen):
+    inputs = [t.detach() for t in make_inputs((2,), 4, 8, 4, gen)]
+    with pytest.raises((ValueError, TypeError), match=match):
+        feed_forward(*bad(inputs))
