@@ -1,6 +1,9 @@
 """amg_fast.kernels: Triton kernels and their launchers (Triton only: no nn.Module, no autograd).
 
 Installed as the subpackage amg_fast.kernels (see pyproject.toml); there is no top-level
-`kernels` module. The fused spectral-convolution, S4D-scan and gate kernels arrive with the
-kernel issue; until then every op runs its PyTorch reference.
+`kernels` module. One module per op: spectral_conv (truncated DFT / mixing / inverse DFT and their
+adjoints), s4d_scan (the S4D convolution kernel with or without the folded ZOH discretisation, the
+Toeplitz and recurrent scans, the rollout step), gate_fusion (the adaptive memory gate, optionally
+with its frequency gate); _common holds the launch helpers. The autograd Functions and public ops
+that call them live in amg_fast.ops.
 """

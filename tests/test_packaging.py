@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import amg_fast
 
 
@@ -39,3 +41,19 @@ def test_wheel_holds_only_the_amg_fast_package(tmp_path):
     tops = {n.split("/")[0] for n in names}
     assert tops == {"amg_fast", f"amg_fast-{amg_fast.__version__}.dist-info"}, tops
     assert "amg_fast/kernels/__init__.py" in names and "amg_fast/ops/spectral_conv.py" in names
+
+
+def test_gitignore_hides_the_data_cache_but_not_package_or_test_sources():
+    """`data/` (the cache at the top) is ignored; amg_fast/data/ and tests/data/ are sources."""
+    import shutil
+
+    root = Path(__file__).parents[1]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("needs git and a git checkout")
+
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=root).returncode == 0
+
+    assert ignored("data/ks_nu0.1.h5")
+    assert not ignored("amg_fast/data/new_solver.py")
+    assert not ignored("tests/data/test_new_solver.py")

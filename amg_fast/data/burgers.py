@@ -42,7 +42,7 @@ import torch
 from amg_fast._checks import check_int_range, check_rank, check_real_float
 
 __all__ = [
-    "grid", "solve_burgers", "pdebench_initial_conditions", "generate_burgers",
+    "grid", "solve_burgers", "pdebench_initial_conditions", "pdebench_window", "generate_burgers",
     "PDEBENCH_NU_FILE", "BURGERS_N", "BURGERS_L", "PDEBENCH_DT_SAVE", "PDEBENCH_T_FINAL",
     "PAPER_STRIDE", "pdebench_times",
 ]
@@ -323,6 +323,13 @@ def _integrate(u0: torch.Tensor, t_out: torch.Tensor, out: torch.Tensor, *, slot
 # ----------------------------------------------------------------------------- initial conditions
 
 
+def pdebench_window(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(windowed [n] bool, xL [n], xR [n]) of PDEBench's init_multi window: one uniform U per
+    trajectory drives all three, as PDEBench's single key does (see pdebench_initial_conditions)."""
+    u = rng.random(n)
+    return u < 0.1, 0.1 + 0.35 * u, 0.55 + 0.35 * u
+
+
 def pdebench_initial_conditions(n: int, *, N: int = BURGERS_N, L: float = BURGERS_L, seed,
                                 k_tot: int = 4, num_choose_k: int = 2) -> np.ndarray:
     """Random initial conditions after PDEBench's `init_multi` (data_gen_NLE/utils.py) as its
@@ -334,11 +341,15 @@ def pdebench_initial_conditions(n: int, *, N: int = BURGERS_N, L: float = BURGER
     u(xc[-1])); reproduced. amp ~ U[0, 1], phs ~ U[0, 2 pi] [k_tot]; u = sum_k amp sin(kk x + phs)
     (unselected k have kk = 0 and add the constant amp sin(phs); reproduced). With probability 0.1
     u -> |u|; then u -> +-u (probability 1/2 each); with probability 0.1 u is multiplied by the
-    window 0.5 (tanh((x - xL) / 0.01) - tanh((x - xR) / 0.01)), xL ~ U[0.1, 0.45], xR ~ U[0.55, 0.9]
-    (absolute coordinates, as in PDEBench, whatever L).
+    window 0.5 (tanh((x - xL) / 0.01) - tanh((x - xR) / 0.01)) (absolute coordinates, as in PDEBench,
+    whatever L). PDEBench draws the window's condition and both edges from one JAX key with the same
+    shape, so one uniform U per trajectory sets all three (reproduced, pdebench_window): windowed iff
+    U < 0.1 (its choice(p=[0.9, 0.1]) takes 1 - U > 0.9), xL = 0.1 + 0.35 U, xR = 0.55 + 0.35 U. Every
+    window is thus 0.45 wide and starts in [0.1, 0.135), not xL ~ U[0.1, 0.45], xR ~ U[0.55, 0.9]
+    independently as the code reads at first sight.
     Randomness: numpy.random.default_rng(seed), drawn in the order above; JAX's random stream (and
-    PDEBench's reuse of one key for several draws) cannot be reproduced, so the same seed does not
-    give PDEBench's ICs, only ICs from the same distribution.
+    PDEBench's other key reuses, whose draws differ in shape) cannot be reproduced, so the same seed
+    does not give PDEBench's ICs, only ICs from the same distribution.
     """
     check_int_range("n", n, 1)
     check_int_range("N", N, 2)
@@ -362,9 +373,7 @@ def pdebench_initial_conditions(n: int, *, N: int = BURGERS_N, L: float = BURGER
     u[take_abs] = np.abs(u[take_abs])
     u *= rng.choice(np.array([1.0, -1.0]), size=(n, 1))
 
-    windowed = rng.random(n) < 0.1
-    xL = rng.uniform(0.1, 0.45, size=n)
-    xR = rng.uniform(0.55, 0.9, size=n)
+    windowed, xL, xR = pdebench_window(rng, n)
     trns = 0.01
     win = 0.5 * (np.tanh((xc[None, :] - xL[:, None]) / trns) - np.tanh((xc[None, :] - xR[:, None]) / trns))
     u[windowed] *= win[windowed]

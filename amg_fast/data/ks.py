@@ -13,11 +13,13 @@ Two methods:
   half of unit circles around each h Lk (complex128). The nonlinear term is dealiased with the
   2/3 rule (zeroed for n >= N/3). All trajectories of a batch advance together in torch float64
   on u0's device with a fixed step: each output interval takes ceil(interval / dt) equal steps.
-- "radau": the paper's pipeline, one trajectory at a time: method of lines with pseudospectral
-  (numpy FFT) derivatives, u_t = -u_xx - nu u_xxxx - u u_x (no dealiasing), integrated by
-  scipy.integrate.solve_ivp(method="Radau", atol=rtol=1e-9, t_eval=t). We pass the analytic
-  dense N x N Jacobian (circulant linear part - diag(u_x) - diag(u) D1, D1 the spectral
-  derivative matrix), which makes it tractable at N = 512.
+- "radau": after the paper's pipeline (LPSDA's generator), one trajectory at a time: method of
+  lines with pseudospectral (numpy FFT) derivatives, u_t = -u_xx - nu u_xxxx - u u_x (no
+  dealiasing), integrated by scipy.integrate.solve_ivp(method="Radau", atol=rtol=1e-9, t_eval=t).
+  One difference: LPSDA's psdiff (scipy.fftpack.diff) zeroes the Nyquist mode of every derivative;
+  here only u_x drops it, u_xx and u_xxxx keep it (k^2, k^4 at n = N/2). We pass the analytic dense
+  N x N Jacobian (circulant linear part - diag(u_x) - diag(u) D1, D1 the spectral derivative
+  matrix), which makes it tractable at N = 512.
 
 Accuracy (L = 64, N = 512, the 26 frames t = 0, 0.1, ..., 2.5, ICs from random_initial_conditions;
 error = max over ICs and frames of ||u - u_ref||_2 / ||u_ref||_2 over x). DEFAULT_DT = 0.00125
@@ -186,7 +188,8 @@ def _solve_etdrk4(u0: torch.Tensor, L: float, nu: float, t: np.ndarray, dt: floa
 
 
 def _solve_radau(u0: torch.Tensor, L: float, nu: float, t: np.ndarray) -> torch.Tensor:
-    """The paper's pipeline (scipy Radau, one trajectory at a time): float64 [B, N] -> [B, T, N]."""
+    """Method of lines + scipy Radau after the paper's pipeline (module docstring: the Nyquist mode
+    differs from LPSDA's psdiff), one trajectory at a time: float64 [B, N] -> [B, T, N]."""
     N = u0.shape[1]
     k = _wavenumbers(N, L).numpy()
     lin = k**2 - nu * k**4

@@ -10,6 +10,7 @@ import torch
 from amg_fast.data import burgers as bg
 from amg_fast.data.burgers import (
     PAPER_STRIDE, PDEBENCH_NU_FILE, generate_burgers, grid, pdebench_initial_conditions, pdebench_times,
+    pdebench_window,
     solve_burgers,
 )
 
@@ -329,3 +330,32 @@ def test_cuda_input_stays_on_cuda_and_matches_cpu():
     assert gpu.device.type == "cuda" and gpu.dtype == torch.float64
     cpu = solve_burgers(torch.from_numpy(u0).float(), L=1.0, nu=0.002, t=t)
     assert (gpu.cpu() - cpu).norm() <= 1e-10 * cpu.norm()
+
+
+def test_window_edges_share_one_draw_as_pdebench():
+    """PDEBench's init_multi draws the window condition, xL and xR from one key: every window is
+    0.45 wide and starts in [0.1, 0.135); about 10% of trajectories are windowed."""
+    windowed, xL, xR = pdebench_window(np.random.default_rng(0), 20000)
+    assert np.allclose(xR - xL, 0.45)
+    assert 0.09 < windowed.mean() < 0.11
+    assert xL[windowed].min() >= 0.1 and xL[windowed].max() < 0.135
+    assert xL[~windowed].min() >= 0.135  # not windowed: U >= 0.1
+
+
+def test_windowed_initial_conditions_vanish_outside_a_045_window():
+    """In the ICs themselves: where a trajectory is windowed, |u| is below 1e-3 of its peak outside
+    [xL - 0.035, xR + 0.035], and the region where it is not spans about 0.45 + 2 * 0.035 (the tanh
+    edges of width 0.01 reach 1e-3 at 0.01 atanh(0.998) = 0.035): ~0.51, with little spread (independent
+    edge draws would give 0.2-0.8)."""
+    N = 1024
+    u = pdebench_initial_conditions(400, N=N, seed=5)
+    x = grid(N, 1.0)
+    vanishing = np.abs(u[:, x < 0.07]).max(1) < 1e-3 * np.abs(u).max(1)
+    widths = []
+    for row in u[vanishing]:
+        alive = x[np.abs(row) > 1e-3 * np.abs(row).max()]
+        assert alive.min() >= 0.07 and alive.max() <= 0.615
+        widths.append(alive.max() - alive.min())
+    assert 15 <= len(widths) <= 70  # ~10% of 400
+    assert np.median(widths) == pytest.approx(0.45 + 2 * 0.035, abs=0.02)
+    assert np.quantile(widths, 0.1) > 0.4 and max(widths) < 0.56
