@@ -9,6 +9,8 @@ from typing import Sequence
 
 import torch
 
+from amg_fast.kernels._common import acc_dtype  # the accumulation dtype, one definition for ops and kernels
+
 REAL_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -61,12 +63,3 @@ def check_int_range(name: str, value, low: int, high: int | None = None) -> int:
         allowed = f">= {low}" if high is None else f"in {low}..{high}"
         raise ValueError(f"{name} must be {allowed}, got {value}")
     return value
-
-
-def compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
-    """The dtype a reference computes in: the promoted dtype, at least float32 (FFTs and
-    complex arithmetic have no half-precision CPU path)."""
-    dtype = tensors[0].dtype
-    for t in tensors[1:]:
-        dtype = torch.promote_types(dtype, t.dtype)
-    return torch.promote_types(dtype, torch.float32)

@@ -29,9 +29,10 @@ def graph_ms(fn) -> float | None:
 
 def stages(S: int, rows: int = 800, width: int = 128) -> dict[str, float]:
     from amg_fast.kernels import spectral_conv as k
+    from amg_fast.kernels.limits import spectral_transform
 
     K = S // 2
-    fft = k.use_fft(S, "auto")
+    fft = spectral_transform("auto", S) == "fft"
     x = torch.randn(rows, S, width, device="cuda")
     w = torch.randn(K, width, width, 2, device="cuda") / width
     A, G, a = k.spectral_bases(S, K, torch.float32, x.device)

@@ -1,4 +1,5 @@
-"""Launch helpers shared by the kernels: output allocation (NaN-poisoned in tests), dot precision."""
+"""Launch helpers shared by the kernels: output allocation (NaN-poisoned in tests), the accumulation
+dtype, dot precision."""
 from __future__ import annotations
 
 import contextlib
@@ -30,18 +31,26 @@ def poisoned_outputs():
         _POISON_OUTPUTS = previous
 
 
-def dot_precision(dtype: torch.dtype) -> str:
+def acc_dtype(*tensors: torch.Tensor | torch.dtype) -> torch.dtype:
+    """The accumulation (compute) dtype of an op over these tensors (or dtypes): fp64 when any is
+    fp64, else fp32 (bf16 / fp16 inputs accumulate in fp32). The references compute in it, the
+    kernels accumulate in it."""
+    return torch.float64 if any(getattr(t, "dtype", t) == torch.float64 for t in tensors) else torch.float32
+
+
+def dot_precision(dtype: torch.dtype, *, reduced: bool = True) -> str:
     """tl.dot input_precision for inputs of this dtype.
 
     fp64: "ieee". fp32: "tf32x3" (three TF32 products, fp32-accurate) unless the user allowed TF32
-    matmuls (torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision("high")), then
-    "tf32" -- plain TF32 truncates inputs on Hopper, a biased ~5e-4 error per operand that adds up
-    to ~3e-3 over the spectral conv's three chained GEMMs (measured on an H200). bf16/fp16 run
-    natively with fp32 accumulation (the argument is ignored for them).
+    matmuls (torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision("high")) and
+    reduced is True, then "tf32" -- plain TF32 truncates inputs on Hopper, a biased ~5e-4 error per
+    operand that adds up to ~3e-3 over the spectral conv's three chained GEMMs (measured on an
+    H200). reduced=False keeps fp32 at "tf32x3" whatever the TF32 setting (the spectral conv's
+    default). bf16/fp16 run natively with fp32 accumulation (the argument is ignored for them).
     """
     if dtype == torch.float64:
         return "ieee"
-    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
+    if dtype == torch.float32 and not (reduced and torch.backends.cuda.matmul.allow_tf32):
         return "tf32x3"
     return "tf32"  # fp32 with TF32 allowed; ignored by bf16/fp16 dots (the value the GPU run used)
 

@@ -1,4 +1,4 @@
-"""Triton kernels for the adaptive memory gate fusion (op: amg_fast.ops.gate_fusion).
+"""Triton kernels for the adaptive memory gate fusion (op: amg_fast.ops.gate).
 
     logits = z @ w_z.T + h @ w_h.T + b          h, z [M, H] (rows = all leading dims), w_z, w_h [H, H]
     s      = sigmoid(logits)
@@ -7,7 +7,7 @@
 
 Tiling: one program owns BLOCK_M rows and *all* H output columns (H padded to a power of two
 BLOCK_H and masked), so the gate is applied and out, g written once, with no logits in HBM.
-The reduction over H runs in BLOCK_K chunks. H is limited to MAX_H = 256: the [BLOCK_M, BLOCK_H]
+The reduction over H runs in BLOCK_K chunks. H is limited to GATE_MAX_H = 256 (kernels/limits.py): the [BLOCK_M, BLOCK_H]
 accumulators must fit in registers (the backward keeps two). Wider gates use backend="reference".
 
 Backward (no stored logits, no atomics), per row tile:
@@ -32,11 +32,10 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
+from amg_fast.kernels.limits import GATE_MAX_H
 
-__all__ = ["MAX_H", "gate_fusion_fwd", "gate_fusion_bwd", "check_width"]
-
-MAX_H = 256
+__all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "check_width"]
 
 
 # ----------------------------------------------------------------------------- device helpers
@@ -203,9 +202,9 @@ def _gate_fusion_bwd_kernel(
 
 
 def check_width(H: int) -> None:
-    """Raise a ValueError when H exceeds what one program's register tiles hold (MAX_H)."""
-    if H > MAX_H:
-        raise ValueError(f"gate_fusion Triton kernels support H <= {MAX_H} (all H output columns of a row tile "
+    """Raise a ValueError when H exceeds what one program's register tiles hold (GATE_MAX_H)."""
+    if H > GATE_MAX_H:
+        raise ValueError(f"gate_fusion Triton kernels support H <= {GATE_MAX_H} (all H output columns of a row tile "
                          f"live in one program), got H={H}; use backend='reference' for wider gates")
 
 
@@ -248,10 +247,6 @@ def _prepare(h, z, w_z, w_h, b, chi):
     return (h2, z2, w_z.contiguous(), w_h.contiguous(), b.contiguous(), chi.reshape(-1).contiguous()), scalars
 
 
-def _acc_torch_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def _freq_args(chi, freq):
     """(w1, b_omega, FREQ) kernel arguments: freq = (w1, b_omega) 0-dim, or None (chi given;
     chi then stands in for the unused pointers)."""
@@ -262,7 +257,7 @@ def _freq_args(chi, freq):
 
 def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward gate. h, z [..., H] (z is cast to h's dtype); w_z, w_h [H, H]; b [H]; chi 0-dim or [B]
-    (B = h.shape[0]). Returns (out, g), both [..., H] in h's dtype. H <= MAX_H.
+    (B = h.shape[0]). Returns (out, g), both [..., H] in h's dtype. H <= GATE_MAX_H.
     freq = (w1, b_omega) (0-dim): chi holds log(omega + eps) and the kernel applies the frequency
     gate chi = sigmoid(w1 chi + b_omega) itself."""
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi)
@@ -294,16 +289,16 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None):
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi)
     w1, b_omega, is_freq = _freq_args(chi, freq)
     M, H = sc["M"], sc["H"]
-    acc_dtype = _acc_torch_dtype(h.dtype)
+    acc = acc_dtype(h)
     dout2 = dout.to(h.dtype).reshape(M, H).contiguous()
     dg2 = None if dg is None else dg.to(h.dtype).reshape(M, H).contiguous()
     dz = new_output((M, H), dtype=h.dtype, device=h.device)
     dh = new_output((M, H), dtype=h.dtype, device=h.device)
-    dlogits = new_output((M, H), dtype=acc_dtype, device=h.device)
-    dchi_rows = new_output((2, M) if is_freq else (M,), dtype=acc_dtype, device=h.device)
+    dlogits = new_output((M, H), dtype=acc, device=h.device)
+    dchi_rows = new_output((2, M) if is_freq else (M,), dtype=acc, device=h.device)
     config = _bwd_config(H, h.dtype)
     grid = (cdiv(M, config["BLOCK_M"]),)
-    db_tiles = new_output((grid[0], H), dtype=acc_dtype, device=h.device)
+    db_tiles = new_output((grid[0], H), dtype=acc, device=h.device)
     if M > 0:
         torch.library.wrap_triton(_gate_fusion_bwd_kernel)[grid](
             *inputs, w1, b_omega, dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, db_tiles, dchi_rows,

@@ -1,6 +1,6 @@
 """Triton kernels for the diagonal S4D scan (forward + backward) and its one-step rollout form.
 
-Math (see amg_fast.ops.s4d_scan for the reference): u real [B, T, S, H], complex lam, c [H, N]
+Math (see amg_fast.ops.s4d for the reference): u real [B, T, S, H], complex lam, c [H, N]
 stored as real [H, N, 2], d [H]; per (b, s, h, n): x_t = lam x_{t-1} + u_t (x_{-1} = 0),
 y_t = 2 Re(sum_n c_n x_t,n) + d u_t. Equivalently y = Kk * u (causal, per h) + d u with
 Kk[h, l] = 2 Re(sum_n c lam^l).
@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import cdiv, new_output, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, new_output, next_pow2
 
 __all__ = [
     "s4d_conv_kernel_fwd", "s4d_conv_kernel_bwd", "s4d_zoh_conv_kernel_fwd", "s4d_zoh_conv_kernel_bwd",
@@ -392,11 +392,6 @@ def _s4d_step_fwd_kernel(u_ptr, state_ptr, lam_ptr, c_ptr, d_ptr, y_ptr, new_sta
 # ----------------------------------------------------------------------------- launchers
 
 
-def _acc_dtype(*tensors: torch.Tensor) -> torch.dtype:
-    """fp64 when any input is fp64, else fp32 (the reference's compute dtype)."""
-    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
-
-
 def _policy(device: torch.device) -> dict:
     return LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
 
@@ -434,7 +429,7 @@ def s4d_conv_kernel_fwd(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Ten
     accumulation dtype (fp64 if either is fp64, else fp32)."""
     lam, c = lam.contiguous(), c.contiguous()
     H, N = lam.shape[0], lam.shape[1]
-    acc = _acc_dtype(lam, c)
+    acc = acc_dtype(lam, c)
     N_PAD = next_pow2(N, 2)
     BLOCK_H = _block_c(H, 4 * N_PAD, lam.device)
     kk = new_output((H, T), dtype=acc, device=lam.device)
@@ -447,7 +442,7 @@ def s4d_conv_kernel_bwd(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor) -
     """(dlam, dc) [H, N, 2] in lam's / c's dtype from dK [H, T]."""
     dkk, lam, c = dkk.contiguous(), lam.contiguous(), c.contiguous()
     H, N, T = lam.shape[0], lam.shape[1], dkk.shape[1]
-    acc = _acc_dtype(lam, c, dkk)
+    acc = acc_dtype(lam, c, dkk)
     N_PAD = next_pow2(N, 2)
     BLOCK_H = _block_c(H, 8 * N_PAD, lam.device)
     dlam = new_output(lam.shape, dtype=acc, device=lam.device)
@@ -461,7 +456,7 @@ def _zoh_params(log_dt, log_A_real, A_imag, C):
     """Contiguous continuous parameters and (H, N, acc dtype, N_PAD) of the ZOH kernels."""
     params = tuple(t.contiguous() for t in (log_dt, log_A_real, A_imag, C))
     H, N = params[1].shape
-    return params, H, N, _acc_dtype(*params), next_pow2(N, 2)
+    return params, H, N, acc_dtype(*params), next_pow2(N, 2)
 
 
 def s4d_zoh_conv_kernel_fwd(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_imag: torch.Tensor,
@@ -500,7 +495,7 @@ def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torc
     BLOCK_T, BLOCK_C = _toeplitz_blocks(T, C, u.device)
     grid = (cdiv(C, BLOCK_C), B, cdiv(T, BLOCK_T))  # column blocks first: the longest axis
     torch.library.wrap_triton(_s4d_toeplitz_fwd_kernel)[grid](
-        u, kk, d, y, T, C, H, FP64=_acc_dtype(u, kk, d) == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
+        u, kk, d, y, T, C, H, FP64=acc_dtype(u, kk, d) == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
     return y
 
 
@@ -513,7 +508,7 @@ def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor,
     this form is meant for short T."""
     u, B, T, C, H = _flat(u)
     dy, kk, d = dy.contiguous(), kk.contiguous(), d.contiguous()
-    acc = _acc_dtype(u, dy, kk, d)
+    acc = acc_dtype(u, dy, kk, d)
     BLOCK_T, BLOCK_C = _toeplitz_blocks(T, C, u.device)
     n_c, n_t = cdiv(C, BLOCK_C), cdiv(T, BLOCK_T)
     G, b_per = _batch_groups(B, n_c * n_t, u.device)
@@ -537,7 +532,7 @@ def s4d_scan_fwd(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.T
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
     torch.library.wrap_triton(_s4d_scan_fwd_kernel)[(cdiv(C, BLOCK_C), B)](
         u, lam, c, d, y, T, C, H, N,
-        FP64=_acc_dtype(u, lam, c, d) == torch.float64, BLOCK_C=BLOCK_C, N_PAD=N_PAD)
+        FP64=acc_dtype(u, lam, c, d) == torch.float64, BLOCK_C=BLOCK_C, N_PAD=N_PAD)
     return y
 
 
@@ -547,7 +542,7 @@ def s4d_scan_bwd(dy: torch.Tensor, u: torch.Tensor, lam: torch.Tensor, c: torch.
     -> (du in u's dtype, dlam, dc [H, N, 2], dd [H] in the parameters' dtypes)."""
     u, B, T, C, H = _flat(u)
     dy, lam, c, d = dy.contiguous(), lam.contiguous(), c.contiguous(), d.contiguous()
-    acc = _acc_dtype(u, dy, lam, c, d)
+    acc = acc_dtype(u, dy, lam, c, d)
     N = lam.shape[1]
     N_PAD = next_pow2(N, 2)
     BLOCK_C = _block_c(C, 8 * N_PAD, u.device)  # x, q, G, dlam, dc, lam, c: 8+ real tiles
@@ -578,5 +573,5 @@ def s4d_step_fwd(u_t: torch.Tensor, state: torch.Tensor, lam: torch.Tensor, c: t
     new_state = new_output(state.shape, dtype=state.dtype, device=state.device)
     torch.library.wrap_triton(_s4d_step_fwd_kernel)[(cdiv(E, BLOCK_E),)](
         u_t, state, lam, c, d, y, new_state, E, H, N,
-        FP64=_acc_dtype(u_t, state, lam, c, d) == torch.float64, BLOCK_E=BLOCK_E, N_PAD=N_PAD)
+        FP64=acc_dtype(u_t, state, lam, c, d) == torch.float64, BLOCK_E=BLOCK_E, N_PAD=N_PAD)
     return y, new_state

@@ -13,11 +13,13 @@ plus one kernel for dW[k] = X[k]^H dY[k]. Why not one kernel per row tile: at K 
 spectrum of a tile is as large as the tile, and the mixing must reuse W across many rows (the
 tl.dot M dimension) while the transforms contract over S within a row; a row tile's working set
 (rows x S x H) does not fit on chip at the paper's sizes, so the intermediates go through L2/HBM
-between three launches. Above TRANSFORM_FFT_MIN_S the analysis/synthesis go through torch.fft
-(O(S log S)) and only the mixing runs in Triton.
+between three launches. With transform "fft" (from S = TRANSFORM_FFT_MIN_S on under "auto", see
+kernels/limits.py) the analysis/synthesis go through torch.fft (O(S log S)) and only the mixing runs
+in Triton.
 """
 from __future__ import annotations
 
+import collections
 import math
 import os
 
@@ -26,13 +28,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2
-
-# From this S on the transforms go through torch.fft. Measured on an H200 (scripts/kernel_sweep.py,
-# 800 rows, H = 128, K = S/2, fwd+bwd ms, dft / fft): S=128 1.72 / 1.80, S=256 2.99 / 3.53,
-# S=512 8.50 / 7.01, S=1024 27.5 / 13.6: the basis GEMM costs O(S^2) per channel.
-TRANSFORM_FFT_MIN_S = 512
-TRANSFORMS = ("auto", "dft", "fft")
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
 
 # Reduced-precision MMAs: on an H200 (2026-11-26, bench/results/20261126-h200/) these kernels with plain
 # TF32 dots (TF32 allowed) were 3-9% off an fp32 reference at S = 128 and at S = 1024 (where only the
@@ -66,7 +62,7 @@ def _spectral_conv1d_transform_kernel(
     stride_bm, stride_bj,
     stride_ij, stride_ir, stride_in,
     stride_om, stride_or, stride_on,
-    BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """out[m, r, n] = sum_j basis[m, j] * inp[j, r, n] for one row r per program (grid axis 0)."""
     r = tl.program_id(0)
@@ -77,14 +73,14 @@ def _spectral_conv1d_transform_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_j = tl.arange(0, BLOCK_J)
     r64 = r.to(tl.int64)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if PRECISION == "ieee" else tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if DOT_PRECISION == "ieee" else tl.float32)
     for j0 in range(0, J, BLOCK_J):
         jj = j0 + offs_j
         a = tl.load(basis_ptr + offs_m[:, None] * stride_bm + jj[None, :] * stride_bj,
                     mask=(offs_m[:, None] < M) & (jj[None, :] < J), other=0.0)
         b = tl.load(inp_ptr + r64 * stride_ir + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
                     mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
-        acc += tl.dot(a, b.to(a.dtype), input_precision=PRECISION)
+        acc += tl.dot(a, b.to(a.dtype), input_precision=DOT_PRECISION)
     tl.store(out_ptr + r64 * stride_or + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
              acc.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -97,7 +93,7 @@ def _spectral_conv1d_mix_kernel(
     stride_wk, stride_wi, stride_wo,
     stride_oc, stride_ok, stride_or,
     CONJ: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """out[k, r, o] = sum_i inp[k, r, i] * w[k, i, o] in complex arithmetic on split parts.
 
@@ -108,9 +104,9 @@ def _spectral_conv1d_mix_kernel(
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_o = pid_o * BLOCK_O + tl.arange(0, BLOCK_O)
     offs_i = tl.arange(0, BLOCK_I)
-    acc_dtype = tl.float64 if PRECISION == "ieee" else tl.float32  # "ieee" only for fp64 inputs
-    acc_re = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_dtype)
-    acc_im = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_dtype)
+    acc_ty = tl.float64 if DOT_PRECISION == "ieee" else tl.float32  # "ieee" only for fp64 inputs
+    acc_re = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_ty)
+    acc_im = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_ty)
     in_base = inp_ptr + k * stride_ik + offs_r[:, None].to(tl.int64) * stride_ir
     w_base = w_ptr + k * stride_wk + offs_o[None, :] * stride_wo
     for i0 in range(0, C_IN, BLOCK_I):
@@ -124,8 +120,8 @@ def _spectral_conv1d_mix_kernel(
         w_im = tl.load(w_ptrs + 1, mask=w_mask, other=0.0).to(x_re.dtype)
         if CONJ:
             w_im = -w_im
-        acc_re += tl.dot(x_re, w_re, input_precision=PRECISION) - tl.dot(x_im, w_im, input_precision=PRECISION)
-        acc_im += tl.dot(x_re, w_im, input_precision=PRECISION) + tl.dot(x_im, w_re, input_precision=PRECISION)
+        acc_re += tl.dot(x_re, w_re, input_precision=DOT_PRECISION) - tl.dot(x_im, w_im, input_precision=DOT_PRECISION)
+        acc_im += tl.dot(x_re, w_im, input_precision=DOT_PRECISION) + tl.dot(x_im, w_re, input_precision=DOT_PRECISION)
     out_ptrs = out_ptr + k * stride_ok + offs_r[:, None].to(tl.int64) * stride_or + offs_o[None, :]
     out_mask = (offs_r[:, None] < R) & (offs_o[None, :] < C_OUT)
     tl.store(out_ptrs, acc_re.to(out_ptr.dtype.element_ty), mask=out_mask)
@@ -139,7 +135,7 @@ def _spectral_conv1d_dweight_kernel(
     stride_xc, stride_xk, stride_xr,
     stride_yc, stride_yk, stride_yr,
     stride_wk, stride_wi, stride_wo,
-    BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """dw[k, i, o] = sum_r conj(x[k, r, i]) * dy[k, r, o], written as interleaved (re, im).
 
@@ -149,9 +145,9 @@ def _spectral_conv1d_dweight_kernel(
     offs_i = pid_i * BLOCK_I + tl.arange(0, BLOCK_I)
     offs_o = pid_o * BLOCK_O + tl.arange(0, BLOCK_O)
     offs_r = tl.arange(0, BLOCK_R)
-    acc_dtype = tl.float64 if PRECISION == "ieee" else tl.float32  # "ieee" only for fp64 inputs
-    acc_re = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_dtype)
-    acc_im = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_dtype)
+    acc_ty = tl.float64 if DOT_PRECISION == "ieee" else tl.float32  # "ieee" only for fp64 inputs
+    acc_re = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_ty)
+    acc_im = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_ty)
     for r0 in range(0, R, BLOCK_R):
         rr = (r0 + offs_r).to(tl.int64)
         xt_mask = (offs_i[:, None] < C_IN) & (rr[None, :] < R)
@@ -162,8 +158,8 @@ def _spectral_conv1d_dweight_kernel(
         dy_ptrs = dy_ptr + k * stride_yk + rr[:, None] * stride_yr + offs_o[None, :]
         dy_re = tl.load(dy_ptrs, mask=dy_mask, other=0.0).to(xt_re.dtype)
         dy_im = tl.load(dy_ptrs + stride_yc, mask=dy_mask, other=0.0).to(xt_re.dtype)
-        acc_re += tl.dot(xt_re, dy_re, input_precision=PRECISION) + tl.dot(xt_im, dy_im, input_precision=PRECISION)
-        acc_im += tl.dot(xt_re, dy_im, input_precision=PRECISION) - tl.dot(xt_im, dy_re, input_precision=PRECISION)
+        acc_re += tl.dot(xt_re, dy_re, input_precision=DOT_PRECISION) + tl.dot(xt_im, dy_im, input_precision=DOT_PRECISION)
+        acc_im += tl.dot(xt_re, dy_im, input_precision=DOT_PRECISION) - tl.dot(xt_im, dy_re, input_precision=DOT_PRECISION)
     w_ptrs = dw_ptr + k * stride_wk + offs_i[:, None] * stride_wi + offs_o[None, :] * stride_wo
     w_mask = (offs_i[:, None] < C_IN) & (offs_o[None, :] < C_OUT)
     tl.store(w_ptrs, acc_re.to(dw_ptr.dtype.element_ty), mask=w_mask)
@@ -175,23 +171,22 @@ def _spectral_conv1d_dweight_kernel(
 # ---------------------------------------------------------------------------------------------
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Dtype of bases and intermediates: fp64 for fp64, else fp32 (the input's for bf16/fp16 only
-    with REDUCED_PRECISION_DOTS)."""
-    if dtype == torch.float64 or (REDUCED_PRECISION_DOTS and dtype in (torch.bfloat16, torch.float16)):
+    """Dtype of bases and intermediates: the accumulation dtype (_common.acc_dtype: fp64 for fp64,
+    else fp32), or the input's own for bf16/fp16 with REDUCED_PRECISION_DOTS."""
+    if REDUCED_PRECISION_DOTS and dtype in (torch.bfloat16, torch.float16):
         return dtype
-    return torch.float32
+    return acc_dtype(dtype)
 
 
-def spectral_dot_precision(dtype: torch.dtype) -> str:
-    """tl.dot input_precision of these kernels for operands of dtype (see REDUCED_PRECISION_DOTS):
-    _common.dot_precision, except that fp32 stays "tf32x3" when TF32 is allowed."""
-    precision = dot_precision(dtype)
-    if dtype == torch.float32 and precision == "tf32" and not REDUCED_PRECISION_DOTS:
-        return "tf32x3"
-    return precision
+def _dots(dtype: torch.dtype) -> str:
+    """tl.dot input_precision of these kernels: _common.dot_precision, reduced (plain TF32) only with
+    REDUCED_PRECISION_DOTS."""
+    return dot_precision(dtype, reduced=REDUCED_PRECISION_DOTS)
 
 
-_BASES_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+# Bases per (S, K, dtype, device), least recently used dropped beyond this many (each is 3 S K values).
+BASES_CACHE_SIZE = 32
+_BASES_CACHE: collections.OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = collections.OrderedDict()
 
 
 def _tracing() -> bool:
@@ -210,6 +205,7 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
     """
     key = (S, K, dtype, device)
     if key in _BASES_CACHE and not _tracing():
+        _BASES_CACHE.move_to_end(key)
         return _BASES_CACHE[key]
     k = torch.arange(K, dtype=torch.int64, device=device)
     s = torch.arange(S, dtype=torch.int64, device=device)
@@ -220,14 +216,9 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
     bases = (A.to(dtype), G.to(dtype), a.to(dtype))
     if not _tracing():
         _BASES_CACHE[key] = bases
+        while len(_BASES_CACHE) > BASES_CACHE_SIZE:
+            _BASES_CACHE.popitem(last=False)
     return bases
-
-
-def use_fft(S: int, transform: str) -> bool:
-    """Whether the transforms of an S-sample conv go through torch.fft ("fft", or "auto" at large S)."""
-    if transform not in TRANSFORMS:
-        raise ValueError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
-    return transform == "fft" or (transform == "auto" and S >= TRANSFORM_FFT_MIN_S)
 
 
 def _launch_transform(basis: torch.Tensor, inp: torch.Tensor, out: torch.Tensor, inp_strides, out_strides) -> None:
@@ -238,7 +229,7 @@ def _launch_transform(basis: torch.Tensor, inp: torch.Tensor, out: torch.Tensor,
     grid = (R, cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]))
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
         basis, inp, out, M, J, N, basis.stride(0), basis.stride(1), *inp_strides, *out_strides,
-        PRECISION=spectral_dot_precision(basis.dtype), **cfg,
+        DOT_PRECISION=_dots(basis.dtype), **cfg,
     )
 
 
@@ -296,7 +287,7 @@ def _mix(spec: torch.Tensor, weight: torch.Tensor, adjoint: bool) -> torch.Tenso
         spec.stride(0), spec.stride(1), spec.stride(2),
         weight.stride(0), s_wi, s_wo,
         out.stride(0), out.stride(1), out.stride(2),
-        CONJ=adjoint, PRECISION=spectral_dot_precision(spec.dtype), **cfg,
+        CONJ=adjoint, DOT_PRECISION=_dots(spec.dtype), **cfg,
     )
     return out
 
@@ -313,7 +304,7 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, weight: torch.Tensor) 
         spec_x.stride(0), spec_x.stride(1), spec_x.stride(2),
         spec_dy.stride(0), spec_dy.stride(1), spec_dy.stride(2),
         dw.stride(0), dw.stride(1), dw.stride(2),
-        PRECISION=spectral_dot_precision(spec_x.dtype), **cfg,
+        DOT_PRECISION=_dots(spec_x.dtype), **cfg,
     )
     return dw
 

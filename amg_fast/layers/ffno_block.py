@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from amg_fast.layers.spectral_conv import SpectralConv1d
-from amg_fast.ops.feed_forward import feed_forward
+from amg_fast.ops.ffn import feed_forward
 
 
 class FeedForward(nn.Sequential):

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from amg_fast.ops import gate_fusion
-from amg_fast.ops.gate_fusion import frequency_gate, gate_fusion_freq
+from amg_fast.ops.gate import frequency_gate, gate_fusion_freq
 
 FUSIONS = ("residual", "convex", "additive")
 logger = logging.getLogger("amg_fast.layers")

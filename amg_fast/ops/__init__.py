@@ -1,7 +1,7 @@
 """Public ops. Each takes backend="auto" | "triton" | "reference" (see amg_fast.ops._backend)."""
-from amg_fast.ops.feed_forward import feed_forward, feed_forward_ref
-from amg_fast.ops.gate_fusion import gate_fusion, gate_fusion_freq, gate_fusion_ref
-from amg_fast.ops.s4d_scan import s4d_scan, s4d_scan_ref, s4d_step, s4d_step_ref, s4d_zoh_scan
+from amg_fast.ops.ffn import feed_forward, feed_forward_ref
+from amg_fast.ops.gate import gate_fusion, gate_fusion_freq, gate_fusion_ref
+from amg_fast.ops.s4d import s4d_scan, s4d_scan_ref, s4d_step, s4d_step_ref, s4d_zoh_scan
 from amg_fast.ops.spectral_conv import spectral_conv1d, spectral_conv1d_ref
 
 __all__ = [

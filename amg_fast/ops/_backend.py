@@ -10,8 +10,11 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+from typing import Any, Callable
 
 import torch
+
+from amg_fast._nvtx import nvtx_range
 
 BACKENDS = ("auto", "triton", "reference")
 logger = logging.getLogger("amg_fast.ops")
@@ -67,6 +70,38 @@ def resolve_backend(op: str, backend: str, device: torch.device) -> str:
         return "reference"
     _log_once(op, "triton", "tensors on CUDA")
     return "triton"
+
+
+def load_triton_ops() -> None:
+    """Register the Triton kernels as torch.ops.amg_fast.* (amg_fast.ops._triton_ops, which imports
+    triton) the first time an op needs them; later calls find the module in sys.modules."""
+    import amg_fast.ops._triton_ops  # noqa: F401
+
+
+def run_op(op: str, backend: str, x: torch.Tensor, reference: Callable[[], Any],
+           triton: Callable[[torch.Tensor], Any], *, unsupported: str | None = None) -> Any:
+    """The opening every public op shares, after its argument checks: resolve the backend for x's
+    device; "reference" -> reference(). Triton -> triton(x) inside an nvtx range named
+    "amg_fast.<op>", with x (the activation) cast to the autocast dtype when autocast is on (fp64
+    stays fp64, as autocast leaves it) and autocast off inside, so the op decides every dtype itself.
+    unsupported: why the Triton kernels cannot take these arguments (e.g. too wide), or None: then
+    backend="triton" raises a ValueError with that text and "auto" runs the reference (logged once).
+    """
+    choice = resolve_backend(op, backend, x.device)
+    if choice == "triton" and unsupported is not None:
+        if backend == "triton":
+            raise ValueError(unsupported)
+        _log_once(op, "reference", unsupported)
+        choice = "reference"
+    if choice == "reference":
+        return reference()
+    load_triton_ops()
+    with nvtx_range(f"amg_fast.{op}"):
+        cast = autocast_dtype(x.device)
+        if cast is not None and x.dtype != torch.float64:
+            x = x.to(cast)
+        with torch.autocast(x.device.type, enabled=False):
+            return triton(x)
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:

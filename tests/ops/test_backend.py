@@ -57,3 +57,67 @@ def test_auto_equals_reference_on_cpu_and_logs_reason_once(op, caplog, monkeypat
     ref = OPS[op]("reference")
     auto, ref = (auto if isinstance(auto, tuple) else (auto,)), (ref if isinstance(ref, tuple) else (ref,))
     assert all(torch.equal(a, r) for a, r in zip(auto, ref))
+
+
+# ----------------------------------------------------------------------------- one shape per op
+
+
+def test_public_ops_do_not_shadow_modules():
+    """amg_fast.ops.<op> is the function; no op module carries an op's name (ops/s4d.py, gate.py, ffn.py)."""
+    import importlib.util
+
+    import amg_fast.ops as ops
+
+    for name in ops.__all__:
+        assert callable(getattr(ops, name)), name
+        assert importlib.util.find_spec(f"amg_fast.ops.{name}") is None, f"amg_fast.ops.{name} is also a module"
+
+
+def test_importing_the_package_does_not_import_triton(tmp_path):
+    """The Triton registrations (ops/_triton_ops.py) load on first use, not at import."""
+    import subprocess
+    import sys
+
+    code = ("import sys, amg_fast, amg_fast.ops, amg_fast.models, amg_fast.layers, amg_fast.train; "
+            "print('triton' in sys.modules, hasattr(__import__('torch').ops.amg_fast, 'gate_fusion_fwd'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_spectral_bases_cache_is_bounded_and_least_recently_used():
+    from amg_fast.kernels import spectral_conv as k
+
+    k._BASES_CACHE.clear()
+    first = k.spectral_bases(8, 3, torch.float64, torch.device("cpu"))
+    for S in range(10, 10 + k.BASES_CACHE_SIZE - 1):
+        k.spectral_bases(S, 2, torch.float64, torch.device("cpu"))
+    assert k.spectral_bases(8, 3, torch.float64, torch.device("cpu")) is first  # hit: now most recent
+    for S in range(100, 110):
+        k.spectral_bases(S, 2, torch.float64, torch.device("cpu"))
+    assert len(k._BASES_CACHE) == k.BASES_CACHE_SIZE
+    assert (8, 3, torch.float64, torch.device("cpu")) in k._BASES_CACHE  # recently used: kept
+    assert (10, 2, torch.float64, torch.device("cpu")) not in k._BASES_CACHE  # least recently used: dropped
+
+
+@pytest.mark.parametrize("transform", ["dft", "fft", "auto"])
+def test_spectral_transform_is_public_on_the_op(transform, kdev, gen):
+    from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
+
+    x = torch.randn(2, 16, 8, generator=gen, dtype=torch.float64).to(kdev)
+    w = torch.randn(5, 8, 4, 2, generator=gen, dtype=torch.float64).to(kdev)
+    y = spectral_conv1d(x, w, backend="triton", transform=transform)
+    assert torch.allclose(y.cpu(), spectral_conv1d_ref(x.cpu(), w.cpu()), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"transform must be one of \('auto', 'dft', 'fft'\), got 'fast'"):
+        spectral_conv1d(x, w, transform="fast")
+
+
+def test_algorithm_thresholds_live_in_kernels_limits():
+    from amg_fast.kernels import limits
+
+    assert limits.s4d_method("auto", limits.TOEPLITZ_MAX_T) == "toeplitz"
+    assert limits.s4d_method("auto", limits.TOEPLITZ_MAX_T + 1) == "scan"
+    assert limits.spectral_transform("auto", limits.TRANSFORM_FFT_MIN_S - 1) == "dft"
+    assert limits.spectral_transform("auto", limits.TRANSFORM_FFT_MIN_S) == "fft"
+    assert limits.s4d_method("scan", 1) == "scan"
+    with pytest.raises(ValueError, match="method must be one of"):
+        limits.s4d_method("fft", 3)

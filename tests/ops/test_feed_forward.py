@@ -4,7 +4,7 @@ import pytest
 import torch
 from helpers import RTOL, ids, rel_err
 
-from amg_fast.ops.feed_forward import FeedForwardFn, feed_forward, feed_forward_ref
+from amg_fast.ops.ffn import FeedForwardFn, feed_forward, feed_forward_ref
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
 

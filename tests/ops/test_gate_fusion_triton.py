@@ -13,8 +13,8 @@ from helpers import RTOL, ids, rel_err
 from amg_fast.layers.memory_fusion import AdaptiveMemoryGate
 from amg_fast.ops import gate_fusion, gate_fusion_ref
 
-# The module (amg_fast.ops.gate_fusion, the attribute, is the function), for monkeypatching.
-gate_fusion_mod = importlib.import_module("amg_fast.ops.gate_fusion")
+# The op module, for monkeypatching.
+gate_fusion_mod = importlib.import_module("amg_fast.ops.gate")
 GRAD_NAMES = ("h", "z", "w_z", "w_h", "b", "chi")
 
 
@@ -158,7 +158,8 @@ def test_width_over_limit_is_refused_by_triton_and_auto_falls_back(kdev, gen, mo
     with pytest.raises(ValueError, match=r"H <= 256 .*got H=272"):
         gate_fusion(*args, backend="triton")
     # Where "auto" would pick Triton (tensors on CUDA), a too-wide gate runs the reference instead.
-    monkeypatch.setattr(gate_fusion_mod, "resolve_backend", lambda op, backend, device: "triton")
+    monkeypatch.setattr(importlib.import_module("amg_fast.ops._backend"), "resolve_backend",
+                        lambda op, backend, device: "triton")
     out, g = gate_fusion(*args, backend="auto")
     out_ref, g_ref = gate_fusion_ref(*args)
     assert torch.equal(out, out_ref) and torch.equal(g, g_ref)

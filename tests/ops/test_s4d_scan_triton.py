@@ -12,11 +12,12 @@ import pytest
 import torch
 from helpers import RTOL, ids, rel_err
 
+from amg_fast.kernels import limits
 from amg_fast.kernels import s4d_scan as s4d_kernels
 from amg_fast.ops import s4d_scan, s4d_scan_ref, s4d_step, s4d_step_ref
-from amg_fast.ops.s4d_scan import s4d_conv_kernel
+from amg_fast.ops.s4d import s4d_conv_kernel
 
-s4d_mod = importlib.import_module("amg_fast.ops.s4d_scan")  # the module (amg_fast.ops.s4d_scan is the function)
+s4d_mod = importlib.import_module("amg_fast.ops.s4d")
 
 METHODS = ("toeplitz", "scan")
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
@@ -82,7 +83,7 @@ def test_auto_method_switches_at_toeplitz_max_t(kdev, gen, monkeypatch):
         monkeypatch.setattr(fn, "apply", (lambda f, name: lambda *a: calls.append(name) or f(*a))(fn.apply, fn_name))
     u, lam, c, d = make_inputs(1, 3, 2, 16, 2, gen, kdev)
     s4d_scan(u, lam, c, d, backend="triton")
-    monkeypatch.setattr(s4d_mod, "TOEPLITZ_MAX_T", 2)
+    monkeypatch.setattr(limits, "TOEPLITZ_MAX_T", 2)
     s4d_scan(u, lam, c, d, backend="triton")
     assert calls == ["S4DToeplitzFn", "S4DScanFn"]
 

@@ -122,11 +122,11 @@ def test_reduced_precision_dots_are_off_by_default(allow_tf32, monkeypatch):
     assert not k.REDUCED_PRECISION_DOTS
     assert [k.work_dtype(t) for t in (torch.bfloat16, torch.float32, torch.float64)] == [torch.float32] * 2 + [
         torch.float64]
-    assert [k.spectral_dot_precision(t) for t in (torch.float32, torch.float64)] == ["tf32x3", "ieee"]
+    assert [k._dots(t) for t in (torch.float32, torch.float64)] == ["tf32x3", "ieee"]
     monkeypatch.setattr(k, "REDUCED_PRECISION_DOTS", True)
-    assert k.work_dtype(torch.bfloat16) == torch.bfloat16 and k.spectral_dot_precision(torch.float32) == "tf32"
+    assert k.work_dtype(torch.bfloat16) == torch.bfloat16 and k._dots(torch.float32) == "tf32"
     allow_tf32(False)
-    assert k.spectral_dot_precision(torch.float32) == "tf32x3"
+    assert k._dots(torch.float32) == "tf32x3"
 
 
 @pytest.mark.parametrize("S,K", [(128, 64), (1024, 512)], ids=["S128-dft", "S1024-fft"])

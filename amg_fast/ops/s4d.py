@@ -9,27 +9,20 @@ The Triton backend (kernels/s4d_scan.py) has two forward methods, both parallel 
 "toeplitz" for short T (the causal depthwise Toeplitz product with K = s4d_conv_kernel built by a
 kernel, whose backward kernel gives the lam and c gradients from dK) and "scan" for long T (a sequential
 recurrence in registers whose backward recomputes the states, stable for any T). "auto" picks
-toeplitz for T <= TOEPLITZ_MAX_T.
-Reads top to bottom: validation -> reference -> Triton custom ops -> autograd Functions -> public ops.
+toeplitz for T <= TOEPLITZ_MAX_T (kernels/limits.py, measured).
+Reads top to bottom: validation -> reference -> autograd Functions over the Triton kernels
+(torch.ops.amg_fast.s4d_*, registered in ops/_triton_ops.py) -> public ops.
 """
 from __future__ import annotations
 
 import torch
 
-from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape, compute_dtype
-from amg_fast._nvtx import nvtx_range
-from amg_fast.ops._backend import autocast_dtype, resolve_backend, triton_importable
+from amg_fast._checks import acc_dtype, check_rank, check_real_float, check_same_device, check_shape
+from amg_fast.kernels.limits import S4D_METHODS, s4d_method
+from amg_fast.ops._backend import run_op
 
 __all__ = ["s4d_scan", "s4d_zoh_scan", "s4d_step", "s4d_scan_ref", "s4d_step_ref", "s4d_conv_kernel",
            "s4d_discretize"]
-
-METHODS = ("auto", "toeplitz", "scan")
-# "auto" uses the Toeplitz kernel for T <= TOEPLITZ_MAX_T, the recurrent scan above. Measured on an
-# H200 (scripts/kernel_sweep.py, B*T = 800, S = 128, H = 128, N = 32, fwd+bwd ms, toeplitz / scan):
-# T=25 1.59 / 1.67, T=50 1.79 / 1.53, T=100 1.91 / 1.51, T=200 2.87 / 1.52 (forward alone the
-# crossover is near T=100: 0.33 / 0.33). Training runs forward+backward, so the switch is at 32.
-TOEPLITZ_MAX_T = 32
-
 
 def _check_params(lam, c, d, H: int) -> None:
     for name, t in (("lam", lam), ("c", c), ("d", d)):
@@ -59,7 +52,7 @@ def s4d_conv_kernel(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
 
 def s4d_scan_ref(u, lam, c, d) -> torch.Tensor:
     """Pure-PyTorch reference. u [B, T, S, H] -> y [B, T, S, H] in u's dtype (computes in >= fp32)."""
-    dtype = compute_dtype(u, lam, c, d)
+    dtype = acc_dtype(u, lam, c, d)
     u_, T = u.to(dtype), u.shape[1]
     kernel = s4d_conv_kernel(lam.to(dtype), c.to(dtype), T)  # [H, T]
     u_f = torch.fft.rfft(u_, n=2 * T, dim=1)  # [B, T+1, S, H]
@@ -71,7 +64,7 @@ def s4d_scan_ref(u, lam, c, d) -> torch.Tensor:
 def s4d_step_ref(u_t, state, lam, c, d) -> tuple[torch.Tensor, torch.Tensor]:
     """One recurrent step. u_t [..., H]; state real [..., H, N, 2] (x_{t-1}) ->
     (y_t [..., H], new state [..., H, N, 2])."""
-    dtype = compute_dtype(u_t, state, lam, c, d)
+    dtype = acc_dtype(u_t, state, lam, c, d)
     x = torch.view_as_complex(state.to(dtype).contiguous())
     lam_c = torch.view_as_complex(lam.to(dtype).contiguous())
     c_c = torch.view_as_complex(c.to(dtype).contiguous())
@@ -101,57 +94,6 @@ def s4d_discretize(log_dt, log_A_real, A_imag, C) -> tuple[torch.Tensor, torch.T
     lam = torch.exp(A * torch.exp(log_dt)[:, None])
     c = torch.view_as_complex(C.contiguous()) * (lam - 1.0) / A
     return torch.view_as_real(lam), torch.view_as_real(c)
-
-
-# ----------------------------------------------------------------------------- Triton custom ops
-# Registered as torch.library custom ops so that torch.compile traces through the kernel launches
-# (each launcher calls its kernel through torch.library.wrap_triton).
-
-if triton_importable():
-    from amg_fast.kernels import s4d_scan as _kernels
-
-    @torch.library.triton_op("amg_fast::s4d_conv_kernel_fwd", mutates_args=())
-    def _s4d_conv_kernel_fwd_op(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
-        return _kernels.s4d_conv_kernel_fwd(lam, c, T)
-
-    @torch.library.triton_op("amg_fast::s4d_conv_kernel_bwd", mutates_args=())
-    def _s4d_conv_kernel_bwd_op(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
-                                ) -> tuple[torch.Tensor, torch.Tensor]:
-        return _kernels.s4d_conv_kernel_bwd(dkk, lam, c)
-
-    @torch.library.triton_op("amg_fast::s4d_zoh_conv_kernel_fwd", mutates_args=())
-    def _s4d_zoh_conv_kernel_fwd_op(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_imag: torch.Tensor,
-                                    C: torch.Tensor, T: int) -> torch.Tensor:
-        return _kernels.s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
-
-    @torch.library.triton_op("amg_fast::s4d_zoh_conv_kernel_bwd", mutates_args=())
-    def _s4d_zoh_conv_kernel_bwd_op(dkk: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
-                                    A_imag: torch.Tensor, C: torch.Tensor
-                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _kernels.s4d_zoh_conv_kernel_bwd(dkk, log_dt, log_A_real, A_imag, C)
-
-    @torch.library.triton_op("amg_fast::s4d_toeplitz_fwd", mutates_args=())
-    def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        return _kernels.s4d_toeplitz_fwd(u, kk, d)
-
-    @torch.library.triton_op("amg_fast::s4d_toeplitz_bwd", mutates_args=())
-    def _s4d_toeplitz_bwd_op(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor
-                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _kernels.s4d_toeplitz_bwd(dy, u, kk, d)
-
-    @torch.library.triton_op("amg_fast::s4d_scan_fwd", mutates_args=())
-    def _s4d_scan_fwd_op(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        return _kernels.s4d_scan_fwd(u, lam, c, d)
-
-    @torch.library.triton_op("amg_fast::s4d_scan_bwd", mutates_args=())
-    def _s4d_scan_bwd_op(dy: torch.Tensor, u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _kernels.s4d_scan_bwd(dy, u, lam, c, d)
-
-    @torch.library.triton_op("amg_fast::s4d_step_fwd", mutates_args=())
-    def _s4d_step_fwd_op(u_t: torch.Tensor, state: torch.Tensor, lam: torch.Tensor, c: torch.Tensor,
-                         d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return _kernels.s4d_step_fwd(u_t, state, lam, c, d)
 
 
 # ----------------------------------------------------------------------------- autograd Functions
@@ -244,7 +186,7 @@ class S4DStepFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy, dstate_new):
         u_t, state, lam, c, d, new_state = ctx.saved_tensors
-        dtype = compute_dtype(u_t, state, lam, c, d)
+        dtype = acc_dtype(u_t, state, lam, c, d)
         u, x, x_new = u_t.to(dtype), state.to(dtype), new_state.to(dtype)
         lam_, c_, d_, dy = lam.to(dtype), c.to(dtype), d.to(dtype), dy.to(dtype)
         g = dstate_new.to(dtype) + 2 * dy[..., None, None] * c_ * c_.new_tensor([1.0, -1.0])  # [..., H, N, 2]
@@ -266,30 +208,16 @@ class S4DStepFn(torch.autograd.Function):
 
 
 def _s4d_triton(u, d, method: str, poles, conv_kernel) -> torch.Tensor:
-    """The Triton forward chosen by method ("auto" | "toeplitz" | "scan"): the scan kernel on
-    poles() = (lam, c), or the Toeplitz kernel on conv_kernel(T) = K [H, T]."""
-    T = u.shape[1]
-    if method == "auto":
-        method = "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
-    if method == "scan":
+    """The Triton forward chosen by method ("auto" | "toeplitz" | "scan", kernels.limits.s4d_method):
+    the scan kernel on poles() = (lam, c), or the Toeplitz kernel on conv_kernel(T) = K [H, T]."""
+    if s4d_method(method, u.shape[1]) == "scan":
         return S4DScanFn.apply(u, *poles(), d)
-    return S4DToeplitzFn.apply(u, conv_kernel(T), d)
-
-
-def _run_triton(name: str, u: torch.Tensor, forward) -> torch.Tensor:
-    """forward(u) under an nvtx range, u cast to the autocast dtype when autocast is on, and the
-    parameters' math (K, the discretisation) outside autocast: fp32/fp64, never autocast."""
-    with nvtx_range(name):
-        cast = autocast_dtype(u.device)
-        if cast is not None:
-            u = u.to(cast)
-        with torch.autocast(u.device.type, enabled=False):
-            return forward(u)
+    return S4DToeplitzFn.apply(u, conv_kernel(u.shape[1]), d)
 
 
 def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method not in S4D_METHODS:
+        raise ValueError(f"method must be one of {S4D_METHODS}, got {method!r}")
 
 
 # ----------------------------------------------------------------------------- public ops
@@ -302,19 +230,18 @@ def s4d_scan(u, lam, c, d, *, backend: str = "auto", method: str = "auto") -> to
     d: real [H]. Returns y [B, T, S, H] in u's dtype (under autocast with the Triton backend: the
     autocast dtype).
     method (Triton backend only; the reference ignores it): "auto" | "toeplitz" | "scan" forces the
-    forward algorithm; "auto" = toeplitz for T <= TOEPLITZ_MAX_T, else scan. Results agree to
-    rounding.
+    forward algorithm; "auto" = toeplitz for T <= TOEPLITZ_MAX_T (kernels/limits.py), else scan.
+    Results agree to rounding.
     """
     check_s4d_scan_args(u, lam, c, d)
     _check_method(method)
-    if resolve_backend("s4d_scan", backend, u.device) == "reference":
-        return s4d_scan_ref(u, lam, c, d)
 
     def conv_kernel(T):
-        dtype = compute_dtype(u, lam, c, d)
+        dtype = acc_dtype(u, lam, c, d)
         return S4DConvKernelFn.apply(lam.to(dtype), c.to(dtype), T)
 
-    return _run_triton("amg_fast.s4d_scan", u, lambda u_: _s4d_triton(u_, d, method, lambda: (lam, c), conv_kernel))
+    return run_op("s4d_scan", backend, u, lambda: s4d_scan_ref(u, lam, c, d),
+                  lambda u_: _s4d_triton(u_, d, method, lambda: (lam, c), conv_kernel))
 
 
 def s4d_zoh_scan(u, log_dt, log_A_real, A_imag, C, d, *, backend: str = "auto", method: str = "auto"
@@ -335,15 +262,13 @@ def s4d_zoh_scan(u, log_dt, log_A_real, A_imag, C, d, *, backend: str = "auto", 
     check_same_device(u=u, log_dt=log_dt, log_A_real=log_A_real, A_imag=A_imag, C=C, d=d)
     _check_method(method)
     params = (log_dt, log_A_real, A_imag, C)
-    if resolve_backend("s4d_scan", backend, u.device) == "reference":
-        return s4d_scan_ref(u, *s4d_discretize(*params), d)
 
     def conv_kernel(T):
-        dtype = compute_dtype(u, *params, d)
+        dtype = acc_dtype(u, *params, d)
         return S4DZohConvKernelFn.apply(*(p.to(dtype) for p in params), T)
 
-    return _run_triton("amg_fast.s4d_scan", u,
-                       lambda u_: _s4d_triton(u_, d, method, lambda: s4d_discretize(*params), conv_kernel))
+    return run_op("s4d_scan", backend, u, lambda: s4d_scan_ref(u, *s4d_discretize(*params), d),
+                  lambda u_: _s4d_triton(u_, d, method, lambda: s4d_discretize(*params), conv_kernel))
 
 
 def s4d_step(u_t, state, lam, c, d, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
@@ -356,10 +281,5 @@ def s4d_step(u_t, state, lam, c, d, *, backend: str = "auto") -> tuple[torch.Ten
     check_real_float("state", state)
     check_shape("state", state, tuple(u_t.shape) + (lam.shape[1], 2), "[..., H, N, 2]")
     check_same_device(u_t=u_t, state=state, lam=lam, c=c, d=d)
-    if resolve_backend("s4d_step", backend, u_t.device) == "reference":
-        return s4d_step_ref(u_t, state, lam, c, d)
-    with nvtx_range("amg_fast.s4d_step"):
-        cast = autocast_dtype(u_t.device)
-        if cast is not None:
-            u_t = u_t.to(cast)
-        return S4DStepFn.apply(u_t, state, lam, c, d)
+    return run_op("s4d_step", backend, u_t, lambda: s4d_step_ref(u_t, state, lam, c, d),
+                  lambda u_: S4DStepFn.apply(u_, state, lam, c, d))

@@ -1,16 +1,16 @@
 """Adaptive memory gate fusion: g = sigmoid(z W_z^T + h W_h^T + b) * chi, out = g z + (1 - g) h.
 
-Reads top to bottom: validation -> reference -> custom ops over the Triton kernels
-(torch.library.triton_op, so torch.compile traces through them) -> autograd Function -> public op.
+Reads top to bottom: validation -> reference -> autograd Function over the Triton kernels
+(torch.ops.amg_fast.gate_fusion_*, registered in ops/_triton_ops.py) -> public ops.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape, compute_dtype
-from amg_fast._nvtx import nvtx_range
-from amg_fast.ops._backend import _log_once, autocast_dtype, resolve_backend, triton_importable
+from amg_fast._checks import acc_dtype, check_rank, check_real_float, check_same_device, check_shape
+from amg_fast.kernels.limits import GATE_MAX_H
+from amg_fast.ops._backend import run_op
 
 __all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate", "check_gate_fusion_args",
            "GateFusionFn"]
@@ -49,35 +49,12 @@ def frequency_gate(log_omega, w1, b_omega) -> torch.Tensor:
 
 def gate_fusion_ref(h, z, w_z, w_h, b, chi) -> tuple[torch.Tensor, torch.Tensor]:
     """Pure-PyTorch reference. h, z [..., H] -> (out [..., H], g [..., H]) in h's dtype."""
-    dtype = compute_dtype(h, z, w_z, w_h, b, chi)
+    dtype = acc_dtype(h, z, w_z, w_h, b, chi)
     h32, z32 = h.to(dtype), z.to(dtype)
     logits = F.linear(z32, w_z.to(dtype)) + F.linear(h32, w_h.to(dtype), b.to(dtype))
     g = torch.sigmoid(logits) * _broadcast_chi(chi.to(dtype), h)
     out = g * z32 + (1 - g) * h32
     return out.to(h.dtype), g.to(h.dtype)
-
-
-if triton_importable():
-    from torch.library import triton_op
-
-    from amg_fast.kernels import gate_fusion as _kernels
-
-    @triton_op("amg_fast::gate_fusion_fwd", mutates_args=())
-    def _gate_fusion_fwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
-                            b: torch.Tensor, chi: torch.Tensor, w1: torch.Tensor | None = None,
-                            b_omega: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """h, z [..., H] (one dtype), w_z, w_h [H, H], b [H], chi 0-dim or [B] -> (out, g) [..., H].
-        With w1, b_omega (0-dim) chi holds log(omega + eps) and the kernel forms the frequency gate."""
-        return _kernels.gate_fusion_fwd(h, z, w_z, w_h, b, chi, None if w1 is None else (w1, b_omega))
-
-    @triton_op("amg_fast::gate_fusion_bwd", mutates_args=())
-    def _gate_fusion_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
-                            b: torch.Tensor, chi: torch.Tensor, dout: torch.Tensor, dg: torch.Tensor | None,
-                            w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None
-                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Forward args + dout, dg [..., H] -> (dz, dh [..., H], dlogits [M, H], db [H], dchi like chi,
-        or (db_omega, dw1) [2] with w1, b_omega); the last three in fp32 (fp64 for fp64 inputs)."""
-        return _kernels.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega))
 
 
 class GateFusionFn(torch.autograd.Function):
@@ -94,14 +71,14 @@ class GateFusionFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, z, w_z, w_h, b, chi, w1=None, b_omega=None):
-        out, g = _gate_fusion_fwd_op(h, z, w_z, w_h, b, chi, w1, b_omega)
+        out, g = torch.ops.amg_fast.gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
         ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega)
         return out, g
 
     @staticmethod
     def backward(ctx, dout, dg):
         h, z, w_z, w_h, b, chi, w1, b_omega = ctx.saved_tensors
-        dz, dh, dlogits, db, dchi = _gate_fusion_bwd_op(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega)
+        dz, dh, dlogits, db, dchi = torch.ops.amg_fast.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega)
         need = ctx.needs_input_grad
         H, M = h.shape[-1], dlogits.shape[0]
         # dW = dlogits^T x over all M rows (cuBLAS). bf16 activations: a bf16 GEMM with fp32
@@ -139,19 +116,12 @@ def _dispatch(h, z, w_z, w_h, b, chi, freq, backend: str) -> tuple[torch.Tensor,
     """The reference or the Triton Function for validated arguments; freq = (w1, b_omega) means chi
     holds log(omega + eps) and the frequency gate is still to be applied."""
     H = h.shape[-1]
-    use_reference = resolve_backend("gate_fusion", backend, h.device) == "reference"
-    if not use_reference and H > _kernels.MAX_H:
-        if backend == "triton":
-            _kernels.check_width(H)  # raises, naming H and the limit
-        _log_once("gate_fusion", "reference", f"H = {H} > {_kernels.MAX_H}, wider than the Triton kernels take")
-        use_reference = True
-    if use_reference:
-        return gate_fusion_ref(h, z, w_z, w_h, b, chi if freq is None else frequency_gate(chi, *freq))
-    with nvtx_range("amg_fast.gate_fusion"):
-        cast = autocast_dtype(h.device)
-        if cast is not None and h.dtype != torch.float64:  # activations in the autocast dtype;
-            h = h.to(cast)                                   # weights stay as given, cast in-kernel
-        return GateFusionFn.apply(h, z.to(h.dtype), w_z, w_h, b, chi, *(freq or ()))
+    too_wide = (f"gate_fusion Triton kernels support H <= {GATE_MAX_H} (all H output columns of a row tile "
+                f"live in one program), got H={H}; use backend='reference' for wider gates") if H > GATE_MAX_H else None
+    return run_op("gate_fusion", backend, h,
+                  lambda: gate_fusion_ref(h, z, w_z, w_h, b, chi if freq is None else frequency_gate(chi, *freq)),
+                  lambda h_: GateFusionFn.apply(h_, z.to(h_.dtype), w_z, w_h, b, chi, *(freq or ())),
+                  unsupported=too_wide)
 
 
 def gate_fusion_freq(h, z, w_z, w_h, b, log_omega, w1, b_omega, *, backend: str = "auto"

@@ -17,8 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
-from amg_fast._nvtx import nvtx_range
-from amg_fast.ops._backend import autocast_dtype, resolve_backend
+from amg_fast.ops._backend import run_op
 
 __all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn"]
 
@@ -79,12 +78,10 @@ def feed_forward(x, w1, b1, w2, b2, *, backend: str = "auto") -> torch.Tensor:
     rounding (the same GEMMs).
     """
     check_feed_forward_args(x, w1, b1, w2, b2)
-    if resolve_backend("feed_forward", backend, x.device) == "reference":
-        return feed_forward_ref(x, w1, b1, w2, b2)
-    with nvtx_range("amg_fast.feed_forward"):
-        dtype = autocast_dtype(x.device) or x.dtype
-        if x.dtype == torch.float64:
-            dtype = torch.float64  # as autocast leaves fp64 alone
-        with torch.autocast(x.device.type, enabled=False):
-            y = FeedForwardFn.apply(x.reshape(-1, x.shape[-1]).to(dtype), *(t.to(dtype) for t in (w1, b1, w2, b2)))
-        return y.reshape(*x.shape[:-1], w2.shape[0])
+
+    def fused(x_):
+        dtype = x_.dtype  # the autocast dtype under autocast (fp64 stays), as nn.Linear computes
+        y = FeedForwardFn.apply(x_.reshape(-1, x_.shape[-1]), *(t.to(dtype) for t in (w1, b1, w2, b2)))
+        return y.reshape(*x_.shape[:-1], w2.shape[0])
+
+    return run_op("feed_forward", backend, x, lambda: feed_forward_ref(x, w1, b1, w2, b2), fused)

@@ -1,0 +1,100 @@
+"""The Triton kernels registered as torch.library custom ops (torch.ops.amg_fast.*), in one module.
+
+Every autograd Function in amg_fast.ops calls its kernels as torch.ops.amg_fast.<name>. This module
+imports triton, so it is imported lazily: amg_fast.ops._backend.load_triton_ops() runs it the first
+time an op resolves to the Triton backend (also inside a torch.compile trace, where the import runs
+at trace time); importing amg_fast never imports triton. Registered as triton_op so that
+torch.compile traces through the kernel launches (each launcher calls its kernel through
+torch.library.wrap_triton).
+"""
+from __future__ import annotations
+
+import torch
+from torch.library import triton_op
+
+from amg_fast.kernels import gate_fusion as _gate
+from amg_fast.kernels import s4d_scan as _s4d
+from amg_fast.kernels import spectral_conv as _spectral
+
+# ----------------------------------------------------------------------------- spectral_conv1d
+
+@triton_op("amg_fast::spectral_conv1d_fwd", mutates_args=())
+def _spectral_conv1d_fwd_op(x: torch.Tensor, weight: torch.Tensor, analysis: torch.Tensor,
+                            synthesis: torch.Tensor, mode_weights: torch.Tensor, fft: bool
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [R, S, H_in], weight [K, H_in, H_out, 2] -> (y [R, S, H_out], spectrum [2, K, R, H_in])."""
+    return _spectral.spectral_conv1d_fwd(x, weight, analysis, synthesis, mode_weights, fft)
+
+@triton_op("amg_fast::spectral_conv1d_bwd", mutates_args=())
+def _spectral_conv1d_bwd_op(dy: torch.Tensor, spec_x: torch.Tensor, weight: torch.Tensor,
+                            analysis: torch.Tensor, synthesis: torch.Tensor, mode_weights: torch.Tensor,
+                            x_like: torch.Tensor, fft: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy [R, S, H_out] -> (dx [R, S, H_in] in x_like's dtype, dweight like weight)."""
+    return _spectral.spectral_conv1d_bwd(dy, spec_x, weight, analysis, synthesis, mode_weights,
+                                        x_like.dtype, fft)
+
+
+# ----------------------------------------------------------------------------- s4d_scan, s4d_step
+
+@triton_op("amg_fast::s4d_conv_kernel_fwd", mutates_args=())
+def _s4d_conv_kernel_fwd_op(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
+    return _s4d.s4d_conv_kernel_fwd(lam, c, T)
+
+@triton_op("amg_fast::s4d_conv_kernel_bwd", mutates_args=())
+def _s4d_conv_kernel_bwd_op(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+    return _s4d.s4d_conv_kernel_bwd(dkk, lam, c)
+
+@triton_op("amg_fast::s4d_zoh_conv_kernel_fwd", mutates_args=())
+def _s4d_zoh_conv_kernel_fwd_op(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_imag: torch.Tensor,
+                                C: torch.Tensor, T: int) -> torch.Tensor:
+    return _s4d.s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
+
+@triton_op("amg_fast::s4d_zoh_conv_kernel_bwd", mutates_args=())
+def _s4d_zoh_conv_kernel_bwd_op(dkk: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
+                                A_imag: torch.Tensor, C: torch.Tensor
+                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _s4d.s4d_zoh_conv_kernel_bwd(dkk, log_dt, log_A_real, A_imag, C)
+
+@triton_op("amg_fast::s4d_toeplitz_fwd", mutates_args=())
+def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    return _s4d.s4d_toeplitz_fwd(u, kk, d)
+
+@triton_op("amg_fast::s4d_toeplitz_bwd", mutates_args=())
+def _s4d_toeplitz_bwd_op(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _s4d.s4d_toeplitz_bwd(dy, u, kk, d)
+
+@triton_op("amg_fast::s4d_scan_fwd", mutates_args=())
+def _s4d_scan_fwd_op(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    return _s4d.s4d_scan_fwd(u, lam, c, d)
+
+@triton_op("amg_fast::s4d_scan_bwd", mutates_args=())
+def _s4d_scan_bwd_op(dy: torch.Tensor, u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _s4d.s4d_scan_bwd(dy, u, lam, c, d)
+
+@triton_op("amg_fast::s4d_step_fwd", mutates_args=())
+def _s4d_step_fwd_op(u_t: torch.Tensor, state: torch.Tensor, lam: torch.Tensor, c: torch.Tensor,
+                     d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _s4d.s4d_step_fwd(u_t, state, lam, c, d)
+
+
+# ----------------------------------------------------------------------------- gate_fusion
+
+@triton_op("amg_fast::gate_fusion_fwd", mutates_args=())
+def _gate_fusion_fwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
+                        b: torch.Tensor, chi: torch.Tensor, w1: torch.Tensor | None = None,
+                        b_omega: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """h, z [..., H] (one dtype), w_z, w_h [H, H], b [H], chi 0-dim or [B] -> (out, g) [..., H].
+    With w1, b_omega (0-dim) chi holds log(omega + eps) and the kernel forms the frequency gate."""
+    return _gate.gate_fusion_fwd(h, z, w_z, w_h, b, chi, None if w1 is None else (w1, b_omega))
+
+@triton_op("amg_fast::gate_fusion_bwd", mutates_args=())
+def _gate_fusion_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
+                        b: torch.Tensor, chi: torch.Tensor, dout: torch.Tensor, dg: torch.Tensor | None,
+                        w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Forward args + dout, dg [..., H] -> (dz, dh [..., H], dlogits [M, H], db [H], dchi like chi,
+    or (db_omega, dw1) [2] with w1, b_omega); the last three in fp32 (fp64 for fp64 inputs)."""
+    return _gate.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega))

@@ -1,0 +1,47 @@
+"""Algorithm thresholds and kernel limits of every op, in one place (imports nothing from triton).
+
+The ops (amg_fast.ops) read these to pick an algorithm for "auto" and to refuse what a kernel cannot
+take; the kernels' launchers read them to guard their own inputs. Measured values say where they
+were measured (scripts/kernel_sweep.py times the crossovers).
+"""
+from __future__ import annotations
+
+__all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
+           "s4d_method", "spectral_transform"]
+
+# s4d_scan(method=...): "toeplitz" (causal depthwise Toeplitz product with a kernel-built K) or
+# "scan" (sequential recurrence in registers). "auto" = toeplitz for T <= TOEPLITZ_MAX_T. Measured on
+# an H200 (B*T = 800, S = 128, H = 128, N = 32, fwd+bwd ms, toeplitz / scan): T=25 1.59 / 1.67,
+# T=50 1.79 / 1.53, T=100 1.91 / 1.51, T=200 2.87 / 1.52 (forward alone the crossover is near T=100:
+# 0.33 / 0.33). Training runs forward+backward, so the switch is at 32.
+S4D_METHODS = ("auto", "toeplitz", "scan")
+TOEPLITZ_MAX_T = 32
+
+# spectral_conv1d(transform=...): "dft" (truncated DFT as a GEMM against cached bases) or "fft"
+# (torch.fft transforms, Triton mixing). "auto" = fft from S = TRANSFORM_FFT_MIN_S on (H200 sweep).
+SPECTRAL_TRANSFORMS = ("auto", "dft", "fft")
+TRANSFORM_FFT_MIN_S = 512
+
+# gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
+# BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H.
+GATE_MAX_H = 256
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def s4d_method(method: str, T: int) -> str:
+    """The S4D forward algorithm, "toeplitz" or "scan", for method ("auto" resolved by T)."""
+    if _choice("method", method, S4D_METHODS) == "auto":
+        return "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
+    return method
+
+
+def spectral_transform(transform: str, S: int) -> str:
+    """The spectral conv's transform, "dft" or "fft", for transform ("auto" resolved by S)."""
+    if _choice("transform", transform, SPECTRAL_TRANSFORMS) == "auto":
+        return "fft" if S >= TRANSFORM_FFT_MIN_S else "dft"
+    return transform
