@@ -7,6 +7,7 @@ Common keyword arguments: in_channels, out_channels, width (H), modes (K; None =
 first input); AMGFNO also takes omega, freq_gate; S4FFNO fusion, alpha; memory models state_dim;
 all take backend ("auto" | "triton" | "reference") for their ops. Factformer and UNet have no
 Fourier layer: they take modes=None only (class attribute uses_modes = False); UNet needs S % 16 == 0.
+parameter_table_markdown() gives the parameter counts at the paper's sizes (docs/models.md).
 """
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-__all__ = ["get_model", "available_models", "count_parameters", "SequenceModel", "MarkovianModel",
+from amg_fast.models.param_table import parameter_table_markdown  # noqa: E402 (uses the registry above)
+
+
+__all__ = ["get_model", "available_models", "count_parameters", "parameter_table_markdown", "SequenceModel", "MarkovianModel",
            "FFNO1d", "MultiInputFFNO1d", "S4FFNO1d", "AMGFNO1d",
            "Factformer1d", "GalerkinTransformer1d", "UNet1d", "MODELS"]

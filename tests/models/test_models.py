@@ -1,12 +1,9 @@
 """The four core models: sequence API, causality, rollout, gate, resolutions, determinism, bad input."""
-import re
-from pathlib import Path
-
 import pytest
 import torch
 from helpers import rel_err
 
-from amg_fast.models import MODELS, AMGFNO1d, FFNO1d, available_models, count_parameters, get_model
+from amg_fast.models import AMGFNO1d, FFNO1d, available_models, get_model
 
 CORE = ["ffno", "multi_input_ffno", "s4ffno", "amgfno"]
 SMALL = dict(in_channels=1, out_channels=1, width=16, modes=4)
@@ -193,25 +190,6 @@ def test_rollout_bad_input(name):
 def test_amgfno_bad_omega():
     with pytest.raises(ValueError, match=r"omega must be finite and >= 0 .* got -0.5"):
         AMGFNO1d(omega=-0.5)
-
-
-def readme_parameter_counts():
-    text = (Path(__file__).parents[2] / "README.md").read_text()
-    rows = re.findall(r"^\| `(\w+)` \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|", text, flags=re.M)
-    return {name: [int(n.replace(",", "")) for n in counts] for name, *counts in rows}
-
-
-def test_parameter_counts_listed_in_readme():
-    """README lists each model's parameter count at the paper's sizes: the core models at width 128,
-    the baselines at their default widths; modes f//2 where a model has Fourier layers."""
-    table = readme_parameter_counts()
-    assert set(available_models()) <= set(table)
-    for name in available_models():
-        kwargs = {"width": 128} if name in CORE else {}
-        uses_modes = getattr(MODELS[name], "uses_modes", True)
-        got = [count_parameters(get_model(name, **kwargs, **({"modes": f // 2} if uses_modes else {})))
-               for f in (32, 64, 128)]
-        assert table[name] == got, name
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
