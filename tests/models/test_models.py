@@ -1,4 +1,5 @@
-"""The four core models: sequence API, causality, rollout, gate, resolutions, determinism, bad input."""
+"""The four core models (the FFNO family): registry, gate, fusions, memory, modes, the decoder. The contract
+every model keeps (shapes, causality, rollout, gradients, bad input) is in test_model_contract.py."""
 import pytest
 import torch
 from helpers import rel_err
@@ -22,51 +23,6 @@ def test_registry_lists_the_core_models():
 def test_unknown_model_name():
     with pytest.raises(ValueError, match=r"unknown model name 'fno'; available: amgfno, factformer, ffno"):
         get_model("fno")
-
-
-@pytest.mark.parametrize("name", CORE)
-@pytest.mark.parametrize("S", [32, 64, 128], ids=lambda s: f"S{s}")
-def test_same_model_runs_at_every_resolution(name, S):
-    model = small_model(name)
-    u = torch.randn(2, 3, S, 1, dtype=torch.float64)
-    assert model(u).shape == (2, 3, S, 1)
-    assert model.rollout(u[:, 0], 2).shape == (2, 2, S, 1)
-
-
-@pytest.mark.parametrize("name", CORE)
-@pytest.mark.parametrize("t0", [0, 4, 7], ids=lambda t: f"t0-{t}")
-def test_causal_in_time(name, t0):
-    """Outputs before t0 do not move when input t0 changes (beyond the float64 round-off of the
-    S4D reference's FFT convolution); output t0 moves by O(1)."""
-    model = small_model(name)
-    u = torch.randn(2, 8, 32, 1, dtype=torch.float64)
-    v = u.clone()
-    v[:, t0] += torch.randn_like(v[:, t0])
-    a, b = model(u), model(v)
-    if t0 > 0:
-        assert rel_err(b[:, :t0], a[:, :t0]) <= 1e-13
-    assert rel_err(b[:, t0], a[:, t0]) > 1e-3
-
-
-@pytest.mark.parametrize("name", CORE)
-def test_rollout_equals_teacher_forcing_on_its_own_predictions(name):
-    model = small_model(name)
-    u0 = torch.randn(2, 32, 1, dtype=torch.float64)
-    preds = model.rollout(u0, 6)
-    for k in range(6):
-        history = torch.cat([u0[:, None], preds[:, :k]], dim=1)
-        assert rel_err(preds[:, k], model(history)[:, -1]) <= 1e-10, f"step {k}"
-
-
-@pytest.mark.parametrize("name", CORE)
-def test_deterministic_given_a_seed(name):
-    u = torch.randn(2, 4, 32, 1)
-    outs = []
-    for _ in range(2):
-        torch.manual_seed(123)
-        model = get_model(name, **SMALL)
-        outs.append((model(u), model.rollout(u[:, 0], 3)))
-    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
 
 def transplant_to_ffno(model):
@@ -152,39 +108,11 @@ def test_s4d_memory_model_with_4096_steps_stays_finite():
 
 
 @pytest.mark.parametrize("name", CORE)
-def test_gradients_reach_every_parameter(name):
-    model = small_model(name)
-    if name == "amgfno":
-        with torch.no_grad():  # zero-init content gate: W_z, W_h only get gradient through sigmoid' * (z - h)
-            model.gate.w_z.normal_()
-    model(torch.randn(2, 4, 32, 1, dtype=torch.float64)).square().mean().backward()
-    for pname, p in model.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, pname
-
-
-@pytest.mark.parametrize("name", CORE)
-@pytest.mark.parametrize(
-    "u,match",
-    [(torch.zeros(2, 32, 1), r"u must have rank 4 \(\[B, T, S, C\]\), got shape \(2, 32, 1\)"),
-     (torch.zeros(2, 3, 32, 2), r"u must have 1 channel\(s\) .* got shape \(2, 3, 32, 2\)"),
-     (torch.zeros(2, 3, 32, 1, dtype=torch.int64), "u must be a real floating-point tensor.*int64"),
-     (torch.zeros(2, 3, 32, 1, dtype=torch.complex64), "u must be a real floating-point tensor.*complex64"),
-     (torch.zeros(2, 3, 4, 1), r"modes K\) must be in 1..S//2\+1 = 1..3 for S = 4, got 4")],
-    ids=["rank", "channels", "int", "complex", "modes-above-S"],
-)
-def test_bad_input(name, u, match):
+def test_modes_above_the_grid_are_refused(name):
+    """The FFNO family's modes K must fit the grid (the other bad inputs: test_model_contract.py)."""
     model = get_model(name, **SMALL)
-    with pytest.raises((ValueError, TypeError), match=match):
-        model(u.float() if u.dtype == torch.float64 else u)
-
-
-@pytest.mark.parametrize("name", CORE)
-def test_rollout_bad_input(name):
-    model = get_model(name, **SMALL)
-    with pytest.raises(ValueError, match=r"u0 must have rank 3 \(\[B, S, C\]\)"):
-        model.rollout(torch.zeros(2, 1, 32, 1), 3)
-    with pytest.raises(ValueError, match="steps must be >= 1, got 0"):
-        model.rollout(torch.zeros(2, 32, 1), 0)
+    with pytest.raises(ValueError, match=r"modes K\) must be in 1..S//2\+1 = 1..3 for S = 4, got 4"):
+        model(torch.zeros(2, 3, 4, 1))
 
 
 def test_amgfno_bad_omega():
