@@ -62,13 +62,15 @@ def atomic_write_text(path, text: str) -> None:
         tmp.write_text(text)
 
 
-def check_writable_dir(name: str, path) -> None:
+def check_writable_dir(name: str, path, *, value=None) -> None:
     """Require that directory `path` exists or can be created and written: its nearest existing
-    ancestor is a directory this process may write. name is the argument, e.g. '--out'."""
+    ancestor is a directory this process may write. name is the argument, e.g. '--out', and
+    value what it was given (default: path; a file's name whose folder is `path`)."""
     path = Path(path)
+    value = path if value is None else value
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
-        where = "is a file" if existing == path else f"lies under {existing}, which is a file"
-        raise ValueError(f"{name} {path}: {where}, not a directory; choose a directory path")
+        where = "is a file" if existing == Path(value) else f"lies under {existing}, which is a file"
+        raise ValueError(f"{name} {value}: {where}, not a directory; choose a path in a directory")
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{name} {path}: {existing} is not writable by this user; choose a writable directory")
+        raise ValueError(f"{name} {value}: {existing} is not writable by this user; choose a writable directory")

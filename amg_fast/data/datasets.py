@@ -65,7 +65,8 @@ class TrajectoryDataset(Dataset):
             n_total, _, n_points = loc.shape
             if n_total == 0 or loc.shape[1] == 0 or n_points == 0:
                 raise DataFileError(f"{path}: {loc.dataset} holds no data (shape {loc.shape}, [N, T, X])")
-            paper_stride, paper_frames = PAPER_FRAMES.get(_pde_of(loc.attrs, loc.layout), (1, None))
+            self.pde = _pde_of(loc.attrs, loc.layout)  # the file's `pde` attribute, else from its layout
+            paper_stride, paper_frames = PAPER_FRAMES.get(self.pde, (1, None))
             self.stride = paper_stride if stride == "paper" else int(stride)
             if self.stride < 1 or (n_frames not in ("paper", None) and int(n_frames) < 1):
                 raise ValueError(f"stride and n_frames must be >= 1, got stride={stride}, n_frames={n_frames}")
@@ -94,6 +95,7 @@ class TrajectoryDataset(Dataset):
             raise DataFileError(f"{self.path}: the training split is empty, so omega_f_{self.resolution} cannot be "
                                 "computed from it (and the file does not store it)")
         u = f[train.dataset][rows[0]:rows[-1] + 1, self.frames]
+        check_finite(self.path, train.dataset, u)  # omega_f of NaN states is undefined
         return unresolved_energy_ratio(u, self.resolution)
 
     def __len__(self) -> int:
