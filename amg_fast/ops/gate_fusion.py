@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape, compute_dtype
+from amg_fast._checks import (check_nonempty, check_rank, check_real_float, check_same_device, check_shape,
+                              check_unit_interval, compute_dtype)
 from amg_fast._nvtx import nvtx_range
 from amg_fast.ops._backend import _log_once, autocast_dtype, resolve_backend, triton_importable
 
@@ -16,11 +17,13 @@ __all__ = ["gate_fusion", "gate_fusion_ref", "check_gate_fusion_args", "GateFusi
 
 
 def check_gate_fusion_args(h, z, w_z, w_h, b, chi) -> None:
-    """h, z [..., H]; w_z, w_h [H, H]; b [H]; chi 0-dim, or [B] with one value per h.shape[0]."""
+    """h, z [..., H] (no empty dimension); w_z, w_h [H, H]; b [H]; chi 0-dim, or [B] with one value per
+    h.shape[0], finite and in [0, 1] (checked with one host sync, except while compiling or capturing)."""
     for name, t in (("h", h), ("z", z), ("w_z", w_z), ("w_h", w_h), ("b", b), ("chi", chi)):
         check_real_float(name, t)
     check_same_device(h=h, z=z, w_z=w_z, w_h=w_h, b=b, chi=chi)
     check_rank("h", h, range(1, 16), "[..., H]")
+    check_nonempty("h", h, "[..., H]")
     if z.shape != h.shape:
         raise ValueError(f"z must have the shape of h {tuple(h.shape)}, got {tuple(z.shape)}")
     H = h.shape[-1]
@@ -33,6 +36,7 @@ def check_gate_fusion_args(h, z, w_z, w_h, b, chi) -> None:
         raise ValueError(
             f"chi must be a 0-dim tensor (or [B] with B = h.shape[0]), got shape {tuple(chi.shape)}"
         )
+    check_unit_interval("chi", chi)  # a gate weight: g = sigmoid(.) * chi must stay in [0, 1]
 
 
 def _broadcast_chi(chi: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

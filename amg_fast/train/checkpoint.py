@@ -51,8 +51,11 @@ def load_checkpoint(path, map_location="cpu", *, required=("model", "config")) -
 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError:  # weights_only refused a payload: never retry it unsafely
-        raise corrupt("it holds objects other than tensors and plain containers, which are not loaded") from None
+    except pickle.UnpicklingError as err:  # torch's text advises weights_only=False: never repeated here
+        if "Unsupported global" in str(err):  # a payload weights_only refused: never unpickled
+            raise corrupt("it holds objects other than tensors and plain containers, which are not loaded") from None
+        detail = str(err).partition("WeightsUnpickler error:")[2].strip().split("\n")[0][:160]
+        raise corrupt("truncated or damaged: UnpicklingError" + (f": {detail}" if detail else "")) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError) as err:
         first = str(err).split(". ")[0].strip()[:160]
         raise corrupt(f"truncated or damaged: {type(err).__name__}" + (f": {first}" if first else "")) from None

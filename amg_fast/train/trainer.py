@@ -187,11 +187,13 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
     return train_ds, splits["test"]
 
 
-def _load_splits(cfg, train_ds, test_ds, path) -> tuple:
-    """Both splits in memory (u, omega each); NaN or Inf data is refused here, before the run
-    directory exists. A generated (cached) file that fails says how to regenerate it."""
+def _read_data(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple:
+    """(train_ds, test_ds, (u, omega) of each split in memory): read and checked (NaN or Inf data
+    is refused here, before the run directory exists). A generated (cached) file that fails says
+    how to regenerate it."""
     try:
-        return _load(train_ds), _load(test_ds)
+        train_ds, test_ds = _datasets(cfg, path, explicit)
+        return train_ds, test_ds, _load(train_ds), _load(test_ds)
     except DataFileError as err:
         if cfg.data is None:
             raise DataFileError(f"{err}; it is a cached generated file: delete it and run again to regenerate "
@@ -365,8 +367,7 @@ def _prepare(cfg: TrainConfig, log, explicit: set[str], rank: int, world: int) -
     backend = _backend(cfg.fast_kernels, device, log)
     start = time.perf_counter()
     path = _data_path(cfg, rank, log)
-    train_ds, test_ds = _datasets(cfg, path, explicit)
-    (u_train, w_train), test_split = _load_splits(cfg, train_ds, test_ds, path)
+    train_ds, test_ds, (u_train, w_train), test_split = _read_data(cfg, path, explicit)
     torch.manual_seed(cfg.seed)
     omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
     model = build_model(cfg, omega, backend).to(device)
@@ -433,10 +434,12 @@ def _fit(cfg: TrainConfig, log, run: _Prepared, out: Path) -> dict:
             dist.all_reduce(loss_sum)
             loss_sum /= world
         train_loss = float(loss_sum) / batches
-        if not math.isfinite(train_loss):
+        params_finite = bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
+        if not math.isfinite(train_loss) or not params_finite:
             kept = checkpoint_path if checkpoint_path.exists() else "none yet"
-            raise TrainingDiverged(f"loss is {train_loss} at epoch {epoch}; stopping. The last good checkpoint "
-                                   f"({kept}) is kept")
+            what = f"loss is {train_loss}" if not math.isfinite(train_loss) else "the parameters became NaN or Inf"
+            raise TrainingDiverged(f"{what} at epoch {epoch}; stopping (a lower --lr may help). The last good "
+                                   f"checkpoint ({kept}) is kept")
         row = {"epoch": epoch, "train_loss": train_loss, "lr": float(optimizer.param_groups[0]["lr"]),
                "gate_mean": float(gate_sum) / batches if torch.is_tensor(gate_sum) else None,
                "time_s": time.perf_counter() - t0}
@@ -445,6 +448,11 @@ def _fit(cfg: TrainConfig, log, run: _Prepared, out: Path) -> dict:
             t1 = time.perf_counter()
             row["test_nrmse"] = run_eval().nrmse
             row["eval_s"] = time.perf_counter() - t1
+            if not math.isfinite(row["test_nrmse"]):
+                kept = checkpoint_path if checkpoint_path.exists() else "none yet"
+                raise TrainingDiverged(f"test nRMSE is {row['test_nrmse']} at epoch {epoch}: the rollout's predictions "
+                                       f"are not finite; stopping (a lower --lr may help). The last good checkpoint "
+                                       f"({kept}) is kept")
         history.append(row)
         if rank == 0:
             if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
