@@ -363,11 +363,12 @@ def _prepare(cfg: TrainConfig, log, explicit: set[str], rank: int, world: int) -
         _check_cuda_graph(device, world)
     if rank == 0:
         check_writable_dir("--out", cfg.out)
-        _check_run_dir(cfg)  # early: refused before data is generated (checked again under the lock)
     backend = _backend(cfg.fast_kernels, device, log)
     start = time.perf_counter()
     path = _data_path(cfg, rank, log)
     train_ds, test_ds, (u_train, w_train), test_split = _read_data(cfg, path, explicit)
+    if rank == 0:
+        _check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
     torch.manual_seed(cfg.seed)
     omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
     model = build_model(cfg, omega, backend).to(device)

@@ -203,6 +203,17 @@ def test_wall_time_sums_every_segment_of_a_resumed_run(tiny_data, tmp_path, monk
     assert first >= 1.0 and first < results["wall_time_s"] <= first + second
 
 
+def test_preset_counts_are_cut_to_the_file_and_the_run_resumes(tiny_data, tmp_path):
+    """Without --n-train/--n-test the quick preset's 256/32 are cut to what the file holds, recorded
+    so in config.json, and --resume of the same command finds the same settings."""
+    cfg = dict(data=str(tiny_data), out=str(tmp_path / "run"), **{**TINY_CFG, "n_train": None, "n_test": None,
+                                                                   "epochs": 1})
+    train(TrainConfig(**cfg), log=lambda *a: None)
+    recorded = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (recorded["n_train"], recorded["n_test"]) == (12, 4)
+    assert train(TrainConfig(**cfg, resume=True), log=lambda *a: None)["epochs"] == 1
+
+
 # -- checkpoints --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
