@@ -427,7 +427,13 @@ def _fit(cfg: TrainConfig, log, run: _Prepared, out: Path) -> dict:
             if len(batch) < world:  # every rank needs a share; all ranks skip the same batch
                 continue
             idx = batch[rank::world].to(device)
-            loss, gate = step(u_train[idx], w_train[idx])  # a graph's static outputs: accumulate now
+            try:
+                loss, gate = step(u_train[idx], w_train[idx])  # a graph's static outputs: accumulate now
+            except ValueError:  # NaN weights trip the ops' input checks (a NaN gate chi): diverged, not bad input
+                if _finite_parameters(model):
+                    raise
+                loss_sum, batches = loss_sum + float("nan"), batches + 1  # reported below as a NaN loss
+                break
             loss_sum += loss
             batches += 1
             gate_sum = gate_sum + gate if gate is not None else gate_sum
@@ -435,8 +441,7 @@ def _fit(cfg: TrainConfig, log, run: _Prepared, out: Path) -> dict:
             dist.all_reduce(loss_sum)
             loss_sum /= world
         train_loss = float(loss_sum) / batches
-        params_finite = bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
-        if not math.isfinite(train_loss) or not params_finite:
+        if not math.isfinite(train_loss) or not _finite_parameters(model):
             kept = checkpoint_path if checkpoint_path.exists() else "none yet"
             what = f"loss is {train_loss}" if not math.isfinite(train_loss) else "the parameters became NaN or Inf"
             raise TrainingDiverged(f"{what} at epoch {epoch}; stopping (a lower --lr may help). The last good "
@@ -470,6 +475,10 @@ def _fit(cfg: TrainConfig, log, run: _Prepared, out: Path) -> dict:
                 + (f"  test nRMSE {row['test_nrmse']:.4f}" if "test_nrmse" in row else "")
                 + f"  {row['time_s']:.1f} s")
     return _finish(cfg, model, run_eval, history, params, out, wall_time, rank, world, log)
+
+
+def _finite_parameters(model) -> bool:
+    return bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
 
 
 def _ranks_agree(model) -> bool:
