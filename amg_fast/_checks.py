@@ -63,3 +63,35 @@ def check_int_range(name: str, value, low: int, high: int | None = None) -> int:
         allowed = f">= {low}" if high is None else f"in {low}..{high}"
         raise ValueError(f"{name} must be {allowed}, got {value}")
     return value
+
+
+
+def check_nonempty(name: str, value: torch.Tensor, layout: str) -> None:
+    """Require every dimension >= 1 (an empty batch, time or space axis has nothing to compute and
+    fails deep inside FFTs otherwise)."""
+    if value.numel() == 0:
+        raise ValueError(f"{name} must have no empty dimension ({layout}), got shape {tuple(value.shape)}")
+
+
+def _traced() -> bool:
+    """True inside torch.compile tracing or CUDA-graph capture, where a value check (a host sync)
+    cannot run; the eager call with the same arguments is checked."""
+    return torch.compiler.is_compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
+def check_unit_interval(name: str, value: torch.Tensor) -> None:
+    """Require every entry finite and in [0, 1] (one host sync; skipped while compiling or capturing)."""
+    if _traced():
+        return
+    bad = ~((value >= 0) & (value <= 1))  # NaN compares False: caught too
+    if bool(bad.any()):
+        first = value.detach().flatten()[bad.flatten()][0].item()
+        raise ValueError(f"{name} must be finite and in [0, 1], got {first} (shape {tuple(value.shape)})")
+
+
+def first_non_finite(value: torch.Tensor, dim: int) -> int | None:
+    """The first index along dim whose slice holds a NaN or Inf, or None when all are finite."""
+    finite = torch.isfinite(value).movedim(dim, 0).flatten(1).all(dim=1)
+    if bool(finite.all()):
+        return None
+    return int((~finite).nonzero()[0, 0])

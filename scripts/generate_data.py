@@ -46,7 +46,7 @@ def main(argv=None) -> int:
                                              out_dir=args.out, device=args.device, method=args.method,
                                              batch_size=args.batch_size, overwrite=args.overwrite,
                                              progress=bar.update)
-        except (ValueError, FileExistsError) as err:
+        except (ValueError, FileExistsError, FloatingPointError, OSError) as err:
             bar.close()
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -15,7 +15,7 @@ from amg_fast.layers import FUSIONS
 from amg_fast.models import available_models
 from amg_fast.train.config import PRESETS, TrainConfig, default_cache_dir
 from amg_fast.train.precision import PRECISIONS
-from amg_fast.train.trainer import RunDirError, TrainingDiverged, train
+from amg_fast.train.trainer import USER_ERRORS, train
 
 
 def parse_args(argv=None) -> TrainConfig:
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     cfg = parse_args(argv)
     try:
         results = train(cfg)
-    except (ValueError, RunDirError, TrainingDiverged, FileExistsError) as err:
+    except USER_ERRORS as err:  # a message, no traceback (a corrupt checkpoint is a ValueError too)
         print(f"error: {err}", file=sys.stderr)
         return 2
     if results:

@@ -276,29 +276,31 @@ def _integrate(u0: torch.Tensor, t_out: torch.Tensor, out: torch.Tensor, *, slot
     rows = torch.arange(s, device=dev)                          # trajectory in each slot
     clock = torch.zeros(s, dtype=torch.float64, device=dev)     # its own time
     k = torch.ones(s, dtype=torch.long, device=dev)             # index of its next output time
+    n_steps = torch.zeros(s, dtype=torch.long, device=dev)      # time steps it has taken
     waiting = s                                                 # next trajectory to start
 
-    def fail(bad: torch.Tensor, clock: torch.Tensor):
+    def fail(bad: torch.Tensor, clock: torch.Tensor, taken: torch.Tensor):
         i = int(torch.nonzero(bad)[0, 0])
         raise FloatingPointError(
-            f"solve_burgers: the solution became non-finite in trajectory {int(rows[i])} after "
-            f"t = {float(clock[i]):.6g} (L = {L:g}, nu = {nu:g}, N = {N}, cfl = {cfl:g}); "
-            "check u0 and nu, or lower cfl"
+            f"Burgers (nu = {nu:g}, L = {L:g}, N = {N}, cfl = {cfl:g}): the solution became non-finite in "
+            f"trajectory {int(rows[i])} at step {int(taken[i]) + 1} (t = {float(clock[i]):.6g}); "
+            "check u0 and nu, or lower cfl; no data was written"
         )
 
     while True:
         u_new, clock_new, hit, flags = step_fn(u, clock, t_out[k], *consts)
         finite, any_hit = flags.tolist()                        # the one host sync per step
         if not finite:
-            fail(~torch.isfinite(u).all(dim=1), clock)
+            fail(~torch.isfinite(u).all(dim=1), clock, n_steps - 1)
         u, clock = u_new, clock_new
+        n_steps += 1
         if not any_hit:
             continue
         idx = torch.nonzero(hit)[:, 0]
         frames = u[idx]
         bad = ~torch.isfinite(frames).all(dim=1)
         if bool(bad.any()):
-            fail(hit & ~torch.isfinite(u).all(dim=1), clock)
+            fail(hit & ~torch.isfinite(u).all(dim=1), clock, n_steps - 1)
         out[rows[idx], k[idx]] = frames
         k = k + hit
         done = k >= T
@@ -312,12 +314,13 @@ def _integrate(u0: torch.Tensor, t_out: torch.Tensor, out: torch.Tensor, *, slot
             rows[f] = torch.arange(waiting, waiting + n_new, device=dev)
             clock[f] = 0.0
             k[f] = 1
+            n_steps[f] = 0
             waiting += n_new
         if n_new < free.numel():                                # nothing left to start: shrink
             keep = k < T
             if not bool(keep.any()):
                 return
-            u, clock, k, rows = u[keep], clock[keep], k[keep], rows[keep]
+            u, clock, k, rows, n_steps = u[keep], clock[keep], k[keep], rows[keep], n_steps[keep]
 
 
 # ----------------------------------------------------------------------------- initial conditions

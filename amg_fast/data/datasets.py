@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from amg_fast.data.h5 import check_finite, locate, open_file
+from amg_fast.data.h5 import DataFileError, check_finite, locate, open_file
 from amg_fast.data.resample import to_resolution
 from amg_fast.data.spectral import unresolved_energy_ratio
 
@@ -63,7 +63,10 @@ class TrajectoryDataset(Dataset):
             loc = locate(f, path, split if not _single_tensor(f) else None)
             self._dataset, self.x, self.layout, self.attrs = loc.dataset, loc.x, loc.layout, loc.attrs
             n_total, _, n_points = loc.shape
-            paper_stride, paper_frames = PAPER_FRAMES.get(_pde_of(loc.attrs, loc.layout), (1, None))
+            if n_total == 0 or loc.shape[1] == 0 or n_points == 0:
+                raise DataFileError(f"{path}: {loc.dataset} holds no data (shape {loc.shape}, [N, T, X])")
+            self.pde = _pde_of(loc.attrs, loc.layout)  # the file's `pde` attribute, else from its layout
+            paper_stride, paper_frames = PAPER_FRAMES.get(self.pde, (1, None))
             self.stride = paper_stride if stride == "paper" else int(stride)
             if self.stride < 1 or (n_frames not in ("paper", None) and int(n_frames) < 1):
                 raise ValueError(f"stride and n_frames must be >= 1, got stride={stride}, n_frames={n_frames}")
@@ -72,7 +75,7 @@ class TrajectoryDataset(Dataset):
             if loc.layout == "lpsda":
                 self.indices = np.arange(n_total)
             else:
-                self.indices = split_indices(n_total, split, loc.attrs.get("n_test"))
+                self.indices = split_indices(n_total, split, _n_test_attr(path, loc.attrs, n_total))
             if limit is not None:
                 self.indices = self.indices[:limit]
             if not 1 <= self.resolution <= n_points:
@@ -87,8 +90,12 @@ class TrajectoryDataset(Dataset):
             return float(self.attrs[key])
         train = locate(f, self.path, "train" if self.layout == "lpsda" else None)
         rows = np.arange(train.shape[0]) if self.layout == "lpsda" else split_indices(
-            train.shape[0], "train", train.attrs.get("n_test"))
+            train.shape[0], "train", _n_test_attr(self.path, train.attrs, train.shape[0]))
+        if len(rows) == 0:
+            raise DataFileError(f"{self.path}: the training split is empty, so omega_f_{self.resolution} cannot be "
+                                "computed from it (and the file does not store it)")
         u = f[train.dataset][rows[0]:rows[-1] + 1, self.frames]
+        check_finite(self.path, train.dataset, u)  # omega_f of NaN states is undefined
         return unresolved_energy_ratio(u, self.resolution)
 
     def __len__(self) -> int:
@@ -111,6 +118,17 @@ class TrajectoryDataset(Dataset):
     def __del__(self):
         if getattr(self, "_file", None) is not None:
             self._file.close()
+
+
+def _n_test_attr(path, attrs: dict, n_total: int) -> int | None:
+    """The file's `n_test` attribute (None when absent), an integer in 0..n_total."""
+    value = attrs.get("n_test")
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value <= n_total:
+        raise DataFileError(f"{path}: attribute n_test (the test trajectories at the end of the file) must be an "
+                            f"integer in 0..{n_total} (the file holds {n_total} trajectories), got {value!r}")
+    return int(value)
 
 
 def _single_tensor(f) -> bool:

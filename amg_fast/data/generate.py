@@ -5,7 +5,9 @@ KS -> one LPSDA-layout file with groups `train` and `test`; Burgers -> one PDEBe
 (numpy SeedSequence(seed).spawn). omega_f for f in OMEGA_RESOLUTIONS is computed from the
 high-resolution training split only, over the frames the paper uses, and stored as root
 attributes `omega_f_{f}`. A finished file records its generator arguments; asking again for the
-same arguments skips the work.
+same arguments skips the work. A solution that stops being finite raises a FloatingPointError
+naming the PDE, nu, the step and the time (the solvers keep their step: the error says which
+settings are stable), and no file is written.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from amg_fast._files import check_writable_dir
 from amg_fast.data import burgers, ks
 from amg_fast.data.datasets import PAPER_FRAMES
 from amg_fast.data.h5 import write_lpsda, write_pdebench
@@ -76,6 +79,7 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
         raise ValueError(f"method applies to KS only ('etdrk4' or 'radau'); Burgers has one solver, got {method!r}")
     args = {"pde": pde, "nu": nu, "n_train": n_train, "n_test": n_test, "seed": seed, "method": method}
     path = dataset_path(out_dir, pde, nu, n_train, n_test, seed)
+    check_writable_dir("output directory", out_dir)  # before solving, which can take minutes
     if path.exists() and not overwrite:
         recorded = _recorded_args(path)
         if recorded == args:

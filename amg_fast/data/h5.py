@@ -14,13 +14,14 @@ that looks complete.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
 import numpy as np
+
+from amg_fast._files import atomic_path
 
 __all__ = ["Trajectories", "DataFileError", "read_trajectories", "locate", "atomic_h5",
            "write_pdebench", "write_lpsda", "write_amg_fast", "LAYOUTS"]
@@ -58,16 +59,29 @@ class Location:
 # -- writing ----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def atomic_h5(path):
-    """Open `path`.tmp-<pid> for writing; rename it to `path` only if the block succeeds."""
+    """Open `path`.tmp-<pid> for writing; rename it to `path` only if the block succeeds (stale
+    temp files of dead writers are removed first, amg_fast._files.atomic_path)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        yield f
+
+
+def _finite(path, name: str, u: np.ndarray) -> np.ndarray:
+    """u, refused with a DataFileError if it holds NaN or Inf: no writer stores non-finite
+    trajectories (the float32 writers check after the cast, so values beyond float32's range count)."""
     try:
-        with h5py.File(tmp, "w") as f:
-            yield f
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        check_finite(path, name, u)
+    except DataFileError as err:
+        raise DataFileError(f"refusing to write {err}") from None
+    return u
+
+
+def _finite_float32(path, name: str, u) -> np.ndarray:
+    """u cast to the float32 the PDEBench and LPSDA writers store, refused if not finite there."""
+    with np.errstate(over="ignore"):  # values beyond float32's range become Inf: refused just below
+        stored = np.asarray(u).astype(np.float32, copy=False)
+    return _finite(path, name, stored)
 
 
 def _set_attrs(obj, attrs: dict | None) -> None:
@@ -77,10 +91,11 @@ def _set_attrs(obj, attrs: dict | None) -> None:
 
 def write_pdebench(path, u, x, t, *, nu_file: float, attrs: dict | None = None) -> None:
     """u [N, T, X] (stored float32), x [X] cell centres, t [T] frame times."""
-    u, x, t = np.asarray(u), np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    stored = _finite_float32(path, "tensor", u)
+    x, t = np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
     t_coordinate = np.append(t, t[-1] + (t[-1] - t[-2]) if len(t) > 1 else t[-1] + 1.0)
     with atomic_h5(path) as f:
-        f.create_dataset("tensor", data=u.astype(np.float32, copy=False))
+        f.create_dataset("tensor", data=stored)
         f.create_dataset("x-coordinate", data=x)
         f.create_dataset("t-coordinate", data=t_coordinate)
         f.attrs["Nu"] = float(nu_file)
@@ -90,12 +105,12 @@ def write_pdebench(path, u, x, t, *, nu_file: float, attrs: dict | None = None) 
 def write_lpsda(path, splits: dict, x, t, *, nu: float, L: float, seeds: dict, attrs: dict | None = None) -> None:
     """splits: {name: u [N, T, X]} (stored float32), x [X], t [T]; seeds: {name: int}."""
     x, t = np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    splits = {name: _finite_float32(path, name, u) for name, u in splits.items()}
     with atomic_h5(path) as f:
         for name, u in splits.items():
-            u = np.asarray(u)
             n, nt, nx = u.shape
             group = f.create_group(name)
-            group.create_dataset(f"pde_{nt}-{nx}", data=u.astype(np.float32, copy=False))
+            group.create_dataset(f"pde_{nt}-{nx}", data=u)
             group.create_dataset("x", data=np.broadcast_to(x, (n, nx)))
             group.create_dataset("t", data=np.broadcast_to(t, (n, nt)))
             group.create_dataset("dx", data=np.full(n, x[1] - x[0]))
@@ -106,8 +121,9 @@ def write_lpsda(path, splits: dict, x, t, *, nu: float, L: float, seeds: dict, a
 
 def write_amg_fast(path, u, x, t, attrs: dict | None = None) -> None:
     """u [N, T, X] (dtype kept), x [X], t [T]."""
+    u = _finite(path, "u", np.asarray(u))
     with atomic_h5(path) as f:
-        f.create_dataset("u", data=np.asarray(u))
+        f.create_dataset("u", data=u)
         f.create_dataset("x", data=np.asarray(x, dtype=np.float64))
         f.create_dataset("t", data=np.asarray(t, dtype=np.float64))
         f.attrs["format"] = "amg_fast"

@@ -3,6 +3,17 @@
 model(u): u [B, T, S, C] -> [B, T, S, C]; output t predicts u_{t+1} from inputs 0..t (teacher
 forcing = feed the true sequence). model.rollout(u0, steps): u0 [B, S, C] -> [B, steps, S, C],
 feeding predictions back through step(), which carries each model's memory from step to step.
+
+Inputs must be real floating tensors with no empty dimension, in the dtype of the model's
+parameters: a model refuses other dtypes (float64 or fp16 data into an fp32 model) instead of
+casting them, so no precision is lost or assumed silently; cast the data (u.float()) or the model
+(model.double()). Under autocast the dtypes may differ (autocast casts).
+
+Non-finite inputs: the memory models (s4ffno, amgfno) are causal for finite inputs only. Their
+teacher-forced forward runs the S4D memory as an FFT convolution over time, which spreads a NaN
+or Inf in frame t to every output frame, earlier ones too (rollout's recurrent steps do not look
+ahead). model(u, check_finite=True) and model.rollout(u0, steps, check_finite=True) raise at the
+first non-finite input frame or prediction instead (one host sync per check; off by default).
 """
 from __future__ import annotations
 
@@ -12,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from amg_fast._checks import check_int_range, check_rank, check_real_float
+from amg_fast._checks import check_int_range, check_nonempty, check_rank, check_real_float, first_non_finite
 from amg_fast._nvtx import nvtx_range
 from amg_fast.layers import FFNOBlock
+from amg_fast.ops._backend import check_backend
 
 
 def grid_coordinates(S: int, like: torch.Tensor) -> torch.Tensor:
@@ -39,16 +51,44 @@ class SequenceModel(nn.Module):
         self.in_channels = check_int_range("in_channels", in_channels, 1)
         self.out_channels = check_int_range("out_channels", out_channels, 1)
 
+    def __call__(self, *args, check_finite: bool = False, **kwargs):
+        """model(u, check_finite=True): raise at the first frame of u, or of the output, that holds
+        a NaN or Inf (ValueError for the input, FloatingPointError for the output)."""
+        if check_finite:
+            u = args[0] if args else kwargs["u"]
+            t = first_non_finite(u, 1)
+            if t is not None:
+                raise ValueError(f"u: frame {t} (u[:, {t}]) holds NaN or Inf (check_finite=True); a memory model "
+                                 "would spread it to every output frame, earlier ones too")
+        out = super().__call__(*args, **kwargs)
+        if check_finite:
+            t = first_non_finite(out, 1)
+            if t is not None:
+                raise FloatingPointError(f"the prediction at frame {t} (output[:, {t}]) holds NaN or Inf though the "
+                                         "input is finite (check_finite=True)")
+        return out
+
     # -- input checks ---------------------------------------------------------------------------
     def check_sequence(self, u: torch.Tensor) -> None:
         check_real_float("u", u)
         check_rank("u", u, 4, "[B, T, S, C]")
+        check_nonempty("u", u, "[B, T, S, C]")
         self._check_channels("u", u)
+        self._check_dtype("u", u)
 
     def check_state(self, name: str, u_t: torch.Tensor) -> None:
         check_real_float(name, u_t)
         check_rank(name, u_t, 3, "[B, S, C]")
+        check_nonempty(name, u_t, "[B, S, C]")
         self._check_channels(name, u_t)
+        self._check_dtype(name, u_t)
+
+    def _check_dtype(self, name: str, u: torch.Tensor) -> None:
+        param = next(self.parameters(), None)
+        if param is None or u.dtype == param.dtype or torch.is_autocast_enabled(u.device.type):
+            return
+        raise TypeError(f"{name} has dtype {u.dtype} but the model's parameters are {param.dtype}; the model does "
+                        f"not cast: pass {param.dtype} data, or convert the model (e.g. model.to({u.dtype}))")
 
     def _check_channels(self, name: str, u: torch.Tensor) -> None:
         if u.shape[-1] != self.in_channels:
@@ -65,13 +105,20 @@ class SequenceModel(nn.Module):
         """u_t [B, S, C], state -> (prediction of u_{t+1} [B, S, C], next state)."""
         raise NotImplementedError
 
-    def rollout(self, u0: torch.Tensor, steps: int, **step_kwargs) -> torch.Tensor:
-        """Autoregressive rollout from u0 [B, S, C] only -> predictions [B, steps, S, C]."""
+    def rollout(self, u0: torch.Tensor, steps: int, *, check_finite: bool = False, **step_kwargs) -> torch.Tensor:
+        """Autoregressive rollout from u0 [B, S, C] only -> predictions [B, steps, S, C].
+        check_finite=True raises at a non-finite u0 (ValueError) or at the first step whose
+        prediction holds NaN or Inf (FloatingPointError; one host sync per step)."""
         self.check_state("u0", u0)
         check_int_range("steps", steps, 1)
+        if check_finite and first_non_finite(u0[:, None], 1) is not None:
+            raise ValueError("u0 holds NaN or Inf (check_finite=True)")
         state, current, preds = self.initial_state(u0), u0, []
-        for _ in range(steps):
+        for i in range(steps):
             current, state = self.step(current, state, **step_kwargs)
+            if check_finite and first_non_finite(current[:, None], 1) is not None:
+                raise FloatingPointError(f"rollout: the prediction of step {i + 1} of {steps} holds NaN or Inf "
+                                         "(check_finite=True); stopped there")
             preds.append(current)
         return torch.stack(preds, dim=1)
 
@@ -100,7 +147,7 @@ class FFNOBackbone(SequenceModel):
         super().__init__(in_channels, out_channels)
         self.width = check_int_range("width", width, 1)
         self.modes = None if modes is None else check_int_range("modes", modes, 1)
-        self.backend = backend
+        self.backend = check_backend(backend)
         enc_in = in_channels if encoder_channels is None else encoder_channels
         self.encoder = nn.Linear(enc_in + 1, width)
         self.blocks = nn.ModuleList(FFNOBlock(width, modes, backend=backend) for _ in range(n_blocks))

@@ -11,7 +11,7 @@ from torch import nn
 
 from amg_fast._checks import check_int_range
 from amg_fast.models.base import SequenceModel, append_grid
-from amg_fast.ops._backend import BACKENDS
+from amg_fast.ops._backend import check_backend
 
 __all__ = ["MarkovianModel", "mlp"]
 
@@ -39,9 +39,7 @@ class MarkovianModel(SequenceModel):
             raise ValueError(f"modes does not apply to {type(self).__name__} (it has no Fourier layer); "
                              f"pass modes=None, got modes={modes!r}")
         self.modes = None if modes is None else check_int_range("modes", modes, 1)
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        self.backend = backend
+        self.backend = check_backend(backend)
 
     with_grid = staticmethod(append_grid)
 

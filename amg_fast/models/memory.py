@@ -100,10 +100,10 @@ class AMGFNO1d(MemoryFFNO):
         self._close_gate_record()
         return out
 
-    def rollout(self, u0: torch.Tensor, steps: int, omega=None) -> torch.Tensor:
+    def rollout(self, u0: torch.Tensor, steps: int, omega=None, *, check_finite: bool = False) -> torch.Tensor:
         """As SequenceModel.rollout; g-bar is the mean gate over all rollout steps."""
         self._reset_gate_record()
-        out = super().rollout(u0, steps, omega=omega)
+        out = super().rollout(u0, steps, omega=omega, check_finite=check_finite)
         self._close_gate_record()
         return out
 

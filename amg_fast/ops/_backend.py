@@ -51,10 +51,16 @@ def triton_unavailable_reason(device: torch.device) -> str | None:
             "TRITON_INTERPRET=1 set before triton is imported")
 
 
+def check_backend(backend) -> str:
+    """Require one of BACKENDS (models call this at build, ops at each call); returns it."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return backend
+
+
 def resolve_backend(op: str, backend: str, device: torch.device) -> str:
     """Return "triton" or "reference" for op on device, or raise saying why Triton cannot run."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_backend(backend)
     if backend == "reference":
         return "reference"
     if torch.compiler.is_compiling():  # no logging or environment lookups inside a traced graph

@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from amg_fast._checks import acc_dtype, check_rank, check_real_float, check_same_device, check_shape
+from amg_fast._checks import (acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape,
+                              check_unit_interval)
 from amg_fast.kernels.limits import GATE_MAX_H
 from amg_fast.ops._backend import run_op
 
@@ -17,12 +18,14 @@ __all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate
 
 
 def check_gate_fusion_args(h, z, w_z, w_h, b, chi, chi_name: str = "chi") -> None:
-    """h, z [..., H]; w_z, w_h [H, H]; b [H]; chi 0-dim, or [B] with one value per h.shape[0]
-    (chi_name: what errors call it)."""
+    """h, z [..., H] (no empty dimension); w_z, w_h [H, H]; b [H]; chi 0-dim, or [B] with one value per
+    h.shape[0] (chi_name: what errors call it). A gate weight chi must also be finite and in [0, 1]
+    (checked with one host sync, except while compiling or capturing); log_omega is not range-checked."""
     for name, t in (("h", h), ("z", z), ("w_z", w_z), ("w_h", w_h), ("b", b), (chi_name, chi)):
         check_real_float(name, t)
     check_same_device(h=h, z=z, w_z=w_z, w_h=w_h, b=b, **{chi_name: chi})
     check_rank("h", h, range(1, 16), "[..., H]")
+    check_nonempty("h", h, "[..., H]")
     if z.shape != h.shape:
         raise ValueError(f"z must have the shape of h {tuple(h.shape)}, got {tuple(z.shape)}")
     H = h.shape[-1]
@@ -35,6 +38,8 @@ def check_gate_fusion_args(h, z, w_z, w_h, b, chi, chi_name: str = "chi") -> Non
         raise ValueError(
             f"{chi_name} must be a 0-dim tensor (or [B] with B = h.shape[0]), got shape {tuple(chi.shape)}"
         )
+    if chi_name == "chi":
+        check_unit_interval("chi", chi)  # a gate weight: g = sigmoid(.) * chi must stay in [0, 1]
 
 
 def _broadcast_chi(chi: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from amg_fast._checks import acc_dtype, check_rank, check_real_float, check_same_device, check_shape
+from amg_fast._checks import acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape
 from amg_fast.kernels.limits import S4D_METHODS, s4d_method
 from amg_fast.ops._backend import run_op
 
@@ -29,6 +29,8 @@ def _check_params(lam, c, d, H: int) -> None:
         check_real_float(name, t)
     check_rank("lam", lam, 3, "[H, N, 2]")
     N = lam.shape[1]
+    if N < 1:
+        raise ValueError(f"lam must hold N >= 1 poles ([H, N, 2]), got shape {tuple(lam.shape)}")
     check_shape("lam", lam, (H, N, 2), f"[H, N, 2] with H = {H}")
     check_shape("c", c, (H, N, 2), "[H, N, 2], like lam")
     check_shape("d", d, (H,), "[H]")
@@ -38,6 +40,7 @@ def check_s4d_scan_args(u, lam, c, d) -> None:
     """u [B, T, S, H]; lam, c [H, N, 2]; d [H]."""
     check_real_float("u", u)
     check_rank("u", u, 4, "[B, T, S, H], time is dim 1")
+    check_nonempty("u", u, "[B, T, S, H], time is dim 1")
     _check_params(lam, c, d, u.shape[-1])
     check_same_device(u=u, lam=lam, c=c, d=d)
 
@@ -277,6 +280,7 @@ def s4d_step(u_t, state, lam, c, d, *, backend: str = "auto") -> tuple[torch.Ten
     in state's dtype). With the Triton backend the step is one kernel; its backward is PyTorch."""
     check_real_float("u_t", u_t)
     check_rank("u_t", u_t, range(1, 16), "[..., H]")
+    check_nonempty("u_t", u_t, "[..., H]")
     _check_params(lam, c, d, u_t.shape[-1])
     check_real_float("state", state)
     check_shape("state", state, tuple(u_t.shape) + (lam.shape[1], 2), "[..., H, N, 2]")

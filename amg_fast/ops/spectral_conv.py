@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from amg_fast._checks import acc_dtype, check_rank, check_real_float, check_same_device
+from amg_fast._checks import acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device
 from amg_fast.kernels.limits import SPECTRAL_TRANSFORMS, spectral_transform
 from amg_fast.ops._backend import run_op
 
@@ -22,6 +22,7 @@ def check_spectral_conv1d_args(x: torch.Tensor, weight: torch.Tensor) -> None:
     check_real_float("weight", weight)
     check_rank("x", x, range(2, 16), "[..., S, H_in]")
     check_rank("weight", weight, 4, "[K, H_in, H_out, 2]")
+    check_nonempty("x", x, "[..., S, H_in]")
     check_same_device(x=x, weight=weight)
     S, h_in = x.shape[-2], x.shape[-1]
     K = weight.shape[0]

@@ -3,33 +3,68 @@ torch.load(weights_only=True).
 
 A checkpoint holds: model, optimizer, scheduler (state_dicts), epoch (last finished), rng
 (torch CPU state, data-order generator state, CUDA states where present), config (dict),
-history (the per-epoch metrics so far).
+history (the per-epoch metrics so far), wall_time_s (the run's wall time up to this checkpoint,
+summed over all segments of a resumed run).
+
+A file that cannot be read back (truncated, overwritten, not a checkpoint) raises
+CheckpointError naming the file; a file holding anything but tensors and plain containers is
+refused the same way and never unpickled.
 """
 from __future__ import annotations
 
-import os
+import pickle
+import zipfile
 from pathlib import Path
 
 import torch
 
-__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "capture_rng", "restore_rng"]
+from amg_fast._files import atomic_path
+
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "capture_rng", "restore_rng",
+           "CheckpointError", "TRAINING_KEYS"]
 
 CHECKPOINT_NAME = "checkpoint.pt"
+# What a checkpoint written by the trainer holds (scripts/evaluate.py needs model and config).
+TRAINING_KEYS = ("model", "optimizer", "scheduler", "epoch", "rng", "config", "history")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that is corrupt, truncated or not a checkpoint; the message names it."""
 
 
 def save_checkpoint(path, state: dict) -> None:
     """torch.save(state) to path atomically (temp file in the same directory, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(path) as tmp:
         torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
-def load_checkpoint(path, map_location="cpu") -> dict:
-    return torch.load(path, map_location=map_location, weights_only=True)
+def load_checkpoint(path, map_location="cpu", *, required=("model", "config")) -> dict:
+    """torch.load(path, weights_only=True) -> the checkpoint dict, which must hold `required`.
+
+    Raises CheckpointError (naming the file, and that deleting it restarts the run) when the file
+    cannot be read as a checkpoint."""
+    path = Path(path)
+
+    def corrupt(why: str) -> CheckpointError:
+        return CheckpointError(f"{path}: corrupt or not a checkpoint ({why}); it cannot be used. Delete it to "
+                               "start the run over, or point at another checkpoint")
+
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:  # torch's text advises weights_only=False: never repeated here
+        if "Unsupported global" in str(err):  # a payload weights_only refused: never unpickled
+            raise corrupt("it holds objects other than tensors and plain containers, which are not loaded") from None
+        detail = str(err).partition("WeightsUnpickler error:")[2].strip().split("\n")[0][:160]
+        raise corrupt("truncated or damaged: UnpicklingError" + (f": {detail}" if detail else "")) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, KeyError) as err:
+        first = str(err).split(". ")[0].strip()[:160]
+        raise corrupt(f"truncated or damaged: {type(err).__name__}" + (f": {first}" if first else "")) from None
+    if not isinstance(state, dict):
+        raise corrupt(f"holds a {type(state).__name__}, not a checkpoint dict")
+    missing = [key for key in required if key not in state]
+    if missing:
+        raise corrupt(f"missing {', '.join(missing)}")
+    return state
 
 
 def latest_checkpoint(run_dir) -> Path | None:

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
 
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
 from amg_fast.train.precision import check_precision
 
-__all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir"]
+__all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir", "check_device"]
 
 OMEGA_MODES = ("fixed", "batch")
 
@@ -74,6 +77,34 @@ def _positive(name: str, value) -> None:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
+def _finite(name: str, value, *, low: float, strict: bool) -> None:
+    """Require a finite real number > low (strict) or >= low."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if not ok or value < low or (strict and value == low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}")
+
+
+def check_device(device: str) -> None:
+    """device: "auto", "cpu", "cuda" or "cuda:N" (N < the number of GPUs); CUDA must be available."""
+    allowed = "'auto', 'cpu', 'cuda' or 'cuda:N'"
+    if device == "auto":
+        return
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be {allowed}, got {device!r}") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be {allowed}, got {device!r}")
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: CUDA is not available here (torch {torch.__version__}"
+                             + (", a CPU-only build" if torch.version.cuda is None else ", no GPU visible")
+                             + "); use 'cpu' or 'auto'")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s), "
+                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+
+
 def resolve_config(cfg: TrainConfig) -> TrainConfig:
     """Fill preset values into the None fields and check every setting; returns a new config."""
     if cfg.preset not in PRESETS:
@@ -98,11 +129,14 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
     for name in ("modes", "n_test", "eval_batch_size"):
         if getattr(out, name) is not None:
             _positive(name, getattr(out, name))
+    if out.modes is not None and out.modes > out.res // 2 + 1:
+        raise ValueError(f"modes must be <= res//2 + 1 = {out.res // 2 + 1} (the Fourier modes of --res {out.res}), "
+                         f"got {out.modes}")
     check_precision(out.precision)
-    if not out.nu > 0:
-        raise ValueError(f"nu must be > 0, got {out.nu}")
-    if not out.lr > 0 or out.weight_decay < 0:
-        raise ValueError(f"need lr > 0 and weight_decay >= 0, got lr={out.lr}, weight_decay={out.weight_decay}")
+    check_device(out.device)
+    _finite("nu", out.nu, low=0.0, strict=True)
+    _finite("lr", out.lr, low=0.0, strict=True)
+    _finite("weight_decay", out.weight_decay, low=0.0, strict=False)
     if out.omega_mode not in OMEGA_MODES:
         raise ValueError(f"omega_mode must be one of {OMEGA_MODES}, got {out.omega_mode!r}")
     if out.fusion not in FUSIONS:

@@ -4,33 +4,49 @@ The model sees whole true trajectories (memory updated with the true states); th
 mean over batch and time of ||pred - true||_2^2 over space (eq. app-training-loss). Adam with
 cosine annealing; S4D's A and dt parameters get no weight decay. Runs as one process or, under
 torchrun, as data-parallel DDP (NCCL on GPUs, gloo on CPU).
+
+Everything that can be checked is checked before the run directory is created: the settings,
+the device, --out and the cache, the data (readable, finite, T >= 2, the split sizes asked for,
+its PDE), the model (built and run once at the data's resolution) and, with --resume, the
+checkpoint. The directory is locked while a process trains in it (a second one is refused). A
+failure before the first checkpoint removes what the attempt created, so the same command can
+be run again; after it, the directory is left to --resume.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from filelock import FileLock, Timeout
+
+from amg_fast._files import atomic_path, atomic_write_text, check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.data.generate import dataset_path, default_n_test, generate_dataset
+from amg_fast.data.h5 import DataFileError
 from amg_fast.models import count_parameters, get_model
 from amg_fast.ops._backend import triton_unavailable_reason
-from amg_fast.train.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+from amg_fast.train.checkpoint import (TRAINING_KEYS, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
+                                       restore_rng, save_checkpoint)
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
 
-__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model"]
+__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs", "USER_ERRORS"]
 
 # Settings that may differ between a run and its resumption.
 RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size"}
+LOCK_NAME = ".train.lock"  # held while a process trains in the run directory (not the sweep runner's .lock)
 
 
 class TrainingDiverged(RuntimeError):
@@ -38,7 +54,11 @@ class TrainingDiverged(RuntimeError):
 
 
 class RunDirError(RuntimeError):
-    """The output directory holds another run (or nothing to resume)."""
+    """The output directory holds another run, nothing to resume, or is in use by another process."""
+
+
+# What the CLIs report as "error: <message>" (exit 2) instead of a traceback.
+USER_ERRORS = (ValueError, RunDirError, TrainingDiverged, FileExistsError, FloatingPointError, OSError)
 
 
 # -- set-up -----------------------------------------------------------------------------------
@@ -51,6 +71,7 @@ def _distributed() -> tuple[int, int]:
 
 
 def _device(name: str, rank: int) -> torch.device:
+    """The torch device of --device (checked by resolve_config: "auto", "cpu", "cuda[:N]" where CUDA runs)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)
@@ -94,6 +115,22 @@ def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module
     return get_model(cfg.model, **kwargs)
 
 
+def check_model_runs(model: torch.nn.Module, res: int, device: torch.device, flag: str = "--res") -> None:
+    """Run the model once on zeros [1, 2, res, 1] (no gradients, eval mode): a resolution it
+    cannot take (modes above res//2 + 1, UNet's multiple of 16, ...) is a ValueError naming `flag`
+    here, before anything is written, instead of an error inside the first training step."""
+    was_training = model.training
+    model.eval()
+    dtype = next(model.parameters()).dtype
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            model(torch.zeros(1, 2, res, 1, device=device, dtype=dtype))
+    except (ValueError, RuntimeError) as err:
+        raise ValueError(f"{flag} {res}: the model cannot run at this resolution: {err}") from None
+    finally:
+        model.train(was_training)
+
+
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     plain = [p for p in model.parameters() if not hasattr(p, "_optim")]
     special = [p for p in model.parameters() if hasattr(p, "_optim")]
@@ -107,6 +144,7 @@ def _data_path(cfg: TrainConfig, rank: int, log) -> Path:
     if cfg.data is not None:
         return Path(cfg.data)
     if rank == 0:
+        check_writable_dir("--cache-dir", cfg.cache_dir)
         path, summary = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
                                          seed=cfg.seed, out_dir=cfg.cache_dir)
         log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
@@ -122,36 +160,120 @@ def _load(ds: TrajectoryDataset) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack([u for u, _ in items]), torch.stack([w for _, w in items])
 
 
+def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[TrajectoryDataset, TrajectoryDataset]:
+    """The train and test splits of `path`, checked against the settings. A count asked for
+    explicitly (--n-train, --n-test) must be there; a preset's count is cut to what the file holds
+    (and recorded so in cfg)."""
+    batch_omega = cfg.omega_mode == "batch"
+    splits = {}
+    for split, key in (("train", "n_train"), ("test", "n_test")):
+        ds = TrajectoryDataset(path, cfg.res, split=split, limit=getattr(cfg, key), omega_per_trajectory=batch_omega)
+        if len(ds) == 0:
+            raise DataFileError(f"{path}: its {split} split holds no trajectories; training needs at least one")
+        wanted = getattr(cfg, key)
+        if wanted is not None and len(ds) < wanted:
+            if key in explicit:
+                raise ValueError(f"--{key.replace('_', '-')} {wanted}: {path} holds {len(ds)} {split} trajectories; "
+                                 f"pass at most {len(ds)}")
+            setattr(cfg, key, len(ds))
+        splits[split] = ds
+    train_ds = splits["train"]
+    if train_ds.pde != cfg.pde:
+        raise ValueError(f"--pde {cfg.pde}: {path} holds {train_ds.pde} data (its pde attribute or layout); "
+                         f"pass --pde {train_ds.pde}")
+    if len(train_ds.frames) < 2:
+        raise DataFileError(f"{path}: {len(train_ds.frames)} frame per trajectory is used (stride {train_ds.stride} of "
+                            f"the {cfg.pde} protocol); training needs at least 2 (a state and the next one)")
+    return train_ds, splits["test"]
+
+
+def _read_data(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple:
+    """(train_ds, test_ds, (u, omega) of each split in memory): read and checked (NaN or Inf data
+    is refused here, before the run directory exists). A generated (cached) file that fails says
+    how to regenerate it."""
+    try:
+        train_ds, test_ds = _datasets(cfg, path, explicit)
+        return train_ds, test_ds, _load(train_ds), _load(test_ds)
+    except DataFileError as err:
+        if cfg.data is None:
+            raise DataFileError(f"{err}; it is a cached generated file: delete it and run again to regenerate "
+                                "it") from None
+        raise
+
+
 # -- run directory ----------------------------------------------------------------------------
 def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
 
 
 def _write_metrics(path: Path, history: list[dict]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in history))
 
 
-def _prepare_run_dir(cfg: TrainConfig) -> Path:
+def _check_run_dir(cfg: TrainConfig) -> None:
+    """Refuse --out when it holds another run (without --resume), a run with other settings
+    (--resume), or nothing to resume. Reads only. A config.json without a checkpoint or results
+    is what a failed or killed attempt left before its first checkpoint: the run starts afresh."""
     out = Path(cfg.out)
     config_path = out / "config.json"
-    if config_path.exists():
-        if not cfg.resume:
+    if not config_path.exists():
+        if cfg.resume and latest_checkpoint(out) is None:
+            raise RunDirError(f"{out}: nothing to resume (no config.json or checkpoint)")
+        return
+    started = latest_checkpoint(out) is not None or (out / "results.json").exists()
+    if not cfg.resume:
+        if started:
             raise RunDirError(f"{out} already holds a run (config.json); pass --resume to continue it "
                               f"or choose another --out")
+        return
+    try:
         old = json.loads(config_path.read_text())
-        diff = {k for k in cfg.to_dict() if k not in RESUMABLE_CHANGES and old.get(k) != cfg.to_dict()[k]}
-        if diff:
-            raise RunDirError(f"{out}: --resume with settings that differ from the run's config.json: "
-                              + ", ".join(f"{k}={old.get(k)!r} -> {cfg.to_dict()[k]!r}" for k in sorted(diff)))
-    elif cfg.resume and latest_checkpoint(out) is None:
-        raise RunDirError(f"{out}: nothing to resume (no config.json or checkpoint)")
-    out.mkdir(parents=True, exist_ok=True)
-    _write_json(config_path, cfg.to_dict())
-    return out
+    except (OSError, ValueError) as err:
+        raise RunDirError(f"{config_path}: unreadable ({err}); delete it to start the run over") from None
+    new = cfg.to_dict()
+    diff = {k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]}
+    if diff:
+        raise RunDirError(f"{out}: --resume with settings that differ from the run's config.json: "
+                          + ", ".join(f"{k}={old.get(k)!r} -> {new[k]!r}" for k in sorted(diff)))
+
+
+@contextlib.contextmanager
+def _run_directory(cfg: TrainConfig, log):
+    """Create (or reopen) --out, lock it for this process and write config.json; yields its Path.
+
+    An error before any checkpoint exists removes what this attempt created (the directories it
+    made, or config.json / metrics.jsonl), so the same command can be run again; with a
+    checkpoint the directory stays, to --resume."""
+    out = Path(cfg.out)
+    missing = [p for p in (out, *out.parents) if not p.exists()]
+    created = missing[-1] if missing else None  # the topmost directory this attempt creates
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunDirError(f"--out {out}: cannot create the run directory ({err.strerror or err})") from None
+    lock = FileLock(str(out / LOCK_NAME))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise RunDirError(f"{out}: another process is training in this run directory (it holds {out / LOCK_NAME}); "
+                          "wait for it to finish or stop it, or choose another --out") from None
+    existed = {name: (out / name).exists() for name in ("config.json", "metrics.jsonl")}
+    try:
+        _check_run_dir(cfg)  # again, under the lock: another process may have started a run here meanwhile
+        _write_json(out / "config.json", cfg.to_dict())
+        yield out
+    except BaseException:
+        if latest_checkpoint(out) is None:  # nothing to resume: leave nothing behind
+            if created is not None:
+                shutil.rmtree(created, ignore_errors=True)
+            for name, was_there in existed.items():
+                if not was_there:
+                    (out / name).unlink(missing_ok=True)
+        else:
+            log(f"{out} keeps its last checkpoint: run the same command with --resume to continue")
+        raise
+    finally:
+        lock.release()
 
 
 # -- training ---------------------------------------------------------------------------------
@@ -173,55 +295,114 @@ def _optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -
 
 def train(cfg: TrainConfig, log=print) -> dict:
     """Train and evaluate one run; returns the results dict also written to results.json."""
+    explicit = {key for key in ("n_train", "n_test") if getattr(cfg, key) is not None}
     cfg = resolve_config(cfg)
     with precision_scope(cfg.precision):
-        return _train(cfg, log)
+        return _train(cfg, log, explicit)
 
 
-def _train(cfg: TrainConfig, log) -> dict:
-    rank, world = _distributed()
-    log = log if rank == 0 else (lambda *a, **k: None)
-    if cfg.out is None:
-        cfg.out = f"runs/{cfg.model}_{cfg.pde}_nu{cfg.nu:g}_f{cfg.res}_seed{cfg.seed}"
-    device = _device(cfg.device, rank)
-    backend = _backend(cfg.fast_kernels, device, log)
-    start = time.perf_counter()
-    path = _data_path(cfg, rank, log)
-    batch_omega = cfg.omega_mode == "batch"
-    train_ds = TrajectoryDataset(path, cfg.res, split="train", limit=cfg.n_train, omega_per_trajectory=batch_omega)
-    test_ds = TrajectoryDataset(path, cfg.res, split="test", limit=cfg.n_test, omega_per_trajectory=batch_omega)
-    torch.manual_seed(cfg.seed)
-    omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
-    model = build_model(cfg, omega, backend).to(device)  # before the run dir: a bad build leaves none
-    params = count_parameters(model)
-    out = _prepare_run_dir(cfg) if rank == 0 else Path(cfg.out)
-    if dist.is_initialized():
-        dist.barrier()
-    if dist.is_initialized():
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.cuda_graph:
-        _check_cuda_graph(device, world)
-    optimizer = _optimizer(model, cfg, device)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
-    data_order = torch.Generator().manual_seed(cfg.seed)
-    history, first_epoch = [], 1
-    checkpoint_path = out / "checkpoint.pt"
-    if cfg.resume and checkpoint_path.exists():
-        state = load_checkpoint(checkpoint_path)
-        unwrap(model).load_state_dict(state["model"])
+def _resume_state(cfg: TrainConfig, model, optimizer, scheduler, data_order) -> dict | None:
+    """With --resume and a checkpoint in --out: load it into the model, optimizer, scheduler and
+    RNGs (in memory; nothing is written) and return it. A corrupt one is a CheckpointError."""
+    path = latest_checkpoint(cfg.out)
+    if not cfg.resume or path is None:
+        return None
+    state = load_checkpoint(path, required=TRAINING_KEYS)
+    try:
+        model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         restore_rng(state["rng"], data_order)
+    except (RuntimeError, KeyError, ValueError, TypeError) as err:
+        raise CheckpointError(f"{path}: does not fit this run's model or optimizer ({str(err).splitlines()[0]}); "
+                              "delete it to start the run over") from None
+    return state
+
+
+@dataclass
+class _Prepared:
+    """Everything a run needs, built and checked before its directory exists."""
+
+    rank: int
+    world: int
+    device: torch.device
+    backend: str
+    start: float
+    train_ds: TrajectoryDataset
+    test_ds: TrajectoryDataset
+    u_train: torch.Tensor
+    w_train: torch.Tensor
+    test_split: tuple
+    model: torch.nn.Module
+    params: int
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    data_order: torch.Generator
+    state: dict | None
+
+
+def _train(cfg: TrainConfig, log, explicit: set[str]) -> dict:
+    rank, world = _distributed()
+    log = log if rank == 0 else (lambda *a, **k: None)
+    run = _prepare(cfg, log, explicit, rank, world)
+    with _run_directory(cfg, log) if run.rank == 0 else contextlib.nullcontext(Path(cfg.out)) as out:
+        if dist.is_initialized():
+            dist.barrier()
+            run.model = torch.nn.parallel.DistributedDataParallel(
+                run.model, device_ids=[run.device.index] if run.device.type == "cuda" else None)
+        return _fit(cfg, log, run, out)
+
+
+def _prepare(cfg: TrainConfig, log, explicit: set[str], rank: int, world: int) -> _Prepared:
+    """Every check that can run before the run directory exists, and what the run needs from it.
+    Writes nothing but generated data (into the cache)."""
+    if cfg.out is None:
+        cfg.out = f"runs/{cfg.model}_{cfg.pde}_nu{cfg.nu:g}_f{cfg.res}_seed{cfg.seed}"
+    device = _device(cfg.device, rank)
+    if cfg.cuda_graph:
+        _check_cuda_graph(device, world)
+    if rank == 0:
+        check_writable_dir("--out", cfg.out)
+    backend = _backend(cfg.fast_kernels, device, log)
+    start = time.perf_counter()
+    path = _data_path(cfg, rank, log)
+    train_ds, test_ds, (u_train, w_train), test_split = _read_data(cfg, path, explicit)
+    if rank == 0:
+        _check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
+    torch.manual_seed(cfg.seed)
+    omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
+    model = build_model(cfg, omega, backend).to(device)
+    check_model_runs(model, cfg.res, device)
+    params = count_parameters(model)
+    optimizer = _optimizer(model, cfg, device)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
+    data_order = torch.Generator().manual_seed(cfg.seed)
+    state = _resume_state(cfg, model, optimizer, scheduler, data_order)
+    return _Prepared(rank, world, device, backend, start, train_ds, test_ds, u_train.to(device), w_train.to(device),
+                     test_split, model, params, optimizer, scheduler, data_order, state)
+
+
+def _fit(cfg: TrainConfig, log, run: _Prepared, out: Path) -> dict:
+    """The epochs and the final evaluation in the (locked) run directory `out`."""
+    rank, world, device, backend, model, optimizer, scheduler, data_order, state, u_train, w_train = (
+        run.rank, run.world, run.device, run.backend, run.model, run.optimizer, run.scheduler, run.data_order,
+        run.state, run.u_train, run.w_train)
+    train_ds, test_ds, params, start = run.train_ds, run.test_ds, run.params, run.start
+    history, first_epoch, wall_before = [], 1, 0.0
+    checkpoint_path = out / "checkpoint.pt"
+    if state is not None:
         history, first_epoch = state["history"], state["epoch"] + 1
+        wall_before = state.get("wall_time_s", 0.0)  # the earlier segments of this run
         log(f"resumed {out} after epoch {state['epoch']}")
     if rank == 0:
         _write_metrics(out / "metrics.jsonl", history)
 
-    u_train, w_train = _load(train_ds)
-    u_train, w_train = u_train.to(device), w_train.to(device)
+    def wall_time() -> float:
+        return wall_before + time.perf_counter() - start
+
     # Evaluation rolls out the whole test split at once unless --eval-batch-size says otherwise.
     test_loader = [(u.to(device), w.to(device)) for u, w in torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(*_load(test_ds)), batch_size=cfg.eval_batch_size or len(test_ds))]
+        torch.utils.data.TensorDataset(*run.test_split), batch_size=cfg.eval_batch_size or len(test_ds))]
     log(f"{cfg.model}: {params:,} parameters; {len(train_ds)} train / {len(test_ds)} test trajectories at f={cfg.res}, "
         f"omega_f={train_ds.omega:.4g}" + ("" if cfg.omega is None else f" (the gate uses --omega {cfg.omega:g})")
         + f"; device {device}, backend {backend}, precision {cfg.precision}, "
@@ -246,7 +427,13 @@ def _train(cfg: TrainConfig, log) -> dict:
             if len(batch) < world:  # every rank needs a share; all ranks skip the same batch
                 continue
             idx = batch[rank::world].to(device)
-            loss, gate = step(u_train[idx], w_train[idx])  # a graph's static outputs: accumulate now
+            try:
+                loss, gate = step(u_train[idx], w_train[idx])  # a graph's static outputs: accumulate now
+            except ValueError:  # NaN weights trip the ops' input checks (a NaN gate chi): diverged, not bad input
+                if _finite_parameters(model):
+                    raise
+                loss_sum, batches = loss_sum + float("nan"), batches + 1  # reported below as a NaN loss
+                break
             loss_sum += loss
             batches += 1
             gate_sum = gate_sum + gate if gate is not None else gate_sum
@@ -254,10 +441,11 @@ def _train(cfg: TrainConfig, log) -> dict:
             dist.all_reduce(loss_sum)
             loss_sum /= world
         train_loss = float(loss_sum) / batches
-        if not math.isfinite(train_loss):
+        if not math.isfinite(train_loss) or not _finite_parameters(model):
             kept = checkpoint_path if checkpoint_path.exists() else "none yet"
-            raise TrainingDiverged(f"loss is {train_loss} at epoch {epoch}; stopping. The last good checkpoint "
-                                   f"({kept}) is kept")
+            what = f"loss is {train_loss}" if not math.isfinite(train_loss) else "the parameters became NaN or Inf"
+            raise TrainingDiverged(f"{what} at epoch {epoch}; stopping (a lower --lr may help). The last good "
+                                   f"checkpoint ({kept}) is kept")
         row = {"epoch": epoch, "train_loss": train_loss, "lr": float(optimizer.param_groups[0]["lr"]),
                "gate_mean": float(gate_sum) / batches if torch.is_tensor(gate_sum) else None,
                "time_s": time.perf_counter() - t0}
@@ -266,6 +454,11 @@ def _train(cfg: TrainConfig, log) -> dict:
             t1 = time.perf_counter()
             row["test_nrmse"] = run_eval().nrmse
             row["eval_s"] = time.perf_counter() - t1
+            if not math.isfinite(row["test_nrmse"]):
+                kept = checkpoint_path if checkpoint_path.exists() else "none yet"
+                raise TrainingDiverged(f"test nRMSE is {row['test_nrmse']} at epoch {epoch}: the rollout's predictions "
+                                       f"are not finite; stopping (a lower --lr may help). The last good checkpoint "
+                                       f"({kept}) is kept")
         history.append(row)
         if rank == 0:
             if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
@@ -274,14 +467,18 @@ def _train(cfg: TrainConfig, log) -> dict:
                                                   "optimizer": optimizer.state_dict(),
                                                   "scheduler": scheduler.state_dict(), "epoch": epoch,
                                                   "rng": capture_rng(data_order), "config": cfg.to_dict(),
-                                                  "history": history})
+                                                  "history": history, "wall_time_s": wall_time()})
                 row["checkpoint_s"] = time.perf_counter() - t1
             _write_metrics(out / "metrics.jsonl", history)
             log(f"epoch {epoch:4d}  loss {train_loss:.4e}  lr {row['lr']:.2e}"
                 + (f"  g-bar {row['gate_mean']:.4f}" if row["gate_mean"] is not None else "")
                 + (f"  test nRMSE {row['test_nrmse']:.4f}" if "test_nrmse" in row else "")
                 + f"  {row['time_s']:.1f} s")
-    return _finish(cfg, model, run_eval, history, params, out, start, rank, world, log)
+    return _finish(cfg, model, run_eval, history, params, out, wall_time, rank, world, log)
+
+
+def _finite_parameters(model) -> bool:
+    return bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
 
 
 def _ranks_agree(model) -> bool:
@@ -293,9 +490,9 @@ def _ranks_agree(model) -> bool:
     return all(torch.equal(g, gathered[0]) for g in gathered)
 
 
-def _finish(cfg, model, run_eval, history, params, out, start, rank, world, log) -> dict:
+def _finish(cfg, model, run_eval, history, params, out, wall_time, rank, world, log) -> dict:
     agree = _ranks_agree(model) if dist.is_initialized() else None
-    results = _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log) \
+    results = _final_evaluation(cfg, model, run_eval, history, params, out, wall_time, world, agree, log) \
         if rank == 0 else {}
     if dist.is_initialized():  # leave together: a rank that exits early can abort its peers
         dist.barrier()
@@ -303,24 +500,22 @@ def _finish(cfg, model, run_eval, history, params, out, start, rank, world, log)
     return results
 
 
-def _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log) -> dict:
+def _final_evaluation(cfg, model, run_eval, history, params, out, wall_time, world, agree, log) -> dict:
     result = run_eval()
     gates = [row["gate_mean"] for row in history[-20:] if row["gate_mean"] is not None]
     seconds = {key: sum(row.get(key, 0.0) for row in history) for key in ("time_s", "eval_s", "checkpoint_s")}
     results = {"model": cfg.model, "pde": cfg.pde, "nu": cfg.nu, "res": cfg.res, "nrmse": result.nrmse,
                "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
                "gate_mean_last20_epochs": float(np.mean(gates)) if gates else None, "params": params,
-               "epochs": cfg.epochs, "wall_time_s": time.perf_counter() - start,
+               "epochs": cfg.epochs, "wall_time_s": wall_time(),
                "train_time_s": seconds["time_s"], "eval_time_s": seconds["eval_s"],
                "checkpoint_time_s": seconds["checkpoint_s"], "precision": cfg.precision,
                "cuda_graph": cfg.cuda_graph, "fast_kernels": cfg.fast_kernels,
                "device": str(next(unwrap(model).parameters()).device),
                "world_size": world, "ddp_ranks_agree": agree}
     _write_json(out / "results.json", results)
-    tmp = out / "rollout.npz.tmp"
-    with open(tmp, "wb") as fh:
+    with atomic_path(out / "rollout.npz") as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, pred=result.pred, true=result.true)
-    os.replace(tmp, out / "rollout.npz")
     log(f"test nRMSE {result.nrmse:.4f} (rollout from u_0, {result.true.shape[1]} steps)"
         + (f", g-bar {result.gate_mean:.4f}" if result.gate_mean is not None else "")
         + f"; results in {out}")

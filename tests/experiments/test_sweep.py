@@ -78,7 +78,7 @@ def test_a_sweep_directory_keeps_one_preset(tmp_path):
 
 def test_run_states_and_the_job_lock(tmp_path, monkeypatch):
     """missing -> running while another process holds the lock -> failed (error recorded) after an
-    error once its run directory exists -> done when retried (it resumes, not "already holds a run")."""
+    error once its run directory exists (what the attempt wrote there is removed) -> done when retried."""
     from amg_fast.train import trainer
 
     spec = RunSpec("ffno", "ks", 0.1, 32)
@@ -93,7 +93,7 @@ def test_run_states_and_the_job_lock(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer, "_write_metrics", disk_full)
     assert runner.run_job(str(run_dir)) == "failed" and runner.run_state(run_dir) == "failed"
-    assert (run_dir / "config.json").exists()
+    assert not (run_dir / "config.json").exists()  # no checkpoint yet: the failed attempt's files are removed
     assert "No space left on device" in json.loads((run_dir / "error.json").read_text())["error"]
     monkeypatch.undo()
     runner.write_job(tmp_path, spec, "smoke")  # the same sweep again
