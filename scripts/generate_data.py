@@ -14,7 +14,7 @@ import sys
 
 from tqdm import tqdm
 
-from amg_fast.data.generate import OMEGA_RESOLUTIONS, PDES, default_n_test, generate_dataset
+from amg_fast.data.generate import KS_OPTIONS, OMEGA_RESOLUTIONS, PDES, default_n_test, generate_dataset
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -33,7 +33,24 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="KS solver: etdrk4 (default, batched) or radau (the paper's scipy pipeline, slow)")
     p.add_argument("--batch-size", type=int, default=256, help="trajectories solved together (default 256)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing file made with other arguments")
+    ks_group = p.add_argument_group("KS generator options (docs/fidelity.md; non-default values go into the file name)")
+    ks_group.add_argument("--ks-ic-terms", type=int, help=f"sines in the initial condition (default {KS_OPTIONS['ic_terms']}; "
+                                                          "the S4FFNO authors' generator: 10)")
+    ks_group.add_argument("--ks-ic-max-wavenumber", type=int,
+                          help=f"largest wave number k_i of the sines (default {KS_OPTIONS['ic_max_wavenumber']}; "
+                               "the S4FFNO authors' generator: 7)")
+    ks_group.add_argument("--ks-ic-amplitude", type=float,
+                          help=f"A_i ~ U[-a, a] with this a (default {KS_OPTIONS['ic_amplitude']})")
+    ks_group.add_argument("--ks-burn-in", type=float, help="time integrated before the first saved frame (default 0)")
+    ks_group.add_argument("--ks-t-end", type=float, help=f"last saved frame time after the burn-in "
+                                                         f"(default {KS_OPTIONS['t_end']})")
+    ks_group.add_argument("--ks-frame-dt", type=float, help=f"time between saved frames (default {KS_OPTIONS['frame_dt']})")
     return p.parse_args(argv)
+
+
+def ks_options_of(args: argparse.Namespace) -> dict:
+    """The --ks-* flags that were given, as generate_dataset's ks_options."""
+    return {key: getattr(args, f"ks_{key}") for key in KS_OPTIONS if getattr(args, f"ks_{key}") is not None}
 
 
 def main(argv=None) -> int:
@@ -45,7 +62,7 @@ def main(argv=None) -> int:
             path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
                                              out_dir=args.out, device=args.device, method=args.method,
                                              batch_size=args.batch_size, overwrite=args.overwrite,
-                                             progress=bar.update)
+                                             progress=bar.update, ks_options=ks_options_of(args) or None)
         except (ValueError, FileExistsError) as err:
             bar.close()
             print(f"error: {err}", file=sys.stderr)
