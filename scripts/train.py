@@ -13,6 +13,7 @@ import sys
 
 from amg_fast.layers import FUSIONS
 from amg_fast.models import available_models
+from amg_fast.models.base import DECODER_INPUTS
 from amg_fast.train.config import PRESETS, TrainConfig, default_cache_dir
 from amg_fast.train.precision import PRECISIONS
 from amg_fast.train.trainer import RunDirError, TrainingDiverged, train
@@ -63,6 +64,19 @@ def parse_args(argv=None) -> TrainConfig:
                    help="amgfno: omega_f fixed from the training set (default) or per batch (ablation)")
     p.add_argument("--omega", type=float, help="amgfno: the fixed omega_f of the frequency gate instead of the "
                                                "training data's (e.g. the paper's value)")
+    fid = p.add_argument_group("fidelity options (docs/fidelity.md; all off by default)")
+    fid.add_argument("--share-weights", action="store_true",
+                     help="FFNO family: one spectral weight shared by all blocks (fourierflow share_weight)")
+    fid.add_argument("--weight-norm", action="store_true",
+                     help="FFNO family: weight-normalised encoder, feed-forward and decoder Linears (fourierflow "
+                          "ff_weight_norm)")
+    fid.add_argument("--decoder-input", default="stream", choices=DECODER_INPUTS,
+                     help="FFNO family: decode the residual stream after the last block (stream, default) or the "
+                          "last block's feed-forward output alone (last_block, as fourierflow)")
+    fid.add_argument("--normalize", action="store_true",
+                     help="normalise inputs and outputs per channel with the training split's mean and std")
+    fid.add_argument("--increment", action="store_true",
+                     help="the network predicts u_{t+1} - u_t (added to u_t); the loss stays on u_{t+1}")
     args = p.parse_args(argv)
     return TrainConfig(**{k: v for k, v in vars(args).items()})
 

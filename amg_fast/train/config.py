@@ -8,11 +8,13 @@ from pathlib import Path
 
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
+from amg_fast.models.base import DECODER_INPUTS
 from amg_fast.train.precision import check_precision
 
 __all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir"]
 
 OMEGA_MODES = ("fixed", "batch")
+FFNO_FAMILY = ("ffno", "multi_input_ffno", "s4ffno", "amgfno")  # models built on FFNOBackbone
 
 
 def default_cache_dir() -> str:
@@ -55,6 +57,14 @@ class TrainConfig:
     no_freq_gate: bool = False
     omega_mode: str = "fixed"
     omega: float | None = None
+    # Fidelity options (docs/fidelity.md), all off by default. Model (FFNO family): fourierflow's
+    # shared spectral weights, weight-normalised Linears, decoder input. Training: per-channel
+    # input/output normalisation from the training split, and predicting u_{t+1} - u_t.
+    share_weights: bool = False
+    weight_norm: bool = False
+    decoder_input: str = "stream"
+    normalize: bool = False
+    increment: bool = False
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -121,6 +131,13 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
             raise ValueError(f"omega must be a finite number >= 0 (an unresolved-energy ratio), got {out.omega!r}")
     if (out.no_freq_gate or out.omega_mode != "fixed") and out.model != "amgfno":
         raise ValueError(f"--no-freq-gate and --omega-mode apply to --model amgfno only, got --model {out.model}")
+    if out.decoder_input not in DECODER_INPUTS:
+        raise ValueError(f"decoder_input must be one of {DECODER_INPUTS}, got {out.decoder_input!r}")
+    backbone_flags = {"share-weights": out.share_weights, "weight-norm": out.weight_norm,
+                      "decoder-input": out.decoder_input != "stream"}
+    for flag, used in backbone_flags.items():
+        if used and out.model not in FFNO_FAMILY:
+            raise ValueError(f"--{flag} applies to the FFNO family ({', '.join(FFNO_FAMILY)}), got --model {out.model}")
     if out.no_freq_gate and out.omega_mode != "fixed":
         raise ValueError("--omega-mode batch needs the frequency gate; it cannot be combined with --no-freq-gate")
     return out

@@ -19,15 +19,17 @@ import torch.distributed as dist
 
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.data.generate import dataset_path, default_n_test, generate_dataset
-from amg_fast.models import count_parameters, get_model
+from amg_fast.models import Normalized, count_parameters, get_model
 from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
-from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.config import FFNO_FAMILY, TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
 
-__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model"]
+__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "normalization_stats"]
+
+TRAIN_EVAL_LIMIT = 256  # training trajectories re-evaluated at the end (train vs test diagnostics)
 
 # Settings that may differ between a run and its resumption.
 RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size"}
@@ -83,7 +85,10 @@ def _check_cuda_graph(device: torch.device, world: int) -> None:
         raise ValueError(f"--cuda-graph runs in one process (DDP's all-reduce is not captured), got {world} processes")
 
 
-def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module:
+def build_model(cfg: TrainConfig, omega: float, backend: str, stats: dict | None = None) -> torch.nn.Module:
+    """The run's model; with --normalize or --increment wrapped in models.Normalized, whose
+    statistics come from `stats` (normalization_stats; None: identity, e.g. before a checkpoint's
+    state dict restores them)."""
     kwargs = {"in_channels": 1, "out_channels": 1, "width": cfg.width, "backend": backend}
     if cfg.modes is not None:  # None for models without Fourier layers (resolve_config)
         kwargs["modes"] = cfg.modes
@@ -91,7 +96,25 @@ def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module
         kwargs.update(omega=omega, freq_gate=not cfg.no_freq_gate)
     elif cfg.model == "s4ffno":
         kwargs.update(fusion=cfg.fusion, alpha=cfg.alpha)
-    return get_model(cfg.model, **kwargs)
+    if cfg.model in FFNO_FAMILY:
+        kwargs.update(share_weights=cfg.share_weights, weight_norm=cfg.weight_norm, decoder_input=cfg.decoder_input)
+    model = get_model(cfg.model, **kwargs)
+    if cfg.normalize or cfg.increment:
+        model = Normalized(model, increment=cfg.increment, **(stats or {}))
+    return model
+
+
+def normalization_stats(u: torch.Tensor, *, normalize: bool, increment: bool) -> dict:
+    """Per-channel statistics of the training split u [N, T, S, C] for models.Normalized:
+    inputs u_t (all frames); targets u_{t+1} or, with increment, u_{t+1} - u_t. normalize=False
+    gives the identity statistics (increment prediction alone)."""
+    if not normalize:
+        return {}
+    dims = tuple(range(u.dim() - 1))
+    target = u[:, 1:] - u[:, :-1] if increment else u[:, 1:]
+    u, target = u.double(), target.double()
+    return {"in_mean": u.mean(dims).float(), "in_std": u.std(dims).clamp_min(1e-12).float(),
+            "out_mean": target.mean(dims).float(), "out_std": target.std(dims).clamp_min(1e-12).float()}
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -192,7 +215,9 @@ def _train(cfg: TrainConfig, log) -> dict:
     test_ds = TrajectoryDataset(path, cfg.res, split="test", limit=cfg.n_test, omega_per_trajectory=batch_omega)
     torch.manual_seed(cfg.seed)
     omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
-    model = build_model(cfg, omega, backend).to(device)  # before the run dir: a bad build leaves none
+    u_train, w_train = _load(train_ds)
+    stats = normalization_stats(u_train, normalize=cfg.normalize, increment=cfg.increment)
+    model = build_model(cfg, omega, backend, stats).to(device)  # before the run dir: a bad build leaves none
     params = count_parameters(model)
     out = _prepare_run_dir(cfg) if rank == 0 else Path(cfg.out)
     if dist.is_initialized():
@@ -217,7 +242,6 @@ def _train(cfg: TrainConfig, log) -> dict:
     if rank == 0:
         _write_metrics(out / "metrics.jsonl", history)
 
-    u_train, w_train = _load(train_ds)
     u_train, w_train = u_train.to(device), w_train.to(device)
     # Evaluation rolls out the whole test split at once unless --eval-batch-size says otherwise.
     test_loader = [(u.to(device), w.to(device)) for u, w in torch.utils.data.DataLoader(
@@ -232,8 +256,13 @@ def _train(cfg: TrainConfig, log) -> dict:
             loss = _loss(model, u, w, cfg.omega_mode)
         return loss, getattr(unwrap(model), "last_gate_mean", None)
 
-    def run_eval():
-        return evaluate(model, test_loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
+    def run_eval(loader=test_loader):
+        return evaluate(model, loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
+
+    # The same diagnostics on (the first TRAIN_EVAL_LIMIT) training trajectories, at the end: train vs test.
+    n_train_eval, eval_batch = min(len(u_train), TRAIN_EVAL_LIMIT), cfg.eval_batch_size or len(test_ds)
+    train_loader = [(u_train[i:min(i + eval_batch, n_train_eval)], w_train[i:min(i + eval_batch, n_train_eval)])
+                    for i in range(0, n_train_eval, eval_batch)]
 
     step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(model, optimizer, loss_fn)
     for epoch in range(first_epoch, cfg.epochs + 1):
@@ -264,7 +293,8 @@ def _train(cfg: TrainConfig, log) -> dict:
         scheduler.step()
         if rank == 0 and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
             t1 = time.perf_counter()
-            row["test_nrmse"] = run_eval().nrmse
+            result = run_eval()
+            row["test_nrmse"], row["test_one_step_nrmse"] = result.nrmse, result.one_step_nrmse
             row["eval_s"] = time.perf_counter() - t1
         history.append(row)
         if rank == 0:
@@ -281,7 +311,7 @@ def _train(cfg: TrainConfig, log) -> dict:
                 + (f"  g-bar {row['gate_mean']:.4f}" if row["gate_mean"] is not None else "")
                 + (f"  test nRMSE {row['test_nrmse']:.4f}" if "test_nrmse" in row else "")
                 + f"  {row['time_s']:.1f} s")
-    return _finish(cfg, model, run_eval, history, params, out, start, rank, world, log)
+    return _finish(cfg, model, run_eval, history, params, out, start, rank, world, log, train_loader)
 
 
 def _ranks_agree(model) -> bool:
@@ -293,9 +323,9 @@ def _ranks_agree(model) -> bool:
     return all(torch.equal(g, gathered[0]) for g in gathered)
 
 
-def _finish(cfg, model, run_eval, history, params, out, start, rank, world, log) -> dict:
+def _finish(cfg, model, run_eval, history, params, out, start, rank, world, log, train_loader) -> dict:
     agree = _ranks_agree(model) if dist.is_initialized() else None
-    results = _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log) \
+    results = _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log, train_loader) \
         if rank == 0 else {}
     if dist.is_initialized():  # leave together: a rank that exits early can abort its peers
         dist.barrier()
@@ -303,12 +333,18 @@ def _finish(cfg, model, run_eval, history, params, out, start, rank, world, log)
     return results
 
 
-def _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log) -> dict:
+def _final_evaluation(cfg, model, run_eval, history, params, out, start, world, agree, log, train_loader) -> dict:
     result = run_eval()
+    train_result = run_eval(train_loader)
     gates = [row["gate_mean"] for row in history[-20:] if row["gate_mean"] is not None]
     seconds = {key: sum(row.get(key, 0.0) for row in history) for key in ("time_s", "eval_s", "checkpoint_s")}
     results = {"model": cfg.model, "pde": cfg.pde, "nu": cfg.nu, "res": cfg.res, "nrmse": result.nrmse,
                "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
+               "amplitude_per_step": result.amplitude_per_step.tolist(), "one_step_nrmse": result.one_step_nrmse,
+               "one_step_nrmse_per_step": result.one_step_nrmse_per_step.tolist(),
+               "test_one_step_loss": result.one_step_loss, "train_one_step_loss": train_result.one_step_loss,
+               "train_one_step_nrmse": train_result.one_step_nrmse, "train_nrmse": train_result.nrmse,
+               "train_eval_trajectories": len(train_result.true),
                "gate_mean_last20_epochs": float(np.mean(gates)) if gates else None, "params": params,
                "epochs": cfg.epochs, "wall_time_s": time.perf_counter() - start,
                "train_time_s": seconds["time_s"], "eval_time_s": seconds["eval_s"],
