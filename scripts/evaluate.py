@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Evaluate a checkpoint: autoregressive rollout from u_0 on a data set's test split.
 
-Prints the rollout nRMSE (mean over trajectories and steps 1..T), the per-step curve and, for
-AMGFNO, the mean gate g-bar during rollout. --json writes the same numbers to a file.
+Prints the rollout nRMSE (mean over trajectories and steps 1..T), the per-step curve, the
+rollout's amplitude per step, the one-step (teacher-forced) nRMSE and loss and, for AMGFNO, the
+mean gate g-bar during rollout. --json writes the same numbers to a file.
 """
 from __future__ import annotations
 
@@ -56,10 +57,14 @@ def main(argv=None) -> int:
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)
     result = evaluate(model, loader, torch.device(args.device), omega_mode=cfg.omega_mode, precision=cfg.precision)
     out = {"checkpoint": str(path), "data": args.data, "res": res, "split": args.split, "n": len(ds),
-           "nrmse": result.nrmse, "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean}
+           "nrmse": result.nrmse, "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
+           "one_step_nrmse": result.one_step_nrmse, "one_step_loss": result.one_step_loss,
+           "amplitude_per_step": result.amplitude_per_step.tolist()}
     print(f"{cfg.model} at f={res} on {len(ds)} {args.split} trajectories: rollout nRMSE {result.nrmse:.4f}"
           + (f", g-bar {result.gate_mean:.4f}" if result.gate_mean is not None else ""))
     print("per step: " + " ".join(f"{e:.3g}" for e in result.nrmse_per_step))
+    print("amplitude ||pred|| / ||true|| per step: " + " ".join(f"{a:.3g}" for a in result.amplitude_per_step))
+    print(f"one-step (teacher-forced) nRMSE {result.one_step_nrmse:.4f}, loss {result.one_step_loss:.4g}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0

@@ -19,6 +19,7 @@ import csv
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -72,9 +73,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
     def one(job):
         run_dir, cmd, meta = job
-        if run_dir.exists():  # a half-finished run: start it again from scratch
-            for p in sorted(run_dir.rglob("*"), reverse=True):
-                p.unlink() if p.is_file() else p.rmdir()
+        if run_dir.exists():  # a half-finished or failed run: start it again from scratch
+            shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
         (run_dir / "fidelity_job.json").write_text(json.dumps({**meta, "cmd": cmd}, indent=2) + "\n")
         t0 = time.time()
