@@ -25,10 +25,41 @@ from amg_fast.data.datasets import PAPER_FRAMES
 from amg_fast.data.h5 import write_lpsda, write_pdebench
 from amg_fast.data.spectral import unresolved_energy_ratio
 
-__all__ = ["generate_dataset", "dataset_path", "split_seeds", "OMEGA_RESOLUTIONS", "PDES"]
+__all__ = ["generate_dataset", "dataset_path", "split_seeds", "OMEGA_RESOLUTIONS", "PDES", "KS_OPTIONS",
+           "check_ks_options"]
 
 OMEGA_RESOLUTIONS = (32, 64, 128)
 PDES = ("ks", "burgers")
+# KS generator options and their defaults (the paper's appendix as we read it); docs/fidelity.md
+# measures which reading reproduces the paper's omega_f. Non-default values name the file.
+KS_OPTIONS = {"ic_terms": ks.IC_TERMS, "ic_max_wavenumber": ks.IC_MAX_WAVENUMBER, "ic_amplitude": ks.IC_AMPLITUDE,
+              "burn_in": 0.0, "t_end": 2.5, "frame_dt": 0.1}
+_KS_OPTION_TAGS = {"ic_terms": "terms", "ic_max_wavenumber": "kmax", "ic_amplitude": "amp", "burn_in": "burnin",
+                   "t_end": "tend", "frame_dt": "dt"}
+
+
+def check_ks_options(options: dict | None) -> dict:
+    """The KS generator options with defaults filled in; unknown keys or bad values raise ValueError."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(KS_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown KS generator option(s) {unknown}; allowed: {sorted(KS_OPTIONS)}")
+    full = {**KS_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+    for key in ("ic_terms", "ic_max_wavenumber"):
+        if isinstance(full[key], bool) or not isinstance(full[key], int) or full[key] < 1:
+            raise ValueError(f"{key} must be an int >= 1, got {full[key]!r}")
+    for key in ("ic_amplitude", "t_end", "frame_dt", "burn_in"):
+        value = full[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0 or (value == 0 and key != "burn_in"):
+            raise ValueError(f"{key} must be a finite number {'>= 0' if key == 'burn_in' else '> 0'}, got {value!r}")
+    ks.ks_times(full["t_end"], full["frame_dt"])  # t_end a multiple of frame_dt
+    return full
+
+
+def _ks_tag(options: dict) -> str:
+    """'' for the defaults, else e.g. '_terms10_kmax7_tend5' (the non-default options, in KS_OPTIONS order)."""
+    return "".join(f"_{_KS_OPTION_TAGS[k]}{options[k]:g}" for k in KS_OPTIONS if options[k] != KS_OPTIONS[k])
 
 
 def split_seeds(seed: int) -> dict[str, int]:
@@ -37,10 +68,13 @@ def split_seeds(seed: int) -> dict[str, int]:
     return {"train": int(train.generate_state(1)[0]), "test": int(test.generate_state(1)[0])}
 
 
-def dataset_path(out_dir, pde: str, nu: float, n_train: int, n_test: int, seed: int) -> Path:
-    """KS: ks_nu{nu}_train{n}_test{n}_seed{s}.h5; Burgers: PDEBench's name with the same suffix."""
+def dataset_path(out_dir, pde: str, nu: float, n_train: int, n_test: int, seed: int,
+                 ks_options: dict | None = None) -> Path:
+    """KS: ks_nu{nu}[_{options}]_train{n}_test{n}_seed{s}.h5 (non-default ks_options named, e.g.
+    _terms10_kmax7_tend5); Burgers: PDEBench's name with the same suffix."""
     suffix = f"_train{n_train}_test{n_test}_seed{seed}"
-    name = f"ks_nu{nu:g}{suffix}.h5" if pde == "ks" else f"1D_Burgers_Sols_Nu{nu:g}{suffix}.hdf5"
+    tag = _ks_tag(check_ks_options(ks_options)) if pde == "ks" else ""
+    name = f"ks_nu{nu:g}{tag}{suffix}.h5" if pde == "ks" else f"1D_Burgers_Sols_Nu{nu:g}{suffix}.hdf5"
     return Path(out_dir) / name
 
 
@@ -65,8 +99,12 @@ def _recorded_args(path: Path) -> dict | None:
 
 def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = None, seed: int = 0,
                      out_dir="data", device: str = "cpu", method: str = "etdrk4", batch_size: int = 256,
-                     overwrite: bool = False, progress=None) -> tuple[Path, dict]:
-    """Generate (or find) one data set. Returns (path, summary with wall time, rate, omega_f)."""
+                     overwrite: bool = False, progress=None, ks_options: dict | None = None) -> tuple[Path, dict]:
+    """Generate (or find) one data set. Returns (path, summary with wall time, rate, omega_f).
+
+    ks_options (KS only): generator options, keys of KS_OPTIONS (initial-condition terms, largest
+    wave number and amplitude; burn-in before the first frame; t_end and frame_dt of the saved
+    frames). omega_f is computed over all saved frames of the training split."""
     if pde not in PDES:
         raise ValueError(f"pde must be one of {PDES}, got {pde!r}")
     if not (isinstance(nu, (int, float)) and math.isfinite(nu) and nu > 0):
@@ -77,8 +115,13 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     if pde == "burgers" and method != "etdrk4":
         raise ValueError(f"method applies to KS only ('etdrk4' or 'radau'); Burgers has one solver, got {method!r}")
+    if pde == "burgers" and ks_options:
+        raise ValueError(f"ks_options apply to KS only, got {ks_options!r} for Burgers")
     args = {"pde": pde, "nu": nu, "n_train": n_train, "n_test": n_test, "seed": seed, "method": method}
-    path = dataset_path(out_dir, pde, nu, n_train, n_test, seed)
+    options = check_ks_options(ks_options) if pde == "ks" else {}
+    if options and options != KS_OPTIONS:  # recorded only when used: files made before keep matching
+        args["ks_options"] = options
+    path = dataset_path(out_dir, pde, nu, n_train, n_test, seed, ks_options)
     check_writable_dir("output directory", out_dir)  # before solving, which can take minutes
     if path.exists() and not overwrite:
         recorded = _recorded_args(path)
@@ -91,12 +134,16 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     seeds = split_seeds(seed)
     start = time.perf_counter()
     if pde == "ks":
+        t = ks.ks_times(options["t_end"], options["frame_dt"])
         splits = {name: ks.generate_ks(n, nu=nu, seed=seeds[name], method=method, batch_size=batch_size,
-                                       device=device, progress=progress)
+                                       device=device, progress=progress, t=t, burn_in=options["burn_in"],
+                                       ic_terms=options["ic_terms"], ic_max_wavenumber=options["ic_max_wavenumber"],
+                                       ic_amplitude=options["ic_amplitude"])
                   for name, n in (("train", n_train), ("test", n_test))}
         omega = omega_table(splits["train"], pde)
         attrs = {"pde": "ks", "generator_args": json.dumps(args), **omega}
-        write_lpsda(path, splits, ks.grid(ks.KS_N, ks.KS_L), ks.KS_TIMES, nu=nu, L=ks.KS_L, seeds=seeds, attrs=attrs)
+        write_lpsda(path, splits, ks.grid(ks.KS_N, ks.KS_L), options["burn_in"] + t, nu=nu, L=ks.KS_L, seeds=seeds,
+                    attrs=attrs)
     else:
         parts = [burgers.generate_burgers(n, seed=seeds[name], nu_file=nu, batch_size=batch_size, device=device,
                                           progress=progress) for name, n in (("train", n_train), ("test", n_test))]

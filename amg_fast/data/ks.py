@@ -45,7 +45,7 @@ from scipy.integrate import solve_ivp
 from amg_fast._checks import check_int_range, check_rank, check_real_float
 from amg_fast.data._arrays import as_numpy_real
 
-__all__ = ["grid", "solve_ks", "random_initial_conditions", "generate_ks", "METHODS", "DEFAULT_DT",
+__all__ = ["grid", "solve_ks", "random_initial_conditions", "generate_ks", "ks_times", "METHODS", "DEFAULT_DT",
            "KS_TIMES", "KS_L", "KS_N", "KS_VISCOSITIES"]
 
 METHODS = ("etdrk4", "radau")
@@ -58,6 +58,7 @@ KS_N = 512
 KS_VISCOSITIES = (0.075, 0.1, 0.125)
 IC_TERMS = 21  # i = 0..20 in the paper's initial condition
 IC_MAX_WAVENUMBER = 8
+IC_AMPLITUDE = 0.5  # A_i ~ U[-0.5, 0.5]
 
 
 def _check_positive(name: str, value) -> float:
@@ -246,37 +247,61 @@ def _solve_radau(u0: torch.Tensor, L: float, nu: float, t: np.ndarray) -> torch.
     return torch.from_numpy(out).to(u0.device)
 
 
-def random_initial_conditions(n: int, *, L: float = KS_L, N: int = KS_N, seed) -> np.ndarray:
+def random_initial_conditions(n: int, *, L: float = KS_L, N: int = KS_N, seed, terms: int = IC_TERMS,
+                              max_wavenumber: int = IC_MAX_WAVENUMBER, amplitude: float = IC_AMPLITUDE) -> np.ndarray:
     """The paper's KS initial conditions -> float64 [n, N] on grid(N, L).
 
     u0(x) = sum_{i=0}^{20} A_i sin(2 pi k_i x / L + phi_i), A_i ~ U[-0.5, 0.5], k_i ~ U{1..8},
     phi_i ~ U[0, 2 pi], independently per trajectory, from numpy.random.default_rng(seed).
     Trajectory i does not depend on n (the first m of n ICs are the m ICs of the same seed).
+    terms, max_wavenumber, amplitude change the number of sines (21), the largest k_i (8) and the
+    half-width a of A_i ~ U[-a, a] (0.5): the S4FFNO authors' generator (their LPSDA fork) draws
+    10 sines with k_i in {1..7} (numpy randint(1, 8) excludes 8); see docs/fidelity.md.
     """
     n, x = _check_count("n", n), grid(N, L)
-    draws = np.random.default_rng(seed).random((n, 3, IC_TERMS))  # one row per trajectory
-    amplitude = draws[:, 0] - 0.5
-    wavenumber = 1 + np.floor(IC_MAX_WAVENUMBER * draws[:, 1])
+    terms, max_wavenumber = _check_count("terms", terms), _check_count("max_wavenumber", max_wavenumber)
+    amplitude = _check_positive("amplitude", amplitude)
+    draws = np.random.default_rng(seed).random((n, 3, terms))  # one row per trajectory
+    amplitude = (draws[:, 0] - 0.5) * (2 * amplitude)
+    wavenumber = 1 + np.floor(max_wavenumber * draws[:, 1])
     phase = 2 * np.pi * draws[:, 2]
     u0 = np.zeros((n, N))
-    for i in range(IC_TERMS):
+    for i in range(terms):
         u0 += amplitude[:, i, None] * np.sin(2 * np.pi / L * wavenumber[:, i, None] * x + phase[:, i, None])
     return u0
 
 
+def ks_times(t_end: float = 2.5, frame_dt: float = 0.1) -> np.ndarray:
+    """Frame times 0, frame_dt, ..., t_end (KS_TIMES for the defaults) -> float64 [T]."""
+    t_end, frame_dt = _check_positive("t_end", t_end), _check_positive("frame_dt", frame_dt)
+    count = t_end / frame_dt
+    if abs(count - round(count)) > 1e-9 * max(1.0, count):
+        raise ValueError(f"t_end must be a multiple of frame_dt, got t_end={t_end}, frame_dt={frame_dt}")
+    return np.linspace(0.0, t_end, int(round(count)) + 1)
+
+
 def generate_ks(n: int, *, nu: float, seed, L: float = KS_L, N: int = KS_N, t=KS_TIMES, method: str = "etdrk4",
-                batch_size: int = 256, device="cpu", progress=None) -> np.ndarray:
+                batch_size: int = 256, device="cpu", progress=None, burn_in: float = 0.0, ic_terms: int = IC_TERMS,
+                ic_max_wavenumber: int = IC_MAX_WAVENUMBER, ic_amplitude: float = IC_AMPLITUDE) -> np.ndarray:
     """n KS trajectories from random_initial_conditions(n, L=L, N=N, seed=seed) -> float64 [n, len(t), N].
 
     Solves batch_size trajectories at a time with solve_ks on device; progress, if given, is
     called with the number of trajectories finished after each batch (e.g. tqdm's update).
+    burn_in > 0 integrates that long before the first saved frame (frame j is the state at
+    burn_in + t[j]); ic_terms, ic_max_wavenumber, ic_amplitude go to random_initial_conditions.
     """
     _check_count("batch_size", batch_size)
-    u0 = random_initial_conditions(n, L=L, N=N, seed=seed)
-    out = np.empty((n, len(_check_times(t)), N))
+    t = _check_times(t)
+    if isinstance(burn_in, bool) or not isinstance(burn_in, (int, float)) or not math.isfinite(burn_in) or burn_in < 0:
+        raise ValueError(f"burn_in must be a finite number >= 0, got {burn_in!r}")
+    solve_t = np.concatenate([[0.0], burn_in + t]) if burn_in > 0 else t
+    u0 = random_initial_conditions(n, L=L, N=N, seed=seed, terms=ic_terms, max_wavenumber=ic_max_wavenumber,
+                                   amplitude=ic_amplitude)
+    out = np.empty((n, len(t), N))
     for start in range(0, n, batch_size):
         batch = torch.from_numpy(u0[start:start + batch_size]).to(device)
-        out[start:start + len(batch)] = solve_ks(batch, L=L, nu=nu, t=t, method=method).cpu().numpy()
+        solved = solve_ks(batch, L=L, nu=nu, t=solve_t, method=method)
+        out[start:start + len(batch)] = (solved[:, 1:] if burn_in > 0 else solved).cpu().numpy()
         if progress is not None:
             progress(len(batch))
     return out

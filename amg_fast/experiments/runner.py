@@ -128,7 +128,7 @@ def run_job(run_dir: str) -> str:
     try:
         if (run_dir / "results.json").exists():
             return "done"
-        cfg = TrainConfig(**json.loads((run_dir / JOB_FILE).read_text())["config"])
+        cfg = TrainConfig.from_dict(json.loads((run_dir / JOB_FILE).read_text())["config"])
         cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
         (run_dir / ERROR_FILE).unlink(missing_ok=True)
         with open(run_dir / LOG_FILE, "a") as log_file:

@@ -31,3 +31,8 @@ class FFNOBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.feed_forward(self.spectral(x))
+
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's update b = FeedForward(SpectralConv1d(x)) alone (forward is x + b); what
+        fourierflow's decoder reads from the last block (FFNOBackbone decoder_input="last_block")."""
+        return self.feed_forward(self.spectral(x))

@@ -5,7 +5,10 @@ baselines of the paper's main table: "factformer", "gkt" (Galerkin Transformer),
 
 Common keyword arguments: in_channels, out_channels, width (H), modes (K; None = S//2 of the
 first input); AMGFNO also takes omega, freq_gate; S4FFNO fusion, alpha; memory models state_dim;
-all take backend ("auto" | "triton" | "reference") for their ops. Factformer and UNet have no
+all take backend ("auto" | "triton" | "reference") for their ops. The FFNO family (ffno,
+multi_input_ffno, s4ffno, amgfno) also takes the fourierflow options share_weights, weight_norm,
+decoder_input (FFNOBackbone). Normalized(model, ...) wraps any model with input/output
+normalisation and increment prediction. Factformer and UNet have no
 Fourier layer: they take modes=None only (class attribute uses_modes = False); UNet needs S % 16 == 0.
 parameter_table_markdown() gives the parameter counts at the paper's sizes (docs/models.md).
 """
@@ -19,6 +22,7 @@ from amg_fast.models.ffno import FFNO1d, MultiInputFFNO1d
 from amg_fast.models.gkt import GalerkinTransformer1d
 from amg_fast.models.markovian import MarkovianModel
 from amg_fast.models.memory import AMGFNO1d, S4FFNO1d
+from amg_fast.models.normalized import Normalized
 from amg_fast.models.unet import UNet1d
 
 MODELS: dict[str, type[SequenceModel]] = {
@@ -54,4 +58,4 @@ from amg_fast.models.param_table import parameter_table_markdown  # noqa: E402 (
 
 __all__ = ["get_model", "available_models", "count_parameters", "parameter_table_markdown", "SequenceModel", "MarkovianModel",
            "FFNO1d", "MultiInputFFNO1d", "S4FFNO1d", "AMGFNO1d",
-           "Factformer1d", "GalerkinTransformer1d", "UNet1d", "MODELS"]
+           "Factformer1d", "GalerkinTransformer1d", "UNet1d", "MODELS", "Normalized"]

@@ -134,24 +134,54 @@ def composed_linears(first: nn.Linear, second: nn.Linear, x: torch.Tensor) -> to
     return F.linear(x, weight, bias)
 
 
+DECODER_INPUTS = ("stream", "last_block")
+
+
 class FFNOBackbone(SequenceModel):
     """Encoder Linear([u, x/L]) -> H, `n_blocks` FFNO blocks, decoder H -> 128 -> C (fourierflow).
 
     encode(u) [..., S, C_in] -> [..., S, H]; decode(h) [..., S, H] -> [..., S, C]. The decoder's two
     Linears (no activation between) run as one (composed_linears); its parameters stay the two.
+
+    Options of the F-FNO authors' code (fourierflow `factorized_fno`), all off by default (docs/fidelity.md):
+    - share_weights: one spectral weight [K, H, H, 2] for all blocks (fourierflow share_weight=True);
+      needs modes given up front.
+    - weight_norm: the encoder, feed-forward and decoder Linears weight-normalised, w = g v / ||v||
+      per output row (torch's weight_norm parametrisation; fourierflow ff_weight_norm=True).
+    - decoder_input: "stream" (default) decodes the residual stream after the last block, x + b;
+      "last_block" decodes the last block's feed-forward output b alone, as fourierflow does
+      (`self.out(b)` with use_fork=False).
     """
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
                  modes: int | None = None, *, n_blocks: int = 4, encoder_channels: int | None = None,
+                 share_weights: bool = False, weight_norm: bool = False, decoder_input: str = "stream",
                  backend: str = "auto"):
         super().__init__(in_channels, out_channels)
         self.width = check_int_range("width", width, 1)
         self.modes = None if modes is None else check_int_range("modes", modes, 1)
         self.backend = check_backend(backend)
+        for name, value in (("share_weights", share_weights), ("weight_norm", weight_norm)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {value!r}")
+        if decoder_input not in DECODER_INPUTS:
+            raise ValueError(f"decoder_input must be one of {DECODER_INPUTS}, got {decoder_input!r}")
+        if share_weights and modes is None:
+            raise ValueError("share_weights=True needs modes given up front (the lazily created weights of "
+                             "modes=None cannot be tied before the first forward), got modes=None")
+        self.share_weights, self.weight_norm, self.decoder_input = share_weights, weight_norm, decoder_input
         enc_in = in_channels if encoder_channels is None else encoder_channels
         self.encoder = nn.Linear(enc_in + 1, width)
         self.blocks = nn.ModuleList(FFNOBlock(width, modes, backend=backend) for _ in range(n_blocks))
         self.decoder = nn.Sequential(nn.Linear(width, 128), nn.Linear(128, out_channels))
+        if share_weights:
+            for block in self.blocks[1:]:
+                block.spectral.weight = self.blocks[0].spectral.weight
+        if weight_norm:
+            linears = [self.encoder, *self.decoder]
+            linears += [m for block in self.blocks for m in block.feed_forward.modules() if isinstance(m, nn.Linear)]
+            for linear in linears:
+                nn.utils.parametrizations.weight_norm(linear)
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
         with nvtx_range("amg_fast.model.encode"):
@@ -162,7 +192,12 @@ class FFNOBackbone(SequenceModel):
             return composed_linears(self.decoder[0], self.decoder[1], h)
 
     def run_blocks(self, h: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """Blocks start..stop-1 on h; with decoder_input="last_block", a range that ends with the
+        last block returns that block's update b (the decoder's input) instead of h + b."""
+        last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks[start:stop], start):
             with nvtx_range(f"amg_fast.model.ffno_block{i}"):
+                if i == last and self.decoder_input == "last_block":
+                    return block.branch(h)
                 h = block(h)
         return h

@@ -23,10 +23,10 @@ class MultiInputFFNO1d(FFNOBackbone):
     the start are padded with u_0. u [B, T, S, C] -> [B, T, S, C]."""
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
-                 modes: int | None = None, *, window: int = 4, backend: str = "auto"):
+                 modes: int | None = None, *, window: int = 4, backend: str = "auto", **backbone_options):
         self.window = check_int_range("window", window, 1)
         super().__init__(in_channels, out_channels, width, modes, encoder_channels=window * in_channels,
-                         backend=backend)
+                         backend=backend, **backbone_options)
 
     def _predict(self, stacked: torch.Tensor) -> torch.Tensor:
         """stacked [..., window, S, C] -> prediction [..., S, C]."""

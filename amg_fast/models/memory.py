@@ -16,11 +16,12 @@ MEMORY_POSITION = 2  # blocks before the memory layer (the memory is layer 3 of 
 
 
 class MemoryFFNO(FFNOBackbone):
-    """Shared body; subclasses define fuse(h, z, **kw) -> h, both [B, (T,) S, H]."""
+    """Shared body; subclasses define fuse(h, z, **kw) -> h, both [B, (T,) S, H].
+    backbone_options (share_weights, weight_norm, decoder_input): FFNOBackbone's."""
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
-                 modes: int | None = None, *, state_dim: int = 64, backend: str = "auto"):
-        super().__init__(in_channels, out_channels, width, modes, backend=backend)
+                 modes: int | None = None, *, state_dim: int = 64, backend: str = "auto", **backbone_options):
+        super().__init__(in_channels, out_channels, width, modes, backend=backend, **backbone_options)
         self.memory = S4DMemory(width, state_dim, backend=backend)
 
     def fuse(self, h: torch.Tensor, z: torch.Tensor, **kwargs) -> torch.Tensor:
@@ -56,8 +57,9 @@ class S4FFNO1d(MemoryFFNO):
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
                  modes: int | None = None, *, fusion: str = "residual", alpha: float | None = None,
-                 state_dim: int = 64, backend: str = "auto"):
-        super().__init__(in_channels, out_channels, width, modes, state_dim=state_dim, backend=backend)
+                 state_dim: int = 64, backend: str = "auto", **backbone_options):
+        super().__init__(in_channels, out_channels, width, modes, state_dim=state_dim, backend=backend,
+                         **backbone_options)
         self.fusion = FixedFusion(fusion, alpha)
 
     def fuse(self, h, z):
@@ -75,8 +77,9 @@ class AMGFNO1d(MemoryFFNO):
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1, width: int = 128,
                  modes: int | None = None, *, omega=None, freq_gate: bool = True,
-                 state_dim: int = 64, backend: str = "auto"):
-        super().__init__(in_channels, out_channels, width, modes, state_dim=state_dim, backend=backend)
+                 state_dim: int = 64, backend: str = "auto", **backbone_options):
+        super().__init__(in_channels, out_channels, width, modes, state_dim=state_dim, backend=backend,
+                         **backbone_options)
         self.gate = AdaptiveMemoryGate(width, omega, freq_gate=freq_gate, backend=backend)
         self.last_gate_mean: torch.Tensor | None = None
         self._gate_sum, self._gate_count = None, 0

@@ -11,11 +11,13 @@ import torch
 
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
-from amg_fast.train.precision import check_precision
+from amg_fast.models.base import DECODER_INPUTS
+from amg_fast.train.precision import PRECISIONS, check_precision
 
-__all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir", "check_device"]
+__all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir", "check_device", "setting"]
 
 OMEGA_MODES = ("fixed", "batch")
+FFNO_FAMILY = ("ffno", "multi_input_ffno", "s4ffno", "amgfno")  # models built on FFNOBackbone
 
 
 def default_cache_dir() -> str:
@@ -23,44 +25,90 @@ def default_cache_dir() -> str:
     return os.environ.get("AMG_FAST_CACHE", str(Path.home() / ".cache" / "amg_fast"))
 
 
+def setting(default=None, help: str = "", *, choices=None, default_factory=None, group: str | None = None):
+    """A TrainConfig field with what its command-line flag needs: help text, allowed choices (a
+    sequence, or a callable returning one) and the argparse group. scripts/train.py builds every
+    flag from these (amg_fast.cli.train), so each default lives here only."""
+    metadata = {"help": help, "choices": choices, "group": group}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+FIDELITY = "fidelity options (docs/fidelity.md; all off by default)"
+RETIRED_SETTINGS = {"num_workers"}  # fields of older config.json / checkpoints, no longer used
+
+
 @dataclass
 class TrainConfig:
     """Every setting of a run. None means "the preset's value" (see PRESETS and resolve_config)."""
 
-    model: str = "amgfno"
-    pde: str = "ks"
-    nu: float | None = None
-    res: int = 32
-    data: str | None = None
-    cache_dir: str = field(default_factory=default_cache_dir)
-    n_train: int | None = None
-    n_test: int | None = None
-    epochs: int | None = None
-    batch_size: int | None = None
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    width: int | None = None
-    modes: int | None = None
-    seed: int = 0
-    out: str | None = None
-    device: str = "auto"
-    preset: str = "quick"
-    fast_kernels: bool = False
-    cuda_graph: bool = False
-    precision: str = "fp32"
-    resume: bool = False
-    eval_every: int = 5
-    eval_batch_size: int | None = None
-    checkpoint_every: int = 1
-    num_workers: int = 0
-    alpha: float | None = None
-    fusion: str = "residual"
-    no_freq_gate: bool = False
-    omega_mode: str = "fixed"
-    omega: float | None = None
+    model: str = setting("amgfno", "model to train", choices=lambda: available_models())
+    pde: str = setting("ks", "data set", choices=("ks", "burgers"))
+    nu: float | None = setting(None, "viscosity: KS 0.075/0.1/0.125 (default 0.1); Burgers file Nu (default 0.001)")
+    res: int = setting(32, "observation resolution f")
+    data: str | None = setting(None, "an HDF5 data file (PDEBench, LPSDA or amg_fast layout); default: generate "
+                                     "into --cache-dir, reused across runs")
+    cache_dir: str = setting(help="where generated data sets are kept (default $AMG_FAST_CACHE or ~/.cache/amg_fast)",
+                             default_factory=default_cache_dir)
+    n_train: int | None = setting(None, "training trajectories (quick 256, paper 2048)")
+    n_test: int | None = setting(None, "test trajectories (quick 32, paper: KS 256, Burgers 10%% of the total)")
+    epochs: int | None = setting(None, "epochs (quick 40, paper 200)")
+    batch_size: int | None = setting(None, "global batch size (quick 16, paper 32 KS / 64 Burgers)")
+    lr: float = setting(1e-3, "Adam learning rate, cosine-annealed")
+    weight_decay: float = setting(0.0, "weight decay except S4D A and dt")
+    width: int | None = setting(None, "hidden channels H (quick 64, paper 128)")
+    modes: int | None = setting(None, "Fourier modes K (default f//2)")
+    seed: int = setting(0, "seed for data, initialisation and data order")
+    out: str | None = setting(None, "run directory (default runs/<model>_<pde>_nu<nu>_f<res>_seed<seed>)")
+    device: str = setting("auto", "cpu, cuda, cuda:N or auto (cuda when available)")
+    preset: str = setting("quick", "defaults for unset flags", choices=lambda: tuple(PRESETS))
+    fast_kernels: bool = setting(False, "run the ops' Triton kernels (falls back, saying so, where they cannot run)")
+    cuda_graph: bool = setting(False, "capture each training step (forward, backward, Adam) in a CUDA graph and "
+                                      "replay it: one launch per step instead of hundreds (CUDA, one process)")
+    precision: str = setting("fp32", "fp32: fp32 GEMMs and fp32-accurate Triton dots; tf32: TF32 tensor-core GEMMs "
+                                     "and dots; bf16: forward and loss under bf16 autocast, fp32 master weights and "
+                                     "Adam (evaluation in the same mode)", choices=lambda: PRECISIONS)
+    resume: bool = setting(False, "continue the run in --out from its last checkpoint")
+    eval_every: int = setting(5, "test nRMSE every N epochs")
+    eval_batch_size: int | None = setting(None, "trajectories per evaluation rollout batch (default: the whole "
+                                                "test split at once)")
+    checkpoint_every: int = setting(1, "write checkpoint.pt every N epochs and after the last; --resume restarts "
+                                       "from the last one written")
+    alpha: float | None = setting(None, "s4ffno: fixed memory weight for --fusion convex/additive")
+    fusion: str = setting("residual", "s4ffno: memory fusion", choices=FUSIONS)
+    no_freq_gate: bool = setting(False, "amgfno: drop the frequency-aware gate (ablation)")
+    omega_mode: str = setting("fixed", "amgfno: omega_f fixed from the training set or per batch (ablation)",
+                              choices=OMEGA_MODES)
+    omega: float | None = setting(None, "amgfno: the fixed omega_f of the frequency gate instead of the training "
+                                        "data's (e.g. the paper's value)")
+    # Fidelity options (docs/fidelity.md), all off by default. Model (FFNO family): fourierflow's
+    # shared spectral weights, weight-normalised Linears, decoder input. Training: per-channel
+    # input/output normalisation from the training split, and predicting u_{t+1} - u_t.
+    share_weights: bool = setting(False, "FFNO family: one spectral weight shared by all blocks (fourierflow "
+                                         "share_weight)", group=FIDELITY)
+    weight_norm: bool = setting(False, "FFNO family: weight-normalised encoder, feed-forward and decoder Linears "
+                                       "(fourierflow ff_weight_norm)", group=FIDELITY)
+    decoder_input: str = setting("stream", "FFNO family: decode the residual stream after the last block (stream) "
+                                           "or the last block's feed-forward output alone (last_block, as "
+                                           "fourierflow)", choices=DECODER_INPUTS, group=FIDELITY)
+    normalize: bool = setting(False, "normalise inputs and outputs per channel with the training split's mean and "
+                                     "std", group=FIDELITY)
+    increment: bool = setting(False, "the network predicts u_{t+1} - u_t (added to u_t); the loss stays on u_{t+1}",
+                              group=FIDELITY)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        """A config from to_dict()'s output, also of an older version: retired settings are
+        dropped, settings added since take their defaults; an unknown key is a ValueError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - names - RETIRED_SETTINGS
+        if unknown:
+            raise ValueError(f"unknown training settings {sorted(unknown)}; known: {sorted(names)}")
+        return cls(**{k: v for k, v in values.items() if k in names})
 
 
 # The quick preset fits the <= 5 minute CPU budget; the paper preset is the paper's protocol
@@ -155,6 +203,13 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
             raise ValueError(f"omega must be a finite number >= 0 (an unresolved-energy ratio), got {out.omega!r}")
     if (out.no_freq_gate or out.omega_mode != "fixed") and out.model != "amgfno":
         raise ValueError(f"--no-freq-gate and --omega-mode apply to --model amgfno only, got --model {out.model}")
+    if out.decoder_input not in DECODER_INPUTS:
+        raise ValueError(f"decoder_input must be one of {DECODER_INPUTS}, got {out.decoder_input!r}")
+    backbone_flags = {"share-weights": out.share_weights, "weight-norm": out.weight_norm,
+                      "decoder-input": out.decoder_input != "stream"}
+    for flag, used in backbone_flags.items():
+        if used and out.model not in FFNO_FAMILY:
+            raise ValueError(f"--{flag} applies to the FFNO family ({', '.join(FFNO_FAMILY)}), got --model {out.model}")
     if out.no_freq_gate and out.omega_mode != "fixed":
         raise ValueError("--omega-mode batch needs the frequency gate; it cannot be combined with --no-freq-gate")
     return out

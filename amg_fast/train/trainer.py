@@ -20,8 +20,9 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -33,16 +34,19 @@ from amg_fast._files import atomic_path, atomic_write_text, check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.data.generate import dataset_path, default_n_test, generate_dataset
 from amg_fast.data.h5 import DataFileError
-from amg_fast.models import count_parameters, get_model
+from amg_fast.models import Normalized, count_parameters, get_model
 from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import (TRAINING_KEYS, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
                                        restore_rng, save_checkpoint)
-from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.config import FFNO_FAMILY, TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
 
-__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs", "USER_ERRORS"]
+__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs", "normalization_stats",
+           "USER_ERRORS"]
+
+TRAIN_EVAL_LIMIT = 256  # training trajectories re-evaluated at the end (train vs test diagnostics)
 
 # Settings that may differ between a run and its resumption.
 RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size"}
@@ -104,7 +108,9 @@ def _check_cuda_graph(device: torch.device, world: int) -> None:
         raise ValueError(f"--cuda-graph runs in one process (DDP's all-reduce is not captured), got {world} processes")
 
 
-def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module:
+def build_model(cfg: TrainConfig, omega: float, backend: str, stats: dict | None = None) -> torch.nn.Module:
+    """The model of cfg; with --normalize / --increment wrapped in models.Normalized (stats:
+    normalization_stats of the training split)."""
     kwargs = {"in_channels": 1, "out_channels": 1, "width": cfg.width, "backend": backend}
     if cfg.modes is not None:  # None for models without Fourier layers (resolve_config)
         kwargs["modes"] = cfg.modes
@@ -112,7 +118,25 @@ def build_model(cfg: TrainConfig, omega: float, backend: str) -> torch.nn.Module
         kwargs.update(omega=omega, freq_gate=not cfg.no_freq_gate)
     elif cfg.model == "s4ffno":
         kwargs.update(fusion=cfg.fusion, alpha=cfg.alpha)
-    return get_model(cfg.model, **kwargs)
+    if cfg.model in FFNO_FAMILY:
+        kwargs.update(share_weights=cfg.share_weights, weight_norm=cfg.weight_norm, decoder_input=cfg.decoder_input)
+    model = get_model(cfg.model, **kwargs)
+    if cfg.normalize or cfg.increment:
+        model = Normalized(model, increment=cfg.increment, **(stats or {}))
+    return model
+
+
+def normalization_stats(u: torch.Tensor, *, normalize: bool, increment: bool) -> dict:
+    """Per-channel statistics of the training split u [N, T, S, C] for models.Normalized:
+    inputs u_t (all frames); targets u_{t+1} or, with increment, u_{t+1} - u_t. normalize=False
+    gives the identity statistics (increment prediction alone)."""
+    if not normalize:
+        return {}
+    dims = tuple(range(u.dim() - 1))
+    target = u[:, 1:] - u[:, :-1] if increment else u[:, 1:]
+    u, target = u.double(), target.double()
+    return {"in_mean": u.mean(dims).float(), "in_std": u.std(dims).clamp_min(1e-12).float(),
+            "out_mean": target.mean(dims).float(), "out_std": target.std(dims).clamp_min(1e-12).float()}
 
 
 def check_model_runs(model: torch.nn.Module, res: int, device: torch.device, flag: str = "--res") -> None:
@@ -132,12 +156,15 @@ def check_model_runs(model: torch.nn.Module, res: int, device: torch.device, fla
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    plain = [p for p in model.parameters() if not hasattr(p, "_optim")]
-    special = [p for p in model.parameters() if hasattr(p, "_optim")]
-    groups = [{"params": plain, "weight_decay": weight_decay}]
-    if special:
-        groups.append({"params": special, "weight_decay": 0.0})
-    return groups
+    """Adam parameter groups: one with weight_decay for plain parameters, and one per distinct
+    `_optim` dict that parameters declare (S4D's A and dt: {"weight_decay": 0.0}), its settings
+    overriding the defaults."""
+    groups: dict[tuple, dict] = {}
+    for p in model.parameters():
+        settings = {"weight_decay": weight_decay, **getattr(p, "_optim", {})}
+        key = tuple(sorted(settings.items()))
+        groups.setdefault(key, {**settings, "params": []})["params"].append(p)
+    return list(groups.values())
 
 
 def _data_path(cfg: TrainConfig, rank: int, log) -> Path:
@@ -230,6 +257,10 @@ def _check_run_dir(cfg: TrainConfig) -> None:
         old = json.loads(config_path.read_text())
     except (OSError, ValueError) as err:
         raise RunDirError(f"{config_path}: unreadable ({err}); delete it to start the run over") from None
+    try:
+        old = TrainConfig.from_dict(old).to_dict()  # an older run's config: retired keys out, new ones at their defaults
+    except (TypeError, ValueError) as err:
+        raise RunDirError(f"{config_path}: not a training config ({err}); delete it to start the run over") from None
     new = cfg.to_dict()
     diff = {k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]}
     if diff:
@@ -294,11 +325,96 @@ def _optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -
 
 
 def train(cfg: TrainConfig, log=print) -> dict:
-    """Train and evaluate one run; returns the results dict also written to results.json."""
+    """Train and evaluate one run; returns the results dict also written to results.json.
+
+    The phases, each a function of the run state (Run): setup (every check, data, model,
+    optimizer, the --resume checkpoint: nothing written yet) -> the locked run directory ->
+    resume (history and clock of a resumed run) -> one epoch at a time -> finish (final
+    evaluation, results.json, rollout.npz, DDP teardown)."""
     explicit = {key for key in ("n_train", "n_test") if getattr(cfg, key) is not None}
     cfg = resolve_config(cfg)
     with precision_scope(cfg.precision):
-        return _train(cfg, log, explicit)
+        run = setup(cfg, log, explicit)
+        with _run_directory(cfg, run.log) if run.rank == 0 else contextlib.nullcontext(Path(cfg.out)) as out:
+            start_in(run, out)
+            for epoch in range(run.first_epoch, cfg.epochs + 1):
+                run_epoch(run, epoch)
+            return finish(run)
+
+
+@dataclass
+class Run:
+    """The state of one training run, built by setup() before its directory exists."""
+
+    cfg: TrainConfig
+    log: Callable
+    rank: int
+    world: int
+    device: torch.device
+    backend: str
+    start: float  # perf_counter at setup: this segment's clock
+    train_ds: TrajectoryDataset
+    test_ds: TrajectoryDataset
+    u_train: torch.Tensor  # [N, T, S, C] and omega [N] of the training split, on the device
+    w_train: torch.Tensor
+    test_split: tuple  # (u, omega) of the test split, on the CPU
+    model: torch.nn.Module
+    params: int
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    data_order: torch.Generator
+    state: dict | None  # the --resume checkpoint, already loaded into model, optimizer, scheduler, RNG
+    out: Path | None = None
+    history: list = field(default_factory=list)
+    first_epoch: int = 1
+    wall_before: float = 0.0  # the earlier segments of a resumed run
+    step: object = None  # EagerTrainStep or GraphedTrainStep
+    test_loader: list = field(default_factory=list)
+    train_loader: list = field(default_factory=list)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    def wall_time(self) -> float:
+        return self.wall_before + time.perf_counter() - self.start
+
+    def evaluate(self, loader=None):
+        """Rollout evaluation on the test split (or another loader of (u, omega) batches)."""
+        return evaluate(self.model, self.test_loader if loader is None else loader, self.device,
+                        omega_mode=self.cfg.omega_mode, precision=self.cfg.precision)
+
+
+def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
+    """Every check that can run before the run directory exists, and what the run needs from it:
+    device, data, model (run once at the resolution), optimizer and the --resume checkpoint.
+    Writes nothing but generated data (into the cache)."""
+    rank, world = _distributed()
+    log = log if rank == 0 else (lambda *a, **k: None)
+    if cfg.out is None:
+        cfg.out = f"runs/{cfg.model}_{cfg.pde}_nu{cfg.nu:g}_f{cfg.res}_seed{cfg.seed}"
+    device = _device(cfg.device, rank)
+    if cfg.cuda_graph:
+        _check_cuda_graph(device, world)
+    if rank == 0:
+        check_writable_dir("--out", cfg.out)
+    backend = _backend(cfg.fast_kernels, device, log)
+    start = time.perf_counter()
+    path = _data_path(cfg, rank, log)
+    train_ds, test_ds, (u_train, w_train), test_split = _read_data(cfg, path, explicit)
+    if rank == 0:
+        _check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
+    torch.manual_seed(cfg.seed)
+    omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
+    stats = normalization_stats(u_train, normalize=cfg.normalize, increment=cfg.increment)
+    model = build_model(cfg, omega, backend, stats).to(device)
+    check_model_runs(model, cfg.res, device)
+    optimizer = _optimizer(model, cfg, device)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
+    data_order = torch.Generator().manual_seed(cfg.seed)
+    state = _resume_state(cfg, model, optimizer, scheduler, data_order)
+    return Run(cfg, log, rank, world, device, backend, start, train_ds, test_ds, u_train.to(device),
+               w_train.to(device), test_split, model, count_parameters(model), optimizer, scheduler, data_order, state)
 
 
 def _resume_state(cfg: TrainConfig, model, optimizer, scheduler, data_order) -> dict | None:
@@ -319,162 +435,109 @@ def _resume_state(cfg: TrainConfig, model, optimizer, scheduler, data_order) -> 
     return state
 
 
-@dataclass
-class _Prepared:
-    """Everything a run needs, built and checked before its directory exists."""
-
-    rank: int
-    world: int
-    device: torch.device
-    backend: str
-    start: float
-    train_ds: TrajectoryDataset
-    test_ds: TrajectoryDataset
-    u_train: torch.Tensor
-    w_train: torch.Tensor
-    test_split: tuple
-    model: torch.nn.Module
-    params: int
-    optimizer: torch.optim.Optimizer
-    scheduler: object
-    data_order: torch.Generator
-    state: dict | None
-
-
-def _train(cfg: TrainConfig, log, explicit: set[str]) -> dict:
-    rank, world = _distributed()
-    log = log if rank == 0 else (lambda *a, **k: None)
-    run = _prepare(cfg, log, explicit, rank, world)
-    with _run_directory(cfg, log) if run.rank == 0 else contextlib.nullcontext(Path(cfg.out)) as out:
-        if dist.is_initialized():
-            dist.barrier()
-            run.model = torch.nn.parallel.DistributedDataParallel(
-                run.model, device_ids=[run.device.index] if run.device.type == "cuda" else None)
-        return _fit(cfg, log, run, out)
-
-
-def _prepare(cfg: TrainConfig, log, explicit: set[str], rank: int, world: int) -> _Prepared:
-    """Every check that can run before the run directory exists, and what the run needs from it.
-    Writes nothing but generated data (into the cache)."""
-    if cfg.out is None:
-        cfg.out = f"runs/{cfg.model}_{cfg.pde}_nu{cfg.nu:g}_f{cfg.res}_seed{cfg.seed}"
-    device = _device(cfg.device, rank)
-    if cfg.cuda_graph:
-        _check_cuda_graph(device, world)
-    if rank == 0:
-        check_writable_dir("--out", cfg.out)
-    backend = _backend(cfg.fast_kernels, device, log)
-    start = time.perf_counter()
-    path = _data_path(cfg, rank, log)
-    train_ds, test_ds, (u_train, w_train), test_split = _read_data(cfg, path, explicit)
-    if rank == 0:
-        _check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
-    torch.manual_seed(cfg.seed)
-    omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
-    model = build_model(cfg, omega, backend).to(device)
-    check_model_runs(model, cfg.res, device)
-    params = count_parameters(model)
-    optimizer = _optimizer(model, cfg, device)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
-    data_order = torch.Generator().manual_seed(cfg.seed)
-    state = _resume_state(cfg, model, optimizer, scheduler, data_order)
-    return _Prepared(rank, world, device, backend, start, train_ds, test_ds, u_train.to(device), w_train.to(device),
-                     test_split, model, params, optimizer, scheduler, data_order, state)
-
-
-def _fit(cfg: TrainConfig, log, run: _Prepared, out: Path) -> dict:
-    """The epochs and the final evaluation in the (locked) run directory `out`."""
-    rank, world, device, backend, model, optimizer, scheduler, data_order, state, u_train, w_train = (
-        run.rank, run.world, run.device, run.backend, run.model, run.optimizer, run.scheduler, run.data_order,
-        run.state, run.u_train, run.w_train)
-    train_ds, test_ds, params, start = run.train_ds, run.test_ds, run.params, run.start
-    history, first_epoch, wall_before = [], 1, 0.0
-    checkpoint_path = out / "checkpoint.pt"
-    if state is not None:
-        history, first_epoch = state["history"], state["epoch"] + 1
-        wall_before = state.get("wall_time_s", 0.0)  # the earlier segments of this run
-        log(f"resumed {out} after epoch {state['epoch']}")
-    if rank == 0:
-        _write_metrics(out / "metrics.jsonl", history)
-
-    def wall_time() -> float:
-        return wall_before + time.perf_counter() - start
-
-    # Evaluation rolls out the whole test split at once unless --eval-batch-size says otherwise.
-    test_loader = [(u.to(device), w.to(device)) for u, w in torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(*run.test_split), batch_size=cfg.eval_batch_size or len(test_ds))]
-    log(f"{cfg.model}: {params:,} parameters; {len(train_ds)} train / {len(test_ds)} test trajectories at f={cfg.res}, "
-        f"omega_f={train_ds.omega:.4g}" + ("" if cfg.omega is None else f" (the gate uses --omega {cfg.omega:g})")
-        + f"; device {device}, backend {backend}, precision {cfg.precision}, "
-        f"{world} process(es)")
+def start_in(run: Run, out: Path) -> None:
+    """Enter the (locked) run directory: DDP wrapping, the resumed history and clock, the
+    evaluation loaders and the training step."""
+    cfg, run.out = run.cfg, out
+    if dist.is_initialized():
+        dist.barrier()
+        run.model = torch.nn.parallel.DistributedDataParallel(
+            run.model, device_ids=[run.device.index] if run.device.type == "cuda" else None)
+    if run.state is not None:
+        run.history, run.first_epoch = run.state["history"], run.state["epoch"] + 1
+        run.wall_before = run.state.get("wall_time_s", 0.0)
+        run.log(f"resumed {out} after epoch {run.state['epoch']}")
+    if run.rank == 0:
+        _write_metrics(out / "metrics.jsonl", run.history)
+    # Evaluation rolls out the whole test split at once unless --eval-batch-size says otherwise; at
+    # the end the same diagnostics on (the first TRAIN_EVAL_LIMIT) training trajectories.
+    batch = cfg.eval_batch_size or len(run.test_ds)
+    run.test_loader = [(u.to(run.device), w.to(run.device)) for u, w in torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(*run.test_split), batch_size=batch)]
+    n_train_eval = min(len(run.u_train), TRAIN_EVAL_LIMIT)
+    run.train_loader = [(run.u_train[i:min(i + batch, n_train_eval)], run.w_train[i:min(i + batch, n_train_eval)])
+                        for i in range(0, n_train_eval, batch)]
+    run.log(f"{cfg.model}: {run.params:,} parameters; {len(run.train_ds)} train / {len(run.test_ds)} test trajectories "
+            f"at f={cfg.res}, omega_f={run.train_ds.omega:.4g}"
+            + ("" if cfg.omega is None else f" (the gate uses --omega {cfg.omega:g})")
+            + f"; device {run.device}, backend {run.backend}, precision {cfg.precision}, {run.world} process(es)")
 
     def loss_fn(model, u, w):  # (loss, AMGFNO's mean gate of this step or None)
-        with autocast(cfg.precision, device):
+        with autocast(cfg.precision, run.device):
             loss = _loss(model, u, w, cfg.omega_mode)
         return loss, getattr(unwrap(model), "last_gate_mean", None)
 
-    def run_eval():
-        return evaluate(model, test_loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
+    run.step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(run.model, run.optimizer, loss_fn)
 
-    step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(model, optimizer, loss_fn)
-    for epoch in range(first_epoch, cfg.epochs + 1):
-        t0 = time.perf_counter()
-        model.train()
-        order = torch.randperm(len(u_train), generator=data_order)
-        loss_sum, gate_sum, batches = torch.zeros((), device=device), 0.0, 0
-        for i in range(0, len(order), cfg.batch_size):
-            batch = order[i:i + cfg.batch_size]
-            if len(batch) < world:  # every rank needs a share; all ranks skip the same batch
-                continue
-            idx = batch[rank::world].to(device)
-            try:
-                loss, gate = step(u_train[idx], w_train[idx])  # a graph's static outputs: accumulate now
-            except ValueError:  # NaN weights trip the ops' input checks (a NaN gate chi): diverged, not bad input
-                if _finite_parameters(model):
-                    raise
-                loss_sum, batches = loss_sum + float("nan"), batches + 1  # reported below as a NaN loss
-                break
-            loss_sum += loss
-            batches += 1
-            gate_sum = gate_sum + gate if gate is not None else gate_sum
-        if dist.is_initialized():
-            dist.all_reduce(loss_sum)
-            loss_sum /= world
-        train_loss = float(loss_sum) / batches
-        if not math.isfinite(train_loss) or not _finite_parameters(model):
-            kept = checkpoint_path if checkpoint_path.exists() else "none yet"
-            what = f"loss is {train_loss}" if not math.isfinite(train_loss) else "the parameters became NaN or Inf"
-            raise TrainingDiverged(f"{what} at epoch {epoch}; stopping (a lower --lr may help). The last good "
-                                   f"checkpoint ({kept}) is kept")
-        row = {"epoch": epoch, "train_loss": train_loss, "lr": float(optimizer.param_groups[0]["lr"]),
-               "gate_mean": float(gate_sum) / batches if torch.is_tensor(gate_sum) else None,
-               "time_s": time.perf_counter() - t0}
-        scheduler.step()
-        if rank == 0 and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
+
+def run_epoch(run: Run, epoch: int) -> dict:
+    """One epoch: the training steps, the divergence checks, the test evaluation every
+    --eval-every epochs, the checkpoint every --checkpoint-every epochs, metrics.jsonl, the log."""
+    cfg, t0 = run.cfg, time.perf_counter()
+    train_loss, gate_mean = _train_steps(run)
+    if not math.isfinite(train_loss) or not _finite_parameters(run.model):
+        what = f"loss is {train_loss}" if not math.isfinite(train_loss) else "the parameters became NaN or Inf"
+        _diverged(run, f"{what} at epoch {epoch}")
+    row = {"epoch": epoch, "train_loss": train_loss, "lr": float(run.optimizer.param_groups[0]["lr"]),
+           "gate_mean": gate_mean, "time_s": time.perf_counter() - t0}
+    run.scheduler.step()
+    if run.rank == 0 and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
+        t1 = time.perf_counter()
+        result = run.evaluate()
+        row["test_nrmse"], row["test_one_step_nrmse"] = result.nrmse, result.one_step_nrmse
+        row["eval_s"] = time.perf_counter() - t1
+        if not math.isfinite(row["test_nrmse"]):
+            _diverged(run, f"test nRMSE is {row['test_nrmse']} at epoch {epoch}: the rollout's predictions are not finite")
+    run.history.append(row)
+    if run.rank == 0:
+        if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
             t1 = time.perf_counter()
-            row["test_nrmse"] = run_eval().nrmse
-            row["eval_s"] = time.perf_counter() - t1
-            if not math.isfinite(row["test_nrmse"]):
-                kept = checkpoint_path if checkpoint_path.exists() else "none yet"
-                raise TrainingDiverged(f"test nRMSE is {row['test_nrmse']} at epoch {epoch}: the rollout's predictions "
-                                       f"are not finite; stopping (a lower --lr may help). The last good checkpoint "
-                                       f"({kept}) is kept")
-        history.append(row)
-        if rank == 0:
-            if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
-                t1 = time.perf_counter()
-                save_checkpoint(checkpoint_path, {"model": unwrap(model).state_dict(),
-                                                  "optimizer": optimizer.state_dict(),
-                                                  "scheduler": scheduler.state_dict(), "epoch": epoch,
-                                                  "rng": capture_rng(data_order), "config": cfg.to_dict(),
-                                                  "history": history, "wall_time_s": wall_time()})
-                row["checkpoint_s"] = time.perf_counter() - t1
-            _write_metrics(out / "metrics.jsonl", history)
-            log(f"epoch {epoch:4d}  loss {train_loss:.4e}  lr {row['lr']:.2e}"
+            _save(run, epoch)
+            row["checkpoint_s"] = time.perf_counter() - t1
+        _write_metrics(run.out / "metrics.jsonl", run.history)
+        run.log(f"epoch {epoch:4d}  loss {train_loss:.4e}  lr {row['lr']:.2e}"
                 + (f"  g-bar {row['gate_mean']:.4f}" if row["gate_mean"] is not None else "")
                 + (f"  test nRMSE {row['test_nrmse']:.4f}" if "test_nrmse" in row else "")
                 + f"  {row['time_s']:.1f} s")
-    return _finish(cfg, model, run_eval, history, params, out, wall_time, rank, world, log)
+    return row
+
+
+def _train_steps(run: Run) -> tuple[float, float | None]:
+    """The epoch's optimizer steps over a fresh permutation of the training split, global batches
+    split across DDP ranks -> (mean loss over batches and ranks, mean AMGFNO gate or None)."""
+    run.model.train()
+    order = torch.randperm(len(run.u_train), generator=run.data_order)
+    loss_sum, gate_sum, batches = torch.zeros((), device=run.device), 0.0, 0
+    for i in range(0, len(order), run.cfg.batch_size):
+        batch = order[i:i + run.cfg.batch_size]
+        if len(batch) < run.world:  # every rank needs a share; all ranks skip the same batch
+            continue
+        idx = batch[run.rank::run.world].to(run.device)
+        try:
+            loss, gate = run.step(run.u_train[idx], run.w_train[idx])  # a graph's static outputs: accumulate now
+        except ValueError:  # NaN weights trip the ops' input checks (a NaN gate chi): diverged, not bad input
+            if _finite_parameters(run.model):
+                raise
+            return float("nan"), None
+        loss_sum += loss
+        batches += 1
+        gate_sum = gate_sum + gate if gate is not None else gate_sum
+    if dist.is_initialized():
+        dist.all_reduce(loss_sum)
+        loss_sum /= run.world
+    return float(loss_sum) / batches, float(gate_sum) / batches if torch.is_tensor(gate_sum) else None
+
+
+def _diverged(run: Run, what: str):
+    kept = run.checkpoint_path if run.checkpoint_path.exists() else "none yet"
+    raise TrainingDiverged(f"{what}; stopping (a lower --lr may help). The last good checkpoint ({kept}) is kept")
+
+
+def _save(run: Run, epoch: int) -> None:
+    save_checkpoint(run.checkpoint_path, {
+        "model": unwrap(run.model).state_dict(), "optimizer": run.optimizer.state_dict(),
+        "scheduler": run.scheduler.state_dict(), "epoch": epoch, "rng": capture_rng(run.data_order),
+        "config": run.cfg.to_dict(), "history": run.history, "wall_time_s": run.wall_time()})
 
 
 def _finite_parameters(model) -> bool:
@@ -490,33 +553,39 @@ def _ranks_agree(model) -> bool:
     return all(torch.equal(g, gathered[0]) for g in gathered)
 
 
-def _finish(cfg, model, run_eval, history, params, out, wall_time, rank, world, log) -> dict:
-    agree = _ranks_agree(model) if dist.is_initialized() else None
-    results = _final_evaluation(cfg, model, run_eval, history, params, out, wall_time, world, agree, log) \
-        if rank == 0 else {}
+def finish(run: Run) -> dict:
+    """Final evaluation on rank 0 (results.json, rollout.npz), then all DDP ranks leave together."""
+    agree = _ranks_agree(run.model) if dist.is_initialized() else None
+    results = _final_evaluation(run, agree) if run.rank == 0 else {}
     if dist.is_initialized():  # leave together: a rank that exits early can abort its peers
         dist.barrier()
         dist.destroy_process_group()
     return results
 
 
-def _final_evaluation(cfg, model, run_eval, history, params, out, wall_time, world, agree, log) -> dict:
-    result = run_eval()
+def _final_evaluation(run: Run, ranks_agree: bool | None) -> dict:
+    cfg, history = run.cfg, run.history
+    result, train_result = run.evaluate(), run.evaluate(run.train_loader)
     gates = [row["gate_mean"] for row in history[-20:] if row["gate_mean"] is not None]
     seconds = {key: sum(row.get(key, 0.0) for row in history) for key in ("time_s", "eval_s", "checkpoint_s")}
     results = {"model": cfg.model, "pde": cfg.pde, "nu": cfg.nu, "res": cfg.res, "nrmse": result.nrmse,
                "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
-               "gate_mean_last20_epochs": float(np.mean(gates)) if gates else None, "params": params,
-               "epochs": cfg.epochs, "wall_time_s": wall_time(),
+               "amplitude_per_step": result.amplitude_per_step.tolist(), "one_step_nrmse": result.one_step_nrmse,
+               "one_step_nrmse_per_step": result.one_step_nrmse_per_step.tolist(),
+               "test_one_step_loss": result.one_step_loss, "train_one_step_loss": train_result.one_step_loss,
+               "train_one_step_nrmse": train_result.one_step_nrmse, "train_nrmse": train_result.nrmse,
+               "train_eval_trajectories": len(train_result.true),
+               "gate_mean_last20_epochs": float(np.mean(gates)) if gates else None, "params": run.params,
+               "epochs": cfg.epochs, "wall_time_s": run.wall_time(),
                "train_time_s": seconds["time_s"], "eval_time_s": seconds["eval_s"],
                "checkpoint_time_s": seconds["checkpoint_s"], "precision": cfg.precision,
                "cuda_graph": cfg.cuda_graph, "fast_kernels": cfg.fast_kernels,
-               "device": str(next(unwrap(model).parameters()).device),
-               "world_size": world, "ddp_ranks_agree": agree}
-    _write_json(out / "results.json", results)
-    with atomic_path(out / "rollout.npz") as tmp, open(tmp, "wb") as fh:
+               "device": str(next(unwrap(run.model).parameters()).device),
+               "world_size": run.world, "ddp_ranks_agree": ranks_agree}
+    _write_json(run.out / "results.json", results)
+    with atomic_path(run.out / "rollout.npz") as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, pred=result.pred, true=result.true)
-    log(f"test nRMSE {result.nrmse:.4f} (rollout from u_0, {result.true.shape[1]} steps)"
-        + (f", g-bar {result.gate_mean:.4f}" if result.gate_mean is not None else "")
-        + f"; results in {out}")
+    run.log(f"test nRMSE {result.nrmse:.4f} (rollout from u_0, {result.true.shape[1]} steps)"
+            + (f", g-bar {result.gate_mean:.4f}" if result.gate_mean is not None else "")
+            + f"; results in {run.out}")
     return results

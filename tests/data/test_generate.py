@@ -100,3 +100,35 @@ def test_cli_summary_and_skip(tmp_path):
     assert "already complete with these arguments; skipped" in second.stdout
     bad = subprocess.run(cmd[:-2] + ["--n-train", "0", "--out", str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 2 and "n_train must be an int >= 1, got 0" in bad.stderr
+
+
+def test_ks_generator_options_name_the_file_and_set_the_frames(tmp_path):
+    """Non-default KS options: named in the file, recorded, frames at burn_in + 0..t_end every
+    frame_dt, omega_f over all saved frames; the defaults keep the old name and arguments."""
+    options = {"ic_terms": 10, "ic_max_wavenumber": 7, "burn_in": 0.5, "t_end": 0.4, "frame_dt": 0.2}
+    path, summary = generate.generate_dataset("ks", nu=0.1, n_train=2, n_test=1, seed=3, out_dir=tmp_path,
+                                              ks_options=options)
+    assert path.name == "ks_nu0.1_terms10_kmax7_burnin0.5_tend0.4_dt0.2_train2_test1_seed3.h5"
+    train = read_trajectories(path, split="train")
+    assert train.u.shape == (2, 3, 512) and np.allclose(train.t, [0.5, 0.7, 0.9])
+    assert train.attrs["omega_f_32"] == pytest.approx(unresolved_energy_ratio(train.u, 32), rel=1e-4)
+    again, skipped = generate.generate_dataset("ks", nu=0.1, n_train=2, n_test=1, seed=3, out_dir=tmp_path,
+                                               ks_options=options)
+    assert again == path and skipped["skipped"]
+    default, _ = generate.generate_dataset("ks", nu=0.1, n_train=2, n_test=1, seed=3, out_dir=tmp_path,
+                                           ks_options={"t_end": 2.5})
+    assert default.name == "ks_nu0.1_train2_test1_seed3.h5"
+    assert '"ks_options"' not in h5py.File(default, "r").attrs["generator_args"]
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"burnin": 1.0}, r"unknown KS generator option\(s\) \['burnin'\]"),
+    ({"ic_terms": 0}, "ic_terms must be an int >= 1, got 0"),
+    ({"burn_in": -1.0}, "burn_in must be a finite number >= 0, got -1.0"),
+    ({"t_end": 1.0, "frame_dt": 0.3}, "t_end must be a multiple of frame_dt"),
+], ids=["unknown", "terms-0", "burn-in-negative", "t-end-not-multiple"])
+def test_bad_ks_generator_options(tmp_path, options, match):
+    with pytest.raises(ValueError, match=match):
+        generate.generate_dataset("ks", nu=0.1, n_train=2, n_test=1, out_dir=tmp_path, ks_options=options)
+    with pytest.raises(ValueError, match="ks_options apply to KS only"):
+        generate.generate_dataset("burgers", nu=0.001, n_train=2, n_test=1, out_dir=tmp_path, ks_options={"t_end": 5.0})

@@ -179,3 +179,18 @@ def test_solve_ks_bad_input(change, exc, match):
 def test_helpers_bad_input(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_generate_ks_burn_in_and_initial_condition_options():
+    """burn_in: the frames of a longer solve from the same ICs; terms / max_wavenumber / amplitude
+    shape the ICs (the S4FFNO authors' generator: 10 sines, k <= 7)."""
+    kwargs = dict(nu=0.1, seed=9, N=128)
+    shifted = generate_ks(2, t=KS_TIMES[:3], burn_in=0.2, **kwargs)
+    long = generate_ks(2, t=KS_TIMES[:5], **kwargs)
+    assert max_frame_error(torch.from_numpy(shifted), torch.from_numpy(long[:, 2:])) <= 1e-9
+    u0 = random_initial_conditions(200, N=128, seed=1, terms=10, max_wavenumber=7, amplitude=0.25)
+    spectrum = np.abs(np.fft.rfft(u0, axis=-1))
+    assert spectrum[:, 8:].max() < 1e-9 * spectrum.max() and spectrum[:, 7].max() > 0
+    assert np.abs(u0).max() <= 10 * 0.25 + 1e-12
+    assert np.array_equal(random_initial_conditions(3, seed=2), random_initial_conditions(3, seed=2, terms=21,
+                                                                                          max_wavenumber=8))

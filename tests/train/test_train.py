@@ -283,3 +283,48 @@ def test_omega_overrides_the_datas_omega_f(tiny_data, tmp_path):
     train(TrainConfig(data=str(tiny_data), out=str(out), epochs=1, omega=0.584, **TINY), log=lambda *a: None)
     state = torch.load(out / "checkpoint.pt", weights_only=True)
     assert float(state["model"]["gate.omega"]) == pytest.approx(0.584)
+
+
+def test_fidelity_options_train_evaluate_and_report_diagnostics(tiny_data, tmp_path):
+    """--normalize --increment and the fourierflow backbone options train through the script path;
+    results.json carries the one-step, amplitude and train-vs-test diagnostics; evaluate.py
+    rebuilds the wrapped model from the checkpoint (statistics restored) and matches."""
+    out = tmp_path / "run"
+    cfg = TrainConfig(model="amgfno", data=str(tiny_data), out=str(out), epochs=2, normalize=True, increment=True,
+                      share_weights=True, weight_norm=True, decoder_input="last_block", **TINY)
+    results = train(cfg, log=lambda *a: None)
+    saved = json.loads((out / "results.json").read_text())
+    assert len(saved["amplitude_per_step"]) == len(saved["one_step_nrmse_per_step"]) == 5
+    for key in ("one_step_nrmse", "test_one_step_loss", "train_one_step_loss", "train_nrmse"):
+        assert np.isfinite(saved[key]), key
+    assert saved["train_eval_trajectories"] == 12
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert float(state["model"]["in_std"]) > 0 and "model.blocks.0.spectral.weight" in state["model"]
+    assert state["model"]["out_std"] < state["model"]["in_std"]  # increments are smaller than states
+    proc = run_cli("evaluate.py", out / "checkpoint.pt", "--data", tiny_data, "--json", tmp_path / "e.json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "e.json").read_text())["nrmse"] == pytest.approx(results["nrmse"], rel=1e-6)
+
+
+def test_one_step_diagnostics_of_known_models():
+    """Shift is exact on translating waves: one-step and rollout errors 0, amplitude 1; Cheater is
+    perfect with teacher forcing and not in rollout; scale 0.5 halves the amplitude at each step
+    of the rollout, and its one-step error is 0.5."""
+    batches, _ = loader()
+    exact = evaluate(Shift(), batches, "cpu")
+    assert exact.one_step_nrmse < 1e-12 and exact.one_step_loss < 1e-20
+    assert np.allclose(exact.amplitude_per_step, 1.0)
+    cheat = evaluate(Cheater(), batches, "cpu")
+    assert cheat.one_step_nrmse_per_step[:-1].max() < 1e-12 and cheat.nrmse > 0.1
+    half = evaluate(Shift(0.5), batches, "cpu")
+    assert np.allclose(half.amplitude_per_step, 0.5 ** np.arange(1, 6)) and half.one_step_nrmse == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"model": "factformer", "share_weights": True, "modes": None}, "--share-weights applies to the FFNO family"),
+    ({"decoder_input": "mean"}, r"decoder_input must be one of \('stream', 'last_block'\)"),
+], ids=["share-with-factformer", "decoder-input-unknown"])
+def test_bad_fidelity_configs(tiny_data, tmp_path, change, match):
+    cfg = TrainConfig(**{**TINY, "data": str(tiny_data), "out": str(tmp_path / "run"), "epochs": 1, **change})
+    with pytest.raises(ValueError, match=match):
+        train(cfg, log=lambda *a: None)

@@ -1,0 +1,102 @@
+"""Evaluate a checkpoint: autoregressive rollout from u_0 on a data set's test split.
+
+Prints the rollout nRMSE (mean over trajectories and steps 1..T), the per-step curve, the
+rollout's amplitude per step, the one-step (teacher-forced) nRMSE and loss and, for AMGFNO, the
+mean gate g-bar during rollout. --json writes the same numbers to a file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from amg_fast._files import atomic_write_text, check_writable_dir
+from amg_fast.data.datasets import TrajectoryDataset
+from amg_fast.train.checkpoint import CheckpointError, load_checkpoint
+from amg_fast.train.config import TrainConfig, check_device
+from amg_fast.train.evaluate import evaluate
+from amg_fast.train.trainer import USER_ERRORS, build_model, check_model_runs
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports anything else as a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", help="a checkpoint.pt written by scripts/train.py (or its run directory)")
+    p.add_argument("--data", required=True, help="HDF5 data file (PDEBench, LPSDA or amg_fast layout)")
+    p.add_argument("--res", type=positive_int, help="observation resolution f (default: the run's)")
+    p.add_argument("--split", default="test", choices=("train", "test"), help="which split to roll out (default test)")
+    p.add_argument("--limit", type=positive_int, help="evaluate only the first N trajectories (N >= 1)")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="trajectories per rollout batch (default 64)")
+    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    return p.parse_args(argv)
+
+
+def load_run(path: Path) -> tuple[TrainConfig, torch.nn.Module]:
+    """The run's config and its model with the checkpoint's weights; CheckpointError if the file
+    is not a checkpoint of scripts/train.py."""
+    state = load_checkpoint(path)
+    try:
+        cfg = TrainConfig.from_dict(state["config"])
+        model = build_model(cfg, omega=0.0, backend="reference")
+        model.load_state_dict(state["model"])  # restores the run's fixed omega_f buffer too
+    except (TypeError, ValueError, RuntimeError, AttributeError) as err:
+        raise CheckpointError(f"{path}: corrupt or not a checkpoint of scripts/train.py (its config and weights do "
+                              f"not build its model: {str(err).splitlines()[0]})") from None
+    return cfg, model
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return _evaluate(args)
+    except USER_ERRORS as err:  # a message, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _evaluate(args) -> int:
+    path = Path(args.checkpoint)
+    path = path / "checkpoint.pt" if path.is_dir() else path
+    if not path.is_file():
+        raise ValueError(f"{path}: no such checkpoint")
+    check_device(args.device)
+    if args.json:  # checked before the rollout, which can take a while
+        if Path(args.json).is_dir():
+            raise ValueError(f"--json {args.json}: is a directory; give a file name")
+        check_writable_dir("--json", Path(args.json).parent, value=args.json)
+    cfg, model = load_run(path)
+    res = args.res or cfg.res
+    ds = TrajectoryDataset(args.data, res, split=args.split, limit=args.limit,
+                           omega_per_trajectory=cfg.omega_mode == "batch")
+    device = torch.device(args.device)
+    model.to(device)
+    check_model_runs(model, res, device)
+    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)
+    result = evaluate(model, loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
+    out = {"checkpoint": str(path), "data": args.data, "res": res, "split": args.split, "n": len(ds),
+           "nrmse": result.nrmse, "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
+           "one_step_nrmse": result.one_step_nrmse, "one_step_loss": result.one_step_loss,
+           "amplitude_per_step": result.amplitude_per_step.tolist()}
+    print(f"{cfg.model} at f={res} on {len(ds)} {args.split} trajectories: rollout nRMSE {result.nrmse:.4f}"
+          + (f", g-bar {result.gate_mean:.4f}" if result.gate_mean is not None else ""))
+    print("per step: " + " ".join(f"{e:.3g}" for e in result.nrmse_per_step))
+    print("amplitude ||pred|| / ||true|| per step: " + " ".join(f"{a:.3g}" for a in result.amplitude_per_step))
+    print(f"one-step (teacher-forced) nRMSE {result.one_step_nrmse:.4f}, loss {result.one_step_loss:.4g}")
+    if args.json:
+        atomic_write_text(args.json, json.dumps(out, indent=2) + "\n")
+    return 0
+

@@ -1,0 +1,77 @@
+"""Generate the paper's data sets (KS or PDEBench-style Burgers) and their omega_f.
+
+Examples:
+  python scripts/generate_data.py --pde ks --nu 0.1          # data/ks_nu0.1.h5 (LPSDA layout)
+  python scripts/generate_data.py --pde burgers              # data/1D_Burgers_Sols_Nu0.001.hdf5
+The file is written to a temporary name and renamed when complete; running the same command
+again skips a finished file.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tqdm import tqdm
+
+from amg_fast.data.generate import KS_OPTIONS, OMEGA_RESOLUTIONS, PDES, default_n_test, generate_dataset
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pde", choices=PDES, required=True, help="which PDE: ks (Kuramoto-Sivashinsky) or burgers")
+    p.add_argument("--nu", type=float, default=None,
+                   help="viscosity: KS nu (paper: 0.075, 0.1, 0.125; default 0.1); Burgers: the PDEBench file's "
+                        "Nu (default 0.001; the PDE uses Nu/pi)")
+    p.add_argument("--n-train", type=int, default=2048, help="training trajectories (default 2048)")
+    p.add_argument("--n-test", type=int, default=None,
+                   help="test trajectories (default: KS 256; Burgers 10%% of the total, 228 for 2048 train)")
+    p.add_argument("--seed", type=int, default=0, help="seed; train and test get independent seeds from it (default 0)")
+    p.add_argument("--out", default="data", help="output directory (default data/)")
+    p.add_argument("--device", default="cpu", help="torch device for the solver: cpu or cuda (default cpu)")
+    p.add_argument("--method", choices=("etdrk4", "radau"), default="etdrk4",
+                   help="KS solver: etdrk4 (default, batched) or radau (the paper's scipy pipeline, slow)")
+    p.add_argument("--batch-size", type=int, default=256, help="trajectories solved together (default 256)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing file made with other arguments")
+    ks_group = p.add_argument_group("KS generator options (docs/fidelity.md; non-default values go into the file name)")
+    ks_group.add_argument("--ks-ic-terms", type=int, help=f"sines in the initial condition (default {KS_OPTIONS['ic_terms']}; "
+                                                          "the S4FFNO authors' generator: 10)")
+    ks_group.add_argument("--ks-ic-max-wavenumber", type=int,
+                          help=f"largest wave number k_i of the sines (default {KS_OPTIONS['ic_max_wavenumber']}; "
+                               "the S4FFNO authors' generator: 7)")
+    ks_group.add_argument("--ks-ic-amplitude", type=float,
+                          help=f"A_i ~ U[-a, a] with this a (default {KS_OPTIONS['ic_amplitude']})")
+    ks_group.add_argument("--ks-burn-in", type=float, help="time integrated before the first saved frame (default 0)")
+    ks_group.add_argument("--ks-t-end", type=float, help=f"last saved frame time after the burn-in "
+                                                         f"(default {KS_OPTIONS['t_end']})")
+    ks_group.add_argument("--ks-frame-dt", type=float, help=f"time between saved frames (default {KS_OPTIONS['frame_dt']})")
+    return p.parse_args(argv)
+
+
+def ks_options_of(args: argparse.Namespace) -> dict:
+    """The --ks-* flags that were given, as generate_dataset's ks_options."""
+    return {key: getattr(args, f"ks_{key}") for key in KS_OPTIONS if getattr(args, f"ks_{key}") is not None}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    nu = args.nu if args.nu is not None else (0.1 if args.pde == "ks" else 0.001)
+    n_test = args.n_test if args.n_test is not None else default_n_test(args.pde, args.n_train)
+    with tqdm(total=args.n_train + n_test, unit="traj", desc=f"{args.pde} nu={nu:g}") as bar:
+        try:
+            path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
+                                             out_dir=args.out, device=args.device, method=args.method,
+                                             batch_size=args.batch_size, overwrite=args.overwrite,
+                                             progress=bar.update, ks_options=ks_options_of(args) or None)
+        except (ValueError, FileExistsError, FloatingPointError, OSError) as err:
+            bar.close()
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    if summary["skipped"]:
+        print(f"{path}: already complete with these arguments; skipped")
+    else:
+        print(f"{path}: {args.n_train} train + {n_test} test trajectories in {summary['wall_time_s']:.1f} s "
+              f"({summary['trajectories_per_s']:.1f} trajectories/s)")
+    print("omega_f (training split, high resolution): " +
+          ", ".join(f"f={f}: {summary[f'omega_f_{f}']:.4g}" for f in OMEGA_RESOLUTIONS))
+    return 0
+
