@@ -57,3 +57,28 @@ def test_gitignore_hides_the_data_cache_but_not_package_or_test_sources():
     assert ignored("data/ks_nu0.1.h5")
     assert not ignored("amg_fast/data/new_solver.py")
     assert not ignored("tests/data/test_new_solver.py")
+
+
+def test_every_public_module_lists_its_public_names_in_all():
+    """Each public module of amg_fast (no leading underscore in its path) has an __all__ that holds
+    every function and class it defines without a leading underscore, and only names it has."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    problems = {}
+    for info in pkgutil.walk_packages(amg_fast.__path__, "amg_fast."):
+        if any(part.startswith("_") for part in info.name.split(".")[1:]):
+            continue
+        module = importlib.import_module(info.name)
+        defined = [k for k, v in vars(module).items() if not k.startswith("_")
+                   and (inspect.isfunction(v) or inspect.isclass(v)) and v.__module__ == info.name]
+        listed = getattr(module, "__all__", None)
+        if listed is None:
+            if defined:
+                problems[info.name] = f"no __all__ (defines {defined})"
+            continue
+        missing, unknown = [k for k in defined if k not in listed], [k for k in listed if not hasattr(module, k)]
+        if missing or unknown:
+            problems[info.name] = f"missing {missing}, unknown {unknown}"
+    assert not problems, problems

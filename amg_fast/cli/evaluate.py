@@ -20,6 +20,8 @@ from amg_fast.train.config import TrainConfig, check_device
 from amg_fast.train.evaluate import evaluate
 from amg_fast.train.trainer import USER_ERRORS, build_model, check_model_runs
 
+__all__ = ["positive_int", "parse_args", "load_run", "main"]
+
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (argparse reports anything else as a usage error)."""

@@ -15,6 +15,8 @@ from tqdm import tqdm
 
 from amg_fast.data.generate import KS_OPTIONS, OMEGA_RESOLUTIONS, PDES, default_n_test, generate_dataset
 
+__all__ = ["parse_args", "ks_options_of", "main"]
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

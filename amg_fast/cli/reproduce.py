@@ -28,6 +28,8 @@ from amg_fast.experiments.registry import EXPERIMENTS, OMEGA_SOURCES
 from amg_fast.experiments.specs import FILTER_KEYS, PRESETS
 from amg_fast.experiments.sweep import parse_where, plan, records_for, resolve_experiments, select_runs
 
+__all__ = ["parse_args", "cmd_list", "cmd_plan", "cmd_run", "cmd_status", "cmd_report", "main"]
+
 
 def _selection(p: argparse.ArgumentParser, preset: bool = True) -> None:
     p.add_argument("experiments", nargs="+", metavar="EXP", help="experiment ids (see `list`) or all")

@@ -15,6 +15,8 @@ import sys
 from amg_fast.train.config import TrainConfig
 from amg_fast.train.trainer import USER_ERRORS, train
 
+__all__ = ["build_parser", "parse_args", "main"]
+
 _TYPES = {"int": int, "float": float, "str": str}
 
 

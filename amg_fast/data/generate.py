@@ -26,7 +26,7 @@ from amg_fast.data.h5 import write_lpsda, write_pdebench
 from amg_fast.data.spectral import unresolved_energy_ratio
 
 __all__ = ["generate_dataset", "dataset_path", "split_seeds", "OMEGA_RESOLUTIONS", "PDES", "KS_OPTIONS",
-           "check_ks_options"]
+           "check_ks_options", "default_n_test", "omega_table"]
 
 OMEGA_RESOLUTIONS = (32, 64, 128)
 PDES = ("ks", "burgers")

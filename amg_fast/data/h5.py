@@ -23,8 +23,8 @@ import numpy as np
 
 from amg_fast._files import atomic_path
 
-__all__ = ["Trajectories", "DataFileError", "read_trajectories", "locate", "atomic_h5",
-           "write_pdebench", "write_lpsda", "write_amg_fast", "LAYOUTS"]
+__all__ = ["Trajectories", "DataFileError", "read_trajectories", "locate", "atomic_h5", "write_pdebench",
+           "write_lpsda", "write_amg_fast", "LAYOUTS", "Location", "open_file", "check_finite"]
 
 LAYOUTS = ("pdebench", "lpsda", "amg_fast")
 

@@ -24,7 +24,7 @@ from typing import Callable
 
 from amg_fast.experiments.registry import EXPERIMENTS
 
-__all__ = ["REPORTERS", "write_report", "Stats"]
+__all__ = ["REPORTERS", "write_report", "Stats", "Versus", "Table", "Ablation", "Artefact"]
 
 MODEL_NAMES = {"factformer": "FactFormer", "gkt": "GKT", "unet": "U-Net", "ffno": "FFNO",
                "multi_input_ffno": "Multi-Input FFNO", "s4ffno": "S4FFNO", "amgfno": "AMGFNO"}

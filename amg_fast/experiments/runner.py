@@ -32,8 +32,9 @@ from filelock import FileLock, Timeout
 from amg_fast.experiments.specs import RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
 
-__all__ = ["prepare_sweep", "write_job", "run_state", "run_job", "run_local", "run_slurm", "check_slurm", "read_record",
-           "STATES", "SweepError"]
+__all__ = ["prepare_sweep", "write_job", "run_state", "run_job", "run_local", "run_slurm", "check_slurm",
+           "read_record", "STATES", "SweepError", "run_dir_of", "visible_gpus", "check_worker_counts",
+           "worker_slots", "slurm_parameters"]
 
 STATES = ("done", "running", "partial", "failed", "missing")
 SWEEP_FILE, JOB_FILE, ERROR_FILE, LOCK_FILE, LOG_FILE = "sweep.json", "job.json", "error.json", ".lock", "train.log"

@@ -7,6 +7,8 @@ from torch import nn
 from amg_fast.layers.spectral_conv import SpectralConv1d
 from amg_fast.ops.ffn import feed_forward
 
+__all__ = ["FeedForward", "FFNOBlock"]
+
 
 class FeedForward(nn.Sequential):
     """[..., H] -> [..., H] through a hidden layer of factor * H with ReLU (Linear, ReLU, Linear: the

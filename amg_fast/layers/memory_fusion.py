@@ -15,6 +15,8 @@ from torch import nn
 from amg_fast.ops import gate_fusion
 from amg_fast.ops.gate import frequency_gate, gate_fusion_freq
 
+__all__ = ["FixedFusion", "check_omega", "AdaptiveMemoryGate"]
+
 FUSIONS = ("residual", "convex", "additive")
 logger = logging.getLogger("amg_fast.layers")
 

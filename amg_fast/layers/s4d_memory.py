@@ -16,6 +16,8 @@ from amg_fast._checks import check_int_range
 from amg_fast.ops import s4d_step
 from amg_fast.ops.s4d import s4d_discretize, s4d_zoh_scan
 
+__all__ = ["S4DMemory"]
+
 # Parameters that the optimizer should not decay (as s4d.py registers them).
 NO_WEIGHT_DECAY = {"weight_decay": 0.0}
 

@@ -9,6 +9,8 @@ from torch import nn
 from amg_fast._checks import check_int_range
 from amg_fast.ops import spectral_conv1d
 
+__all__ = ["SpectralConv1d"]
+
 
 class SpectralConv1d(nn.modules.lazy.LazyModuleMixin, nn.Module):
     """x [..., S, H_in] -> [..., S, H_out] keeping the first `modes` rFFT modes along S.

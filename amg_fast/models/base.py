@@ -28,6 +28,8 @@ from amg_fast._nvtx import nvtx_range
 from amg_fast.layers import FFNOBlock
 from amg_fast.ops._backend import check_backend
 
+__all__ = ["grid_coordinates", "append_grid", "SequenceModel", "composed_linears", "FFNOBackbone"]
+
 
 def grid_coordinates(S: int, like: torch.Tensor) -> torch.Tensor:
     """Normalised grid x_r / L = r / S as [S, 1] on like's device and dtype."""

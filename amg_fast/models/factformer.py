@@ -16,7 +16,7 @@ from amg_fast._checks import check_int_range
 from amg_fast.models.base import grid_coordinates
 from amg_fast.models.markovian import MarkovianModel, mlp
 
-__all__ = ["Factformer1d", "FactAttention1d", "rotary_embedding"]
+__all__ = ["Factformer1d", "FactAttention1d", "rotary_embedding", "FactformerLayer"]
 
 
 def rotary_embedding(x: torch.Tensor, min_freq: float = 1 / 64) -> torch.Tensor:

@@ -6,6 +6,8 @@ import torch
 from amg_fast._checks import check_int_range
 from amg_fast.models.base import FFNOBackbone
 
+__all__ = ["FFNO1d", "MultiInputFFNO1d"]
+
 
 class FFNO1d(FFNOBackbone):
     """Markovian FFNO: each prediction from the current state. u [B, T, S, C] -> [B, T, S, C]."""

@@ -13,7 +13,8 @@ from amg_fast.layers import FeedForward, SpectralConv1d
 from amg_fast.models.base import grid_coordinates
 from amg_fast.models.markovian import MarkovianModel, mlp
 
-__all__ = ["GalerkinTransformer1d", "GalerkinAttention1d", "SpectralRegressor1d"]
+__all__ = ["GalerkinTransformer1d", "GalerkinAttention1d", "SpectralRegressor1d", "HeadwiseLayerNorm",
+           "GalerkinEncoderLayer"]
 
 
 class HeadwiseLayerNorm(nn.Module):

@@ -12,6 +12,8 @@ from amg_fast._nvtx import nvtx_range
 from amg_fast.layers import AdaptiveMemoryGate, FixedFusion, S4DMemory
 from amg_fast.models.base import FFNOBackbone
 
+__all__ = ["MemoryFFNO", "S4FFNO1d", "AMGFNO1d"]
+
 MEMORY_POSITION = 2  # blocks before the memory layer (the memory is layer 3 of 5)
 
 

@@ -15,7 +15,7 @@ from torch import nn
 from amg_fast._checks import check_int_range
 from amg_fast.models.markovian import MarkovianModel
 
-__all__ = ["UNet1d", "ResidualBlock1d", "Downsample1d", "Upsample1d"]
+__all__ = ["UNet1d", "ResidualBlock1d", "Downsample1d", "Upsample1d", "circular_conv"]
 
 
 def circular_conv(c_in: int, c_out: int, kernel_size: int = 3, stride: int = 1) -> nn.Conv1d:

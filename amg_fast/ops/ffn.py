@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
 from amg_fast.ops._backend import run_op
 
-__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn"]
+__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "check_feed_forward_args"]
 
 
 def check_feed_forward_args(x, w1, b1, w2, b2) -> None:

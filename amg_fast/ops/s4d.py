@@ -22,7 +22,8 @@ from amg_fast.kernels.limits import S4D_METHODS, s4d_method
 from amg_fast.ops._backend import run_op
 
 __all__ = ["s4d_scan", "s4d_zoh_scan", "s4d_step", "s4d_scan_ref", "s4d_step_ref", "s4d_conv_kernel",
-           "s4d_discretize"]
+           "s4d_discretize", "check_s4d_scan_args", "check_s4d_zoh_params", "S4DConvKernelFn",
+           "S4DZohConvKernelFn", "S4DToeplitzFn", "S4DScanFn", "S4DStepFn"]
 
 def _check_params(lam, c, d, H: int) -> None:
     for name, t in (("lam", lam), ("c", c), ("d", d)):

@@ -19,6 +19,8 @@ from typing import Callable
 
 import torch
 
+__all__ = ["capture_training_state", "restore_training_state", "EagerTrainStep", "GraphedTrainStep"]
+
 
 def capture_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Copies of the model's parameters and buffers and of the optimizer's per-parameter state."""

@@ -43,8 +43,8 @@ from amg_fast.train.evaluate import evaluate, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
 
-__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs", "normalization_stats",
-           "USER_ERRORS"]
+__all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs",
+           "normalization_stats", "USER_ERRORS", "Run", "setup", "start_in", "run_epoch", "finish"]
 
 TRAIN_EVAL_LIMIT = 256  # training trajectories re-evaluated at the end (train vs test diagnostics)
 
