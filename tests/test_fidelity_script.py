@@ -18,7 +18,8 @@ def fidelity(*args):
 
 def test_run_and_table(tmp_path):
     data = tmp_path / "tiny.h5"
-    write_amg_fast(data, translating_waves(10, T=4), np.arange(64) / 64, np.arange(4) * 0.1, attrs={"pde": "ks", "n_test": 2})
+    write_amg_fast(data, translating_waves(10, T=4), np.arange(64) / 64, np.arange(4) * 0.1,
+                   attrs={"pde": "ks", "n_test": 2})
     stale = tmp_path / "sw" / "ffno_base_e1_seed0"  # a failed run's leftovers: trained again from scratch
     stale.mkdir(parents=True)
     (stale / "train.log").write_text("error: ...")

@@ -35,8 +35,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=256, help="trajectories solved together (default 256)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing file made with other arguments")
     ks_group = p.add_argument_group("KS generator options (docs/fidelity.md; non-default values go into the file name)")
-    ks_group.add_argument("--ks-ic-terms", type=int, help=f"sines in the initial condition (default {KS_OPTIONS['ic_terms']}; "
-                                                          "the S4FFNO authors' generator: 10)")
+    ks_group.add_argument("--ks-ic-terms", type=int,
+                          help=f"sines in the initial condition (default {KS_OPTIONS['ic_terms']}; "
+                               "the S4FFNO authors' generator: 10)")
     ks_group.add_argument("--ks-ic-max-wavenumber", type=int,
                           help=f"largest wave number k_i of the sines (default {KS_OPTIONS['ic_max_wavenumber']}; "
                                "the S4FFNO authors' generator: 7)")
@@ -45,7 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ks_group.add_argument("--ks-burn-in", type=float, help="time integrated before the first saved frame (default 0)")
     ks_group.add_argument("--ks-t-end", type=float, help=f"last saved frame time after the burn-in "
                                                          f"(default {KS_OPTIONS['t_end']})")
-    ks_group.add_argument("--ks-frame-dt", type=float, help=f"time between saved frames (default {KS_OPTIONS['frame_dt']})")
+    ks_group.add_argument("--ks-frame-dt", type=float,
+                          help=f"time between saved frames (default {KS_OPTIONS['frame_dt']})")
     return p.parse_args(argv)
 
 
