@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from amg_fast.kernels._common import acc_dtype  # the accumulation dtype, one definition for ops and kernels
+from amg_fast.kernels._common import acc_dtype  # noqa: F401  (re-exported: one definition for ops and kernels)
 
 REAL_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

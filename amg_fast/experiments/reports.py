@@ -15,13 +15,13 @@ import csv
 import importlib
 import io
 import math
-import os
 import statistics
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from amg_fast._files import atomic_path
 from amg_fast.experiments.registry import EXPERIMENTS
 
 __all__ = ["REPORTERS", "write_report", "Stats", "Versus", "Table", "Ablation", "Artefact"]
@@ -202,9 +202,8 @@ def _versus_values(ours: Stats, paper: float | None) -> list:
 
 # -- files --------------------------------------------------------------------------------------
 def _write_atomic(path: Path, data: str | bytes) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:  # also removes dead writers' temp files
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
     return path
 
 

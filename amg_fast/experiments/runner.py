@@ -29,6 +29,7 @@ from typing import Callable, Iterable
 
 from filelock import FileLock, Timeout
 
+from amg_fast._files import atomic_write_text
 from amg_fast.experiments.specs import RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
 
@@ -45,9 +46,7 @@ class SweepError(ValueError):
 
 
 def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")  # also removes dead writers' temp files
 
 
 def _read_json(path: Path):

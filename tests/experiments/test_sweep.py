@@ -210,3 +210,22 @@ def test_status_and_report_need_a_sweep_directory(tmp_path, command):
     out = tmp_path / "nothing"
     proc = reproduce(*command, "--out", out)
     assert proc.returncode == 2 and "is not a sweep directory" in proc.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("writer", ["runner", "reports"])
+def test_sweep_and_report_writers_remove_dead_writers_temp_files(writer, tmp_path):
+    """A killed writer's <name>.tmp-<pid> is removed by the next write of the same file; a live
+    process's temp file (this one's pid) is left alone."""
+    import os
+
+    from amg_fast.experiments import reports, runner
+
+    target = tmp_path / "sweep.json"
+    dead, live = tmp_path / "sweep.json.tmp-999999999", tmp_path / f"sweep.json.tmp-{os.getppid()}"
+    dead.write_text("partial"), live.write_text("partial")
+    if writer == "runner":
+        runner._write_json(target, {"a": 1})
+    else:
+        reports._write_atomic(target, '{"a": 1}\n')
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert not dead.exists() and live.exists()

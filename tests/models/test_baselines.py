@@ -3,7 +3,6 @@ U-Net grid sizes, bad constructor arguments. The contract every model keeps (sha
 rollout, gradients, training on a tiny KS set, bad input) is in test_model_contract.py."""
 import pytest
 import torch
-from helpers import rel_err
 
 from amg_fast.models import MarkovianModel, available_models, get_model
 from amg_fast.models.unet import Downsample1d, Upsample1d
