@@ -84,6 +84,13 @@ def load_triton_ops() -> None:
     import amg_fast.ops._triton_ops  # noqa: F401
 
 
+def triton_ops():
+    """torch.ops.amg_fast with the Triton kernels registered: what every autograd Function calls
+    (also when a Function is applied directly, without its public op having run first)."""
+    load_triton_ops()
+    return torch.ops.amg_fast
+
+
 def run_op(op: str, backend: str, x: torch.Tensor, reference: Callable[[], Any],
            triton: Callable[[torch.Tensor], Any], *, unsupported: str | None = None) -> Any:
     """The opening every public op shares, after its argument checks: resolve the backend for x's

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from amg_fast._checks import (acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape,
                               check_unit_interval)
 from amg_fast.kernels.limits import GATE_MAX_H
-from amg_fast.ops._backend import run_op
+from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate", "check_gate_fusion_args",
            "GateFusionFn"]
@@ -76,14 +76,14 @@ class GateFusionFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, z, w_z, w_h, b, chi, w1=None, b_omega=None):
-        out, g = torch.ops.amg_fast.gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
+        out, g = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
         ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega)
         return out, g
 
     @staticmethod
     def backward(ctx, dout, dg):
         h, z, w_z, w_h, b, chi, w1, b_omega = ctx.saved_tensors
-        dz, dh, dlogits, db, dchi = torch.ops.amg_fast.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega)
+        dz, dh, dlogits, db, dchi = triton_ops().gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega)
         need = ctx.needs_input_grad
         H, M = h.shape[-1], dlogits.shape[0]
         # dW = dlogits^T x over all M rows (cuBLAS). bf16 activations: a bf16 GEMM with fp32

@@ -19,7 +19,7 @@ import torch
 
 from amg_fast._checks import acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape
 from amg_fast.kernels.limits import S4D_METHODS, s4d_method
-from amg_fast.ops._backend import run_op
+from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["s4d_scan", "s4d_zoh_scan", "s4d_step", "s4d_scan_ref", "s4d_step_ref", "s4d_conv_kernel",
            "s4d_discretize", "check_s4d_scan_args", "check_s4d_zoh_params", "S4DConvKernelFn",
@@ -115,12 +115,12 @@ class S4DConvKernelFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, lam, c, T):
         ctx.save_for_backward(lam, c)
-        return torch.ops.amg_fast.s4d_conv_kernel_fwd(lam, c, T)
+        return triton_ops().s4d_conv_kernel_fwd(lam, c, T)
 
     @staticmethod
     def backward(ctx, dkk):
         lam, c = ctx.saved_tensors
-        dlam, dc = torch.ops.amg_fast.s4d_conv_kernel_bwd(dkk, lam, c)
+        dlam, dc = triton_ops().s4d_conv_kernel_bwd(dkk, lam, c)
         return _needed(ctx, dlam, dc, None)
 
 
@@ -132,11 +132,11 @@ class S4DZohConvKernelFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, log_dt, log_A_real, A_imag, C, T):
         ctx.save_for_backward(log_dt, log_A_real, A_imag, C)
-        return torch.ops.amg_fast.s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
+        return triton_ops().s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
 
     @staticmethod
     def backward(ctx, dkk):
-        return _needed(ctx, *torch.ops.amg_fast.s4d_zoh_conv_kernel_bwd(dkk, *ctx.saved_tensors), None)
+        return _needed(ctx, *triton_ops().s4d_zoh_conv_kernel_bwd(dkk, *ctx.saved_tensors), None)
 
 
 class S4DToeplitzFn(torch.autograd.Function):
@@ -148,12 +148,12 @@ class S4DToeplitzFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, kk, d):
         ctx.save_for_backward(u, kk, d)
-        return torch.ops.amg_fast.s4d_toeplitz_fwd(u, kk, d)
+        return triton_ops().s4d_toeplitz_fwd(u, kk, d)
 
     @staticmethod
     def backward(ctx, dy):
         u, kk, d = ctx.saved_tensors
-        return _needed(ctx, *torch.ops.amg_fast.s4d_toeplitz_bwd(dy, u, kk, d))
+        return _needed(ctx, *triton_ops().s4d_toeplitz_bwd(dy, u, kk, d))
 
 
 class S4DScanFn(torch.autograd.Function):
@@ -165,12 +165,12 @@ class S4DScanFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, lam, c, d):
         ctx.save_for_backward(u, lam, c, d)
-        return torch.ops.amg_fast.s4d_scan_fwd(u, lam, c, d)
+        return triton_ops().s4d_scan_fwd(u, lam, c, d)
 
     @staticmethod
     def backward(ctx, dy):
         u, lam, c, d = ctx.saved_tensors
-        return _needed(ctx, *torch.ops.amg_fast.s4d_scan_bwd(dy, u, lam, c, d))
+        return _needed(ctx, *triton_ops().s4d_scan_bwd(dy, u, lam, c, d))
 
 
 class S4DStepFn(torch.autograd.Function):
@@ -183,7 +183,7 @@ class S4DStepFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u_t, state, lam, c, d):
-        y, new_state = torch.ops.amg_fast.s4d_step_fwd(u_t, state, lam, c, d)
+        y, new_state = triton_ops().s4d_step_fwd(u_t, state, lam, c, d)
         ctx.save_for_backward(u_t, state, lam, c, d, new_state)
         return y, new_state
 

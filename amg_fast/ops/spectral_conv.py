@@ -11,7 +11,7 @@ import torch
 
 from amg_fast._checks import acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device
 from amg_fast.kernels.limits import SPECTRAL_TRANSFORMS, spectral_transform
-from amg_fast.ops._backend import run_op
+from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["spectral_conv1d", "spectral_conv1d_ref", "check_spectral_conv1d_args", "SpectralConv1dFn"]
 
@@ -70,7 +70,7 @@ class SpectralConv1dFn(torch.autograd.Function):
         lead, (S, h_in) = x.shape[:-2], x.shape[-2:]
         fft = spectral_transform(transform, S) == "fft"
         bases = kernels.spectral_bases(S, weight.shape[0], kernels.work_dtype(x.dtype), x.device)
-        y, spec_x = torch.ops.amg_fast.spectral_conv1d_fwd(x.reshape(-1, S, h_in), weight, *bases, fft)
+        y, spec_x = triton_ops().spectral_conv1d_fwd(x.reshape(-1, S, h_in), weight, *bases, fft)
         ctx.save_for_backward(spec_x, weight, *bases)
         ctx.x_meta = (x.shape, x.dtype, fft)
         return y.view(*lead, S, weight.shape[2])
@@ -80,7 +80,7 @@ class SpectralConv1dFn(torch.autograd.Function):
         spec_x, weight, *bases = ctx.saved_tensors
         x_shape, x_dtype, fft = ctx.x_meta
         x_like = spec_x.new_empty((0,), dtype=x_dtype)
-        dx, dweight = torch.ops.amg_fast.spectral_conv1d_bwd(dy.reshape(-1, *dy.shape[-2:]), spec_x, weight, *bases,
+        dx, dweight = triton_ops().spectral_conv1d_bwd(dy.reshape(-1, *dy.shape[-2:]), spec_x, weight, *bases,
                                                              x_like, fft)
         return dx.view(x_shape), dweight, None
 

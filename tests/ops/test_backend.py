@@ -121,3 +121,19 @@ def test_algorithm_thresholds_live_in_kernels_limits():
     assert limits.s4d_method("scan", 1) == "scan"
     with pytest.raises(ValueError, match="method must be one of"):
         limits.s4d_method("fft", 3)
+
+
+def test_a_function_applied_directly_registers_the_kernels_itself(tmp_path):
+    """SpectralConv1dFn.apply in a fresh process, before any public op ran: the Function loads the
+    torch.ops.amg_fast registrations itself (they are lazy)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch; from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref; "
+            "x, w = torch.randn(2, 16, 4, dtype=torch.float64), torch.randn(5, 4, 4, 2, dtype=torch.float64); "
+            "print(torch.allclose(SpectralConv1dFn.apply(x, w, 'dft'), spectral_conv1d_ref(x, w)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True"]
