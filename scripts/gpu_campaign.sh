@@ -34,7 +34,11 @@
 #                        rollouts) and campaign.log after every phase, each replaced atomically (for a
 #                        machine whose results must be fetched, e.g. the device tool's $OUT)
 #   CAMPAIGN_SKIP        comma-separated phases to leave out (env, install, data, bench, concurrent, report)
-#   CAMPAIGN_FIDELITY    runs as MODEL:F words (default "ffno:32 s4ffno:32 amgfno:32 amgfno:128")
+#   CAMPAIGN_FIDELITY    runs as MODEL:F[:VARIANT] words (default "ffno:32 s4ffno:32 amgfno:32 amgfno:128");
+#                        VARIANT norminc adds --normalize --increment, s4data trains on the S4FFNO
+#                        authors' KS reading (10 sines, k <= 7, t in [0, 5] at dt 0.2; docs/fidelity.md)
+#   CAMPAIGN_BENCH_PARTS which bench parts run: ops, step, probe (default "ops,step,probe")
+#   CAMPAIGN_PRECISION_SEEDS  seeds of the precision runs (default "0 1")
 #   CAMPAIGN_EPOCHS      epochs of the fidelity runs (default: the paper preset's 200)
 #   CAMPAIGN_N_TRAIN     training trajectories of the fidelity runs (default: the paper preset's 2048)
 #   CAMPAIGN_TEST_WORKERS  pytest-xdist workers for the tests (default 6; 0 = serial)
@@ -51,6 +55,9 @@ DRY=${CAMPAIGN_DRY_RUN:-0}
 T_BENCH=${CAMPAIGN_T_BENCH:-180} T_TESTS=${CAMPAIGN_T_TESTS:-240} T_RUNS=${CAMPAIGN_T_RUNS:-270}
 FIDELITY=${CAMPAIGN_FIDELITY:-ffno:32 s4ffno:32 amgfno:32 amgfno:128}
 WORKERS=${CAMPAIGN_TEST_WORKERS:-6}
+BENCH_PARTS=${CAMPAIGN_BENCH_PARTS:-ops,step,probe}
+BENCH_FLAGS=(--benchmark-only --benchmark-columns=median,rounds -q -p no:cacheprovider)
+S4DATA_FLAGS=(--ks-ic-terms 10 --ks-ic-max-wavenumber 7 --ks-t-end 5 --ks-frame-dt 0.2)
 
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
     DEVICE=cuda GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
@@ -74,12 +81,12 @@ if [[ $DRY == 1 ]]; then  # the smallest sizes that exercise every path
     PRESET_FLAGS=(--preset quick --n-train 16 --n-test 4 --epochs 2 --width 16 --eval-every 1)
     QUICK_FLAGS=(--preset quick --n-train 16 --n-test 4 --epochs 2 --width 16)
     TRAIN_FLAGS=(--device cpu) DATA_N=(16 4) QUICK_N=(16 4)
-    FIDELITY="ffno:32 amgfno:32" PRECISION_SEEDS="0" TEST_PATHS=(tests/ops/test_backend.py)
+    FIDELITY="ffno:32 amgfno:32:norminc amgfno:32:s4data" PRECISION_SEEDS="0" TEST_PATHS=(tests/ops/test_backend.py)
 else
     PRESET_FLAGS=(--preset paper ${CAMPAIGN_EPOCHS:+--epochs $CAMPAIGN_EPOCHS} ${CAMPAIGN_N_TRAIN:+--n-train $CAMPAIGN_N_TRAIN})
     QUICK_FLAGS=(--preset quick)
     TRAIN_FLAGS=(--device cuda --fast-kernels --cuda-graph) DATA_N=(${CAMPAIGN_N_TRAIN:-2048} 256) QUICK_N=(256 32)
-    PRECISION_SEEDS="0 1" TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py)
+    PRECISION_SEEDS=${CAMPAIGN_PRECISION_SEEDS:-0 1} TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py)
 fi
 
 export_results() {  # the results so far, for a machine whose files must be fetched
@@ -111,22 +118,45 @@ phase_data() {
     "$PY" scripts/generate_data.py --pde ks --nu 0.1 --n-train "${DATA_N[0]}" --n-test "${DATA_N[1]}" --out "$WORK/data" --device "$DEVICE" \
         --batch-size $(( DATA_N[0] + DATA_N[1] ))
     "$PY" scripts/generate_data.py --pde ks --nu 0.1 --n-train "${QUICK_N[0]}" --n-test "${QUICK_N[1]}" --out "$WORK/data" --device "$DEVICE"
+    if [[ " $FIDELITY " == *":s4data "* ]]; then  # the S4FFNO authors' reading, in a folder of its own
+        "$PY" scripts/generate_data.py --pde ks --nu 0.1 --n-train "${DATA_N[0]}" --n-test "${DATA_N[1]}" --out "$WORK/s4data" \
+            --device "$DEVICE" --batch-size $(( DATA_N[0] + DATA_N[1] )) "${S4DATA_FLAGS[@]}"
+    fi
 }
 
 phase_bench() {
     [[ $DEVICE == cuda ]] || { echo "(no bench in a dry run: CPU timings mean nothing)"; return 0; }
+    local part
+    for part in ${BENCH_PARTS//,/ }; do
+        [[ $part == ops || $part == step || $part == probe ]] || { echo "CAMPAIGN_BENCH_PARTS: unknown part '$part' (allowed: ops, step, probe)"; return 2; }
+    done
     export AMG_BENCH_SIZES=32,128,1024 AMG_BENCH_STEP_SIZES=32,64,128 AMG_BENCH_COMPILE_SIZES=128 \
         AMG_BENCH_MODES=fwd,fwd+bwd AMG_BENCH_DO_BENCH_MS=10,40 AMG_BENCH_ROUND_BUDGET_S=0.05
-    local rc=0 flags=(--benchmark-only --benchmark-columns=median,rounds -q -p no:cacheprovider)
+    local rc=0 flags=("${BENCH_FLAGS[@]}")
     # the ops, then the training step in a process of its own (its kernel count runs the profiler)
-    timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/ --ignore=bench/test_bench_ks.py \
-        --ignore=bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-ops.json" "${flags[@]}" || rc=1
-    [[ -f $RESULTS/bench-ops.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-ops.json" > "$RESULTS/bench_table_ops.md"
+    if [[ ,$BENCH_PARTS, == *,ops,* ]]; then
+        timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/ --ignore=bench/test_bench_ks.py \
+            --ignore=bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-ops.json" "${flags[@]}" || rc=1
+        [[ -f $RESULTS/bench-ops.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-ops.json" > "$RESULTS/bench_table_ops.md"
+        export_results
+    fi
+    [[ ,$BENCH_PARTS, == *,step,* ]] && { bench_step || rc=1; }
+    if [[ ,$BENCH_PARTS, == *,probe,* ]]; then
+        # the spectral conv stage by stage at S = 128 and 1024 (why the Triton path trailed eager at 1024), and
+        # the FFN's epilogue path against its reference and the fused-MLP floor (is a Triton MLP worth it?)
+        timeout -s INT -k 10 90 "$PY" bench/probe_spectral_stages.py --json "$RESULTS/spectral_stages.json" || rc=1
+        timeout -s INT -k 10 60 "$PY" bench/probe_ffn.py --json "$RESULTS/ffn.json" || rc=1
+    fi
+    cat "$RESULTS"/bench_table_*.md 2>/dev/null
     export_results
+    return $rc
+}
+
+bench_step() {  # the training step, in a process of its own (its kernel count runs the profiler)
     # On the H200 (2026-11-26) this process exited non-zero after all its tests passed and its JSON was
     # written (the profiler behind the kernel count is the suspect): keep a written JSON, say the exit
     # code, and re-run without the count only when no JSON came out.
-    local step_rc=0
+    local step_rc=0 rc=0 flags=("${BENCH_FLAGS[@]}")
     export AMG_BENCH_COMPILE_SIZES=32,128
     timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/test_bench_train_step.py \
         --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}" || step_rc=$?
@@ -138,10 +168,7 @@ phase_bench() {
     fi
     [[ -f $RESULTS/bench-step.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-step.json" \
         --summary "$RESULTS/summary.json" > "$RESULTS/bench_table_step.md"
-    cat "$RESULTS"/bench_table_*.md
     export_results
-    # the spectral conv stage by stage at S = 128 and 1024 (why the Triton path trailed eager at 1024)
-    timeout -s INT -k 10 90 "$PY" bench/probe_spectral_stages.py --json "$RESULTS/spectral_stages.json" || rc=1
     return $rc
 }
 
@@ -162,11 +189,18 @@ train_run() {  # train_run DIR LOG FLAGS...: one training run; a failed graph ca
 }
 
 fidelity_runs() {  # all CAMPAIGN_FIDELITY runs at once; returns how many failed
-    local pids=() run model res failed=0 pid
+    local pids=() run model res variant name extra failed=0 pid
     for run in $FIDELITY; do
-        model=${run%%:*} res=${run##*:}
-        train_run "$RESULTS/fidelity/$model-f$res" "$RESULTS/fidelity/$model-f$res.log" --model "$model" --res "$res" \
-            "${PRESET_FLAGS[@]}" "${TRAIN_FLAGS[@]}" &
+        IFS=: read -r model res variant <<< "$run"
+        name=$model-f$res${variant:+-$variant} extra=()
+        case ${variant:-} in
+            "") ;;
+            norminc) extra=(--normalize --increment) ;;
+            s4data) extra=(--data "$(ls "$WORK"/s4data/*train*.h5 | head -n 1)") ;;
+            *) echo "CAMPAIGN_FIDELITY: unknown variant '$variant' in '$run' (allowed: norminc, s4data)"; failed=$((failed + 1)); continue ;;
+        esac
+        train_run "$RESULTS/fidelity/$name" "$RESULTS/fidelity/$name.log" --model "$model" --res "$res" \
+            "${PRESET_FLAGS[@]}" "${TRAIN_FLAGS[@]}" "${extra[@]}" &
         pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
