@@ -81,8 +81,9 @@ def _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride
     chi_ptr[0] (0-dim; stride 0). Without FREQ chi = v; with FREQ, v is log(omega + eps) and
     chi = sigmoid(w1 v + b_omega) (the frequency gate, w1 and b_omega 0-dim)."""
     v = tl.load(chi_ptr + (rows // rows_per_batch) * chi_stride, mask=row_mask, other=0.0)
-    if FREQ:
-        chi = _sigmoid(tl.load(w1_ptr) * v + tl.load(bo_ptr))
+    if FREQ:  # in fp32 whatever the dtype (tl.exp takes fp32/fp64 only; bf16 under autocast)
+        v = v.to(tl.float32) if v.dtype != tl.float64 else v
+        chi = _sigmoid(tl.load(w1_ptr).to(v.dtype) * v + tl.load(bo_ptr).to(v.dtype))
     else:
         chi = v
     return chi, v

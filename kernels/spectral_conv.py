@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, irfft_ortho, new_output, next_pow2
 
 # Reduced-precision MMAs: on an H200 (2026-11-26, bench/results/20261126-h200/) these kernels with plain
 # TF32 dots (TF32 allowed) were 3-9% off an fp32 reference at S = 128 and at S = 1024 (where only the
@@ -264,7 +264,7 @@ def _synthesis(spec: torch.Tensor, basis: torch.Tensor, mode_weights: torch.Tens
         z = torch.view_as_complex(spec.to(torch.promote_types(spec.dtype, torch.float32)).permute(2, 1, 3, 0).contiguous())
         if adjoint:
             z = z / mode_weights.to(z.real.dtype)[:, None]
-        return torch.fft.irfft(z, n=S, dim=1, norm="ortho").to(out_dtype)
+        return irfft_ortho(z, S, dim=1).to(out_dtype)
     out = new_output((R, S, C), dtype=out_dtype, device=spec.device)
     flat = spec.view(2 * K, R, C)
     _launch_transform(basis, flat, out, (flat.stride(0), flat.stride(1), flat.stride(2)),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from amg_fast._checks import acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device
+from amg_fast.kernels._common import irfft_ortho
 from amg_fast.kernels.limits import SPECTRAL_TRANSFORMS, spectral_transform
 from amg_fast.ops._backend import run_op, triton_ops
 
@@ -51,7 +52,7 @@ def spectral_conv1d_ref(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     x_hat = torch.fft.rfft(x.to(dtype), dim=-2, norm="ortho")[..., :K, :]  # [..., K, H_in]
     w = torch.view_as_complex(weight.to(dtype).contiguous())  # [K, H_in, H_out]
     y_hat = torch.einsum("...ki,kio->...ko", x_hat, w)  # [..., K, H_out]
-    return torch.fft.irfft(y_hat, n=S, dim=-2, norm="ortho").to(x.dtype)
+    return irfft_ortho(y_hat, S, dim=-2).to(x.dtype)  # torch.fft.irfft, with DC's (and Nyquist's) imag. part 0
 
 
 class SpectralConv1dFn(torch.autograd.Function):

@@ -130,10 +130,16 @@ def test_a_function_applied_directly_registers_the_kernels_itself(tmp_path):
     import subprocess
     import sys
 
+    import torch
+
+    # CPU tensors under the interpreter, or CUDA tensors with compiled kernels where there is a GPU
+    # (torch 2.11's wrap_triton refuses interpreted kernels, so no interpreter there)
+    cuda = torch.cuda.is_available()
     code = ("import torch; from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref; "
-            "x, w = torch.randn(2, 16, 4, dtype=torch.float64), torch.randn(5, 4, 4, 2, dtype=torch.float64); "
+            f"kw = dict(dtype=torch.float64, device={'cuda' if cuda else 'cpu'!r}); "
+            "x, w = torch.randn(2, 16, 4, **kw), torch.randn(5, 4, 4, 2, **kw); "
             "print(torch.allclose(SpectralConv1dFn.apply(x, w, 'dft'), spectral_conv1d_ref(x, w)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} if cuda else {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True"]

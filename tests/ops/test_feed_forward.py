@@ -9,10 +9,11 @@ from amg_fast.ops.ffn import FeedForwardFn, feed_forward, feed_forward_ref
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
 
 
-def make_inputs(lead, h_in, hidden, h_out, gen, dtype=torch.float64):
-    """x [*lead, h_in] and nn.Linear-scaled weights, leaves requiring grad."""
+def make_inputs(lead, h_in, hidden, h_out, gen, dtype=torch.float64, device="cpu"):
+    """x [*lead, h_in] and nn.Linear-scaled weights, leaves requiring grad (on device: the fused path
+    runs on the kernel device, `kdev`)."""
     def rand(*shape, scale=1.0):
-        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype).requires_grad_()
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(device, dtype).requires_grad_()
 
     return (rand(*lead, h_in), rand(hidden, h_in, scale=h_in ** -0.5), rand(hidden, scale=0.1),
             rand(h_out, hidden, scale=hidden ** -0.5), rand(h_out, scale=0.1))
@@ -35,9 +36,9 @@ CASES = [((2, 25, 32), 16, 64, 16), ((7,), 5, 20, 3), ((3, 1, 48), 128, 512, 128
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES, ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES])
-def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, gen):
-    inputs = make_inputs(lead, h_in, hidden, h_out, gen, dtype)
-    dy = torch.randn(*lead, h_out, generator=gen, dtype=torch.float64)
+def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, gen, kdev):
+    inputs = make_inputs(lead, h_in, hidden, h_out, gen, dtype, kdev)
+    dy = torch.randn(*lead, h_out, generator=gen, dtype=torch.float64).to(kdev)
     y, grads = value_and_grads(lambda *a: feed_forward(*a, backend="triton"), inputs, dy)
     y_ref, grads_ref = value_and_grads(feed_forward_ref, [t.detach().double().requires_grad_() for t in inputs], dy)
     tol = RTOL[dtype] if dtype == torch.float64 else 1e-5
@@ -51,19 +52,19 @@ def test_fused_gradcheck(gen):
     assert torch.autograd.gradcheck(FeedForwardFn.apply, inputs)
 
 
-def test_fused_gradients_for_weights_only(gen):
+def test_fused_gradients_for_weights_only(gen, kdev):
     """x without grad (the first layer's input): only the weight gradients come back, equal to the reference's."""
-    x, *weights = make_inputs((5, 3), 4, 8, 4, gen)
+    x, *weights = make_inputs((5, 3), 4, 8, 4, gen, device=kdev)
     x = x.detach()
     grads = torch.autograd.grad(feed_forward(x, *weights, backend="triton").square().sum(), weights)
     grads_ref = torch.autograd.grad(feed_forward_ref(x, *weights).square().sum(), weights)
     assert all(rel_err(a, b) <= 1e-12 for a, b in zip(grads, grads_ref))
 
 
-def test_fused_under_bf16_autocast_follows_nn_linear(gen):
+def test_fused_under_bf16_autocast_follows_nn_linear(gen, kdev):
     """Under autocast the output is bf16 (as nn.Linear gives) and the gradients keep the fp32 weights' dtype."""
-    inputs = make_inputs((4, 16), 16, 64, 16, gen, torch.float32)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    inputs = make_inputs((4, 16), 16, 64, 16, gen, torch.float32, kdev)
+    with torch.autocast(kdev.type, dtype=torch.bfloat16):
         y = feed_forward(*inputs, backend="triton")
         y_ref = feed_forward_ref(*inputs)
     assert y.dtype == y_ref.dtype == torch.bfloat16
@@ -72,12 +73,12 @@ def test_fused_under_bf16_autocast_follows_nn_linear(gen):
     assert [g.dtype for g in grads] == [torch.float32] * 5
 
 
-def test_module_runs_the_op_with_sequential_parameter_names(gen):
+def test_module_runs_the_op_with_sequential_parameter_names(gen, kdev):
     from amg_fast.layers import FeedForward
 
-    layer = FeedForward(8, backend="triton")
+    layer = FeedForward(8, backend="triton").to(kdev)
     assert list(layer.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]  # checkpoints stay loadable
-    x = torch.randn(2, 3, 8, generator=gen)
+    x = torch.randn(2, 3, 8, generator=gen).to(kdev)
     assert rel_err(layer(x), torch.nn.Sequential.forward(layer, x)) <= 1e-6
 
 

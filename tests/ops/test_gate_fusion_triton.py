@@ -284,3 +284,20 @@ def test_layer_log_omega_follows_omega_dtype_and_state_dict(kdev):
     other = AdaptiveMemoryGate(16).to(kdev)
     other.load_state_dict(AdaptiveMemoryGate(16, omega=0.3).state_dict())
     assert float(other.log_omega) == pytest.approx(torch.log(torch.tensor(0.3 + 1e-8)).item(), rel=1e-6)
+
+
+@pytest.mark.gpu
+def test_freq_gate_under_bf16_autocast_gpu(kdev, gen):
+    """AMGFNO's gate under --precision bf16: autocast hands the kernels bf16 activations (and log omega);
+    chi is formed in fp32 inside the kernel (tl.exp takes no bf16: the H100 run of 2026-11-26 failed to
+    compile here). Within bf16 rounding of the fp64 reference; gradients keep the fp32 leaves' dtype."""
+    args = freq_args((2, 25, 32, 128), (), torch.float32, gen, kdev)
+    with torch.autocast(kdev.type, dtype=torch.bfloat16):
+        out, g = gate_fusion_mod.gate_fusion_freq(*args, backend="triton")
+    assert out.dtype == g.dtype == torch.bfloat16
+    leaves = [a for i, a in enumerate(args) if i != 5]
+    grads = torch.autograd.grad(out.float().sum() + g.float().sum(), leaves)
+    assert all(gr.dtype == torch.float32 and torch.isfinite(gr).all() for gr in grads)
+    args64 = [a.detach().double() for a in args]
+    out_ref, _ = gate_fusion_ref(*args64[:5], torch.sigmoid(args64[6] * args64[5] + args64[7]))
+    assert rel_err(out, out_ref) <= 1e-2

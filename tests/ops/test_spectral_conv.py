@@ -93,3 +93,28 @@ def test_bad_input_errors(x_shape, w_shape, dtype, match):
 def test_weight_dtype_checked():
     with pytest.raises(TypeError, match="weight must be a real floating-point"):
         spectral_conv1d(torch.zeros(8, 2), torch.zeros(2, 2, 2, 2, dtype=torch.int32))
+
+
+IRFFT_CASES = [(n, modes) for n in (7, 8, 128, 1024) for modes in (n // 4 + 1, n // 2 + 1)]
+
+
+@pytest.mark.parametrize("n,modes", IRFFT_CASES, ids=[ids(n=n, K=m) for n, m in IRFFT_CASES])
+def test_irfft_ortho_ignores_the_imaginary_parts_a_real_signal_cannot_have(n, modes, gen, kdev):
+    """irfft_ortho on a spectrum with nonzero imaginary DC and Nyquist parts (the spectral conv's mixed
+    spectrum has them) equals the explicit real inverse sum, on the kernel device too: cuFFT's C2R
+    did not ignore them on an H100 (100 rows, S = 128 / 1024), torch.fft.irfft on CPU does."""
+    from amg_fast.kernels._common import irfft_ortho
+
+    spectrum = torch.complex(randn(100, modes, 3, generator=gen), randn(100, modes, 3, generator=gen))
+    k = torch.arange(modes, dtype=torch.float64)[:, None]
+    s = torch.arange(n, dtype=torch.float64)[None, :]
+    c = torch.full((modes,), 2.0, dtype=torch.float64)
+    c[0] = 1.0
+    if n % 2 == 0 and modes == n // 2 + 1:
+        c[-1] = 1.0
+    inverse = c * torch.exp(2j * math.pi * s.T * k.T / n) / math.sqrt(n)  # [n, modes]
+    want = torch.einsum("sk,rkc->rsc", inverse, spectrum).real
+    for dtype in (torch.complex64, torch.complex128):
+        got = irfft_ortho(spectrum.to(kdev, dtype), n, dim=1)
+        assert got.shape == (100, n, 3)
+        assert rel_err(got.cpu().double(), want) <= (1e-5 if dtype == torch.complex64 else 1e-12)
