@@ -5,7 +5,8 @@ import os
 # every worker oversubscribed the 2-core CI machine: small-op loops (the KS solver, training steps)
 # ran 7x to 100x slower. An OMP_NUM_THREADS set by the user wins.
 _XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-_THREADS = max(1, (os.cpu_count() or 1) // _XDIST_WORKERS)
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)  # as -n auto
+_THREADS = max(1, _CORES // _XDIST_WORKERS)
 _SHARE_CORES = _XDIST_WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ
 if _SHARE_CORES:
     os.environ["OMP_NUM_THREADS"] = str(_THREADS)
