@@ -1,7 +1,21 @@
 import os
 
-import pytest
-import torch
+# pytest-xdist workers share the cores: each gets cores // workers torch (OpenMP) threads, and so do
+# the CLIs the tests start (they inherit OMP_NUM_THREADS). torch's default of one thread per core in
+# every worker oversubscribed the 2-core CI machine: small-op loops (the KS solver, training steps)
+# ran 7x to 100x slower. An OMP_NUM_THREADS set by the user wins.
+_XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)  # as -n auto
+_THREADS = max(1, _CORES // _XDIST_WORKERS)
+_SHARE_CORES = _XDIST_WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ
+if _SHARE_CORES:
+    os.environ["OMP_NUM_THREADS"] = str(_THREADS)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+if _SHARE_CORES:
+    torch.set_num_threads(_THREADS)  # in case a plugin imported torch before this file
 
 # Without a GPU the Triton kernels run in Triton's interpreter on CPU tensors. The variable must be
 # set before triton is first imported (the kernels are defined at import time).

@@ -164,18 +164,46 @@ def test_kill_9_of_the_sweep_then_rerun_gives_the_uninterrupted_results(tmp_path
     assert _results(out) == pytest.approx(_results(tmp_path / "whole"), rel=1e-5)
 
 
-def test_slurm_path_with_submitits_local_executor(tmp_path):
+def _submitit_report(jobs, run_dirs) -> str:
+    """Each job's state and logs, and each run directory's state and train.log / error.json."""
+    lines = []
+    for job in jobs:
+        lines += [f"job {job.job_id}: {job.state}", f"stdout:\n{job.stdout()}", f"stderr:\n{job.stderr()}"]
+    for d in run_dirs:
+        lines.append(f"{d.name}: {runner.run_state(d)}")
+        lines += [f"{name}:\n{(d / name).read_text()[-3000:]}" for name in ("train.log", "error.json")
+                  if (d / name).exists()]
+    return "\n".join(lines)
+
+
+def test_slurm_path_with_submitits_local_executor(tmp_path, monkeypatch):
     """The same job function through submitit (its local executor stands in for a cluster), and the
     sbatch options the sweep's parameters produce."""
+    import submitit
     from submitit.slurm import slurm
 
+    jobs, map_array = [], submitit.AutoExecutor.map_array  # the submitted jobs, to wait on them
+
+    def keep_jobs(self, *args, **kw):
+        jobs.extend(map_array(self, *args, **kw))
+        return jobs
+
+    monkeypatch.setattr(submitit.AutoExecutor, "map_array", keep_jobs)
     run_dirs = [runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32, seed=s), "smoke") for s in (0, 1)]
-    ids = runner.run_slurm(run_dirs, tmp_path / "slurm", cluster="local", time_min=10, cpus_per_task=1)
-    assert len(ids) == 2
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not all(runner.run_state(d) == "done" for d in run_dirs):
-        time.sleep(0.5)
-    assert all(runner.run_state(d) == "done" for d in run_dirs)
+    ids = runner.run_slurm(run_dirs, tmp_path / "slurm", cluster="local", time_min=15, cpus_per_task=1)
+    assert ids == [job.job_id for job in jobs] and len(ids) == 2
+    # Wait until both jobs have exited, however loaded the machine (a fixed 180 s was too short on a
+    # 2-core CI machine running the suite on 2 xdist workers); the ceiling only catches a hang.
+    deadline = time.monotonic() + 900
+    try:
+        while time.monotonic() < deadline and not all(job.done() for job in jobs):
+            time.sleep(0.5)
+        assert all(runner.run_state(d) == "done" for d in run_dirs), _submitit_report(jobs, run_dirs)
+    finally:
+        for job in jobs:
+            if not job.done():
+                job.cancel()  # a hung job does not outlive the test
+    assert [job.result() for job in jobs] == ["done", "done"]
     assert runner.run_slurm(run_dirs, tmp_path / "slurm", cluster="local") == []  # nothing left to submit
     params = runner.slurm_parameters(partition="gpu", time_min=90, gpus_per_task=1, cpus_per_task=8,
                                      array_parallelism=16, extra_sbatch={"account": "proj"})

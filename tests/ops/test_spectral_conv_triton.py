@@ -11,8 +11,10 @@ from helpers import RTOL, ids, rel_err
 from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
 from amg_fast.ops.spectral_conv import SpectralConv1dFn
 
+# B: the kernels see R = 2 B rows; R = 2 and R = 6 both fill one partial (masked) row block of each
+# kernel (BLOCK_R >= 16), so B = 1 beside B = 3 ran the same code path twice (dropped: 32 cases, ~50 s of CPU).
 CASES = [(S, K, H, B) for S in (32, 48, 64, 128) for K in sorted({1, S // 4, S // 2, S // 2 + 1})
-         for H in (16, 128) for B in (1, 3)]
+         for H in (16, 128) for B in (3,)]
 
 
 def _inputs(lead, S, K, h_in, h_out, dtype, device, gen):

@@ -299,10 +299,10 @@ def test_second_trainer_is_refused_while_the_first_trains(tiny_data, tmp_path):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
-        deadline = time.time() + 600  # generous: a loaded 2-core CI machine (xdist)
-        while not (out / "checkpoint.pt").exists() and time.time() < deadline:
+        deadline = time.time() + 600  # generous: a loaded 2-core CI machine (xdist); stops if it exits
+        while not (out / "checkpoint.pt").exists() and first.poll() is None and time.time() < deadline:
             time.sleep(0.2)
-        assert (out / "checkpoint.pt").exists()
+        assert (out / "checkpoint.pt").exists(), f"no checkpoint; the first trainer's exit code: {first.poll()}"
         refused(cli("train.py", *args, "--resume"),
                 f"{out}: another process is training in this run directory (it holds {out / '.train.lock'}); wait "
                 "for it to finish or stop it, or choose another --out")
