@@ -114,8 +114,9 @@ def test_resume_after_kill_9_matches_an_uninterrupted_run(tiny_data, tmp_path):
 
 def test_ddp_two_gloo_processes_agree(tiny_data, tmp_path):
     out = tmp_path / "ddp"
-    # timeout: only a hang guard (a loaded 2-core CI machine runs 2 xdist workers beside these 2 ranks)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+    # timeout: only a hang guard (a loaded 2-core CI machine runs 2 xdist workers beside these 2 ranks);
+    # --standalone: a free port of its own (a fixed one could collide with another run on the machine)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(ROOT / "scripts" / "train.py"), "--data", str(tiny_data), "--epochs", "2", "--res", "32",
                            "--n-train", "12", "--n-test", "4", "--batch-size", "4", "--width", "16", "--modes", "8",
                            "--device", "cpu", "--out", str(out)], capture_output=True, text=True, timeout=900)
