@@ -51,6 +51,8 @@ class TrainConfig:
                                      "into --cache-dir, reused across runs")
     cache_dir: str = setting(help="where generated data sets are kept (default $AMG_FAST_CACHE or ~/.cache/amg_fast)",
                              default_factory=default_cache_dir)
+    regenerate: bool = setting(False, "generate the data set again even when --cache-dir holds it, replacing the "
+                                      "file (one that a reader refused, say); not with --data")
     n_train: int | None = setting(None, "training trajectories (quick 256, paper 2048)")
     n_test: int | None = setting(None, "test trajectories (quick 32, paper: KS 256, Burgers 10%% of the total)")
     epochs: int | None = setting(None, "epochs (quick 40, paper 200)")
@@ -182,6 +184,9 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
                          f"got {out.modes}")
     check_precision(out.precision)
     check_device(out.device)
+    if out.regenerate and out.data is not None:
+        raise ValueError(f"--regenerate replaces a generated data set in --cache-dir; --data {out.data} names a file "
+                         "of your own, which is never rewritten")
     _finite("nu", out.nu, low=0.0, strict=True)
     _finite("lr", out.lr, low=0.0, strict=True)
     _finite("weight_decay", out.weight_decay, low=0.0, strict=False)

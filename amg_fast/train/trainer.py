@@ -49,7 +49,8 @@ __all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_mod
 TRAIN_EVAL_LIMIT = 256  # training trajectories re-evaluated at the end (train vs test diagnostics)
 
 # Settings that may differ between a run and its resumption.
-RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size"}
+RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size",
+                     "regenerate"}
 LOCK_NAME = ".train.lock"  # held while a process trains in the run directory (not the sweep runner's .lock)
 
 
@@ -173,7 +174,7 @@ def _data_path(cfg: TrainConfig, rank: int, log) -> Path:
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
         path, summary = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
-                                         seed=cfg.seed, out_dir=cfg.cache_dir)
+                                         seed=cfg.seed, out_dir=cfg.cache_dir, overwrite=cfg.regenerate)
         log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
     if dist.is_initialized():
         dist.barrier()
@@ -223,8 +224,8 @@ def _read_data(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple:
         return train_ds, test_ds, _load(train_ds), _load(test_ds)
     except DataFileError as err:
         if cfg.data is None:
-            raise DataFileError(f"{err}; it is a cached generated file: delete it and run again to regenerate "
-                                "it") from None
+            raise DataFileError(f"{err}; it is a cached generated file: run again with --regenerate to replace it "
+                                "(or delete it)") from None
         raise
 
 

@@ -120,7 +120,8 @@ def test_train_refuses_an_out_or_cache_below_a_file(tmp_path, flag):
 
 
 def test_cached_file_with_nan_is_refused_with_how_to_regenerate(tmp_path):
-    """A NaN file left in the cache by an older version is not used; deleting it regenerates it."""
+    """A NaN file left in the cache by an older version is not used; --regenerate replaces it (and
+    the same command then trains)."""
     cache = tmp_path / "cache"
     path = dataset_path(cache, "ks", 0.1, 4, 2, 0)
     write_lpsda(path, {"train": translating_waves(4), "test": translating_waves(2)}, np.arange(64), np.arange(6) * 0.1,
@@ -130,9 +131,22 @@ def test_cached_file_with_nan_is_refused_with_how_to_regenerate(tmp_path):
     with h5py.File(path, "r+") as f:
         f["train/pde_6-64"][1, 1, 1] = np.nan
     refused(cli("train.py", "--cache-dir", cache, "--out", tmp_path / "run", *TINY),
-            "train/pde_6-64 holds NaN or Inf values (first at index [1, 1, 1]); it is a cached generated file: delete it and run again "
-            "to regenerate it")
+            "train/pde_6-64 holds NaN or Inf values (first at index [1, 1, 1]); it is a cached generated file: run again with "
+            "--regenerate to replace it (or delete it)")
     assert not (tmp_path / "run").exists() and path.exists()
+    regenerated = cli("train.py", "--cache-dir", cache, "--out", tmp_path / "run", *TINY, "--regenerate")
+    assert regenerated.returncode == 0, regenerated.stderr
+    with h5py.File(path, "r") as f:  # a freshly solved KS set (its own grid), every value finite
+        arrays = [f[f"{split}/{name}"][()] for split in ("train", "test") for name in f[split] if name.startswith("pde_")]
+        assert arrays and all(np.isfinite(a).all() for a in arrays)
+    assert (tmp_path / "run" / "results.json").exists()
+
+
+def test_regenerate_refuses_a_file_of_your_own(tiny_data, tmp_path):
+    """--regenerate never rewrites a --data file; refused before anything is created."""
+    refused(cli("train.py", "--data", tiny_data, "--out", tmp_path / "run", *TINY, "--regenerate"),
+            f"--regenerate replaces a generated data set in --cache-dir; --data {tiny_data} names a file of your own")
+    assert not (tmp_path / "run").exists()
 
 
 # -- failures after the run directory exists, and the rerun ------------------------------------
