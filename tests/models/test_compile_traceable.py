@@ -39,4 +39,4 @@ def test_gate_omega_survives_a_state_dict_round_trip():
     gate = AdaptiveMemoryGate(8, omega=0.3)
     fresh = AdaptiveMemoryGate(8)
     fresh.load_state_dict(gate.state_dict())
-    assert torch.equal(fresh.chi(), gate.chi()) and float(fresh.chi()) != 1.0
+    assert torch.equal(fresh.chi(), gate.chi()) and float(fresh.chi().detach()) != 1.0
