@@ -1,12 +1,13 @@
-"""The FFNO feed-forward on a GPU: the reference (Linear, ReLU, Linear) against the cuBLASLt
-bias + ReLU epilogue (ops/ffn.py), forward and forward + backward, each replayed from a CUDA graph,
-beside the HBM floor of the fused MLP that keeps the hidden activation on chip (CUDA only; not a
-pytest file).
+"""The FFNO feed-forward on a GPU: the reference (Linear, ReLU, Linear), the cuBLASLt bias + ReLU
+epilogue (method="epilogue") and the Triton kernels that keep the hidden activation on chip
+(method="fused", kernels/feed_forward.py), forward and forward + backward, each replayed from a
+CUDA graph, beside the HBM floors of the two designs (CUDA only; not a pytest file).
 
-What it decides (issue 11): a fused Triton MLP can at best reach the "on-chip floor" (x, y, dy, dx
-and the weights moved once, the [rows, F] hidden never written); the epilogue path writes and reads
-the hidden. When the epilogue is already within ~1.5x of that floor, a Triton MLP is not worth its
-code.
+What it decides (issue 11): which path feed_forward's method="auto" should take. The fused kernels
+can at best reach the "on-chip floor" (x, y, dy, dx and the weights moved once, the [rows, F]
+hidden never written) but recompute two GEMMs in the backward; the epilogue path writes and reads
+the hidden. The H100 run of 2026-11-26 measured the first two paths (the fused one was written
+after it).
 
 Usage: python bench/probe_ffn.py [--sizes 32 128] [--json OUT]   (rows = 32 * 25 * S, H = 128, F = 4H)
 """
@@ -56,7 +57,9 @@ def timings(S: int, batch: int = 32, steps: int = 25, width: int = 128) -> dict:
     b2 = torch.zeros(width, device="cuda", requires_grad=True)
     dy = torch.randn(rows, width, device="cuda")
     params = (x, w1, b1, w2, b2)
-    paths = {"reference": feed_forward_ref, "epilogue": lambda *a: feed_forward(*a, backend="triton")}
+    paths = {"reference": feed_forward_ref,
+             "epilogue": lambda *a: feed_forward(*a, backend="triton", method="epilogue"),
+             "fused": lambda *a: feed_forward(*a, backend="triton", method="fused")}
     out = {"S": S, "rows": rows, "H": width, "F": hidden}
     for name, fn in paths.items():
         out[f"{name}.fwd"] = graph_replay(lambda: fn(*params))["graph_ms"]

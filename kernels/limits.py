@@ -6,8 +6,10 @@ were measured (scripts/kernel_sweep.py times the crossovers).
 """
 from __future__ import annotations
 
+import os
+
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
-           "s4d_method", "spectral_transform"]
+           "FFN_METHODS", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method"]
 
 # s4d_scan(method=...): "toeplitz" (causal depthwise Toeplitz product with a kernel-built K) or
 # "scan" (sequential recurrence in registers). "auto" = toeplitz for T <= TOEPLITZ_MAX_T. Measured on
@@ -25,6 +27,14 @@ TRANSFORM_FFT_MIN_S = 512
 # gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
 # BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H.
 GATE_MAX_H = 256
+
+# feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the
+# first one's epilogue) or "fused" (kernels/feed_forward.py: the hidden activation kept on chip,
+# recomputed in the backward). "auto" = epilogue (or $AMG_FAST_FFN_METHOD): the fused kernels are
+# not yet timed on a GPU (bench/probe_ffn.py compares the two). The fused kernels hold [BLOCK_M, H] tiles of x, y, dy and
+# dx in registers, so they take H_in, H_out <= FFN_FUSED_MAX_H.
+FFN_METHODS = ("auto", "epilogue", "fused")
+FFN_FUSED_MAX_H = 256
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -45,3 +55,15 @@ def spectral_transform(transform: str, S: int) -> str:
     if _choice("transform", transform, SPECTRAL_TRANSFORMS) == "auto":
         return "fft" if S >= TRANSFORM_FFT_MIN_S else "dft"
     return transform
+
+
+def ffn_method(method: str) -> str:
+    """The feed-forward's Triton-backend path, "epilogue" or "fused", for method. "auto" = the
+    AMG_FAST_FFN_METHOD environment variable ("epilogue" or "fused"), else "epilogue": how a GPU
+    session times the whole training step with either path (the models call method="auto")."""
+    if _choice("method", method, FFN_METHODS) != "auto":
+        return method
+    chosen = os.environ.get("AMG_FAST_FFN_METHOD", "epilogue")
+    if chosen not in FFN_METHODS[1:]:
+        raise ValueError(f"AMG_FAST_FFN_METHOD must be one of {FFN_METHODS[1:]}, got {chosen!r}")
+    return chosen

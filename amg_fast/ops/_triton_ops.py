@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch.library import triton_op
 
+from amg_fast.kernels import feed_forward as _ffn
 from amg_fast.kernels import gate_fusion as _gate
 from amg_fast.kernels import s4d_scan as _s4d
 from amg_fast.kernels import spectral_conv as _spectral
@@ -98,3 +99,18 @@ def _gate_fusion_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h
     """Forward args + dout, dg [..., H] -> (dz, dh [..., H], dlogits [M, H], db [H], dchi like chi,
     or (db_omega, dw1) [2] with w1, b_omega); the last three in fp32 (fp64 for fp64 inputs)."""
     return _gate.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega))
+
+
+# ----------------------------------------------------------------------------- feed_forward (fused)
+
+@triton_op("amg_fast::feed_forward_fwd", mutates_args=())
+def _feed_forward_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+                         b2: torch.Tensor) -> torch.Tensor:
+    """x [M, H_in] -> y [M, H_out], the hidden activation kept on chip."""
+    return _ffn.feed_forward_fwd(x, w1, b1, w2, b2)
+
+@triton_op("amg_fast::feed_forward_bwd", mutates_args=())
+def _feed_forward_bwd_op(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
+                         w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy [M, H_out] -> (dx, [dW1 | dW2 | db1 | db2] flat), recomputing the hidden activation."""
+    return _ffn.feed_forward_bwd(dy, x, w1, b1, w2)

@@ -8,8 +8,10 @@ fused path (backend="triton", the model's fast path; this op has no Triton kerne
 does the GEMMs) runs the first GEMM with cuBLASLt's bias + ReLU epilogue (torch._addmm_activation),
 so the hidden activation is written once and no ReLU kernel runs; its backward (one autograd node,
 saving x and the hidden activation) masks the hidden gradient with one threshold_backward kernel.
-A fused Triton MLP that keeps the hidden activation on chip is the alternative the GPU benchmarks
-are to decide against (docs/kernels.md).
+The alternative, method="fused" (FusedFeedForwardFn over kernels/feed_forward.py), keeps the hidden
+activation on chip: one kernel forward, two backward (recomputing it), plus one reduction. Which of
+the two is faster is for a GPU to measure (bench/probe_ffn.py); "auto" is the epilogue path until
+then (docs/kernels.md).
 """
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
-from amg_fast.ops._backend import run_op
+from amg_fast.kernels.limits import ffn_method
+from amg_fast.ops._backend import run_op, triton_ops
 
-__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "check_feed_forward_args"]
+__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "FusedFeedForwardFn", "check_feed_forward_args"]
 
 
 def check_feed_forward_args(x, w1, b1, w2, b2) -> None:
@@ -69,19 +72,42 @@ class FeedForwardFn(torch.autograd.Function):
                 dhidden.sum(0) if need[2] else None, dw2, db2)
 
 
-def feed_forward(x, w1, b1, w2, b2, *, backend: str = "auto") -> torch.Tensor:
+class FusedFeedForwardFn(torch.autograd.Function):
+    """x [M, H_in] (2-D), weights as feed_forward's -> y [M, H_out]; all in one dtype; H_in, H_out
+    <= kernels.limits.FFN_FUSED_MAX_H. Saves x and the weights only: the backward kernels recompute
+    the hidden activation (torch.ops.amg_fast.feed_forward_{fwd,bwd})."""
+
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2):
+        ctx.save_for_backward(x, w1, b1, w2)
+        return triton_ops().feed_forward_fwd(x.contiguous(), w1.contiguous(), b1.contiguous(), w2.contiguous(),
+                                             b2.contiguous())
+
+    @staticmethod
+    def backward(ctx, dy):
+        from amg_fast.kernels.feed_forward import split_weight_grads  # imports triton: Triton path only
+
+        x, w1, b1, w2 = ctx.saved_tensors
+        dx, flat = triton_ops().feed_forward_bwd(dy.contiguous(), x.contiguous(), w1.contiguous(), b1.contiguous(),
+                                                 w2.contiguous())
+        return (dx, *split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
+
+
+def feed_forward(x, w1, b1, w2, b2, *, backend: str = "auto", method: str = "auto") -> torch.Tensor:
     """relu(x W1^T + b1) W2^T + b2. x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F]; b2 [H_out].
     Returns [..., H_out] in x's dtype (under autocast: the autocast dtype, as nn.Linear).
 
-    backend: "reference" = Linear, ReLU, Linear; "triton" (or "auto" on CUDA) = the fused path
-    (FeedForwardFn: bias + ReLU in the first GEMM's epilogue, one autograd node). Results agree to
-    rounding (the same GEMMs).
+    backend: "reference" = Linear, ReLU, Linear; "triton" (or "auto" on CUDA) = one of two fused
+    paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's epilogue, one
+    autograd node; the same GEMMs as the reference) or "fused" (FusedFeedForwardFn: Triton kernels
+    that keep the hidden activation on chip; H_in, H_out <= 256). "auto" = "epilogue".
     """
     check_feed_forward_args(x, w1, b1, w2, b2)
+    function = FusedFeedForwardFn if ffn_method(method) == "fused" else FeedForwardFn
 
     def fused(x_):
         dtype = x_.dtype  # the autocast dtype under autocast (fp64 stays), as nn.Linear computes
-        y = FeedForwardFn.apply(x_.reshape(-1, x_.shape[-1]), *(t.to(dtype) for t in (w1, b1, w2, b2)))
+        y = function.apply(x_.reshape(-1, x_.shape[-1]), *(t.to(dtype) for t in (w1, b1, w2, b2)))
         return y.reshape(*x_.shape[:-1], w2.shape[0])
 
     return run_op("feed_forward", backend, x, lambda: feed_forward_ref(x, w1, b1, w2, b2), fused)

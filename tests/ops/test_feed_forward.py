@@ -4,7 +4,7 @@ import pytest
 import torch
 from helpers import RTOL, ids, rel_err
 
-from amg_fast.ops.ffn import FeedForwardFn, feed_forward, feed_forward_ref
+from amg_fast.ops.ffn import FeedForwardFn, FusedFeedForwardFn, feed_forward, feed_forward_ref
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
 
@@ -34,12 +34,15 @@ def test_reference_matches_explicit_formula(gen):
 CASES = [((2, 25, 32), 16, 64, 16), ((7,), 5, 20, 3), ((3, 1, 48), 128, 512, 128)]
 
 
+@pytest.mark.parametrize("method", ["epilogue", "fused"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES, ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES])
-def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, gen, kdev):
+def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, method, gen, kdev, poisoned):
+    """Both Triton-backend paths (cuBLASLt epilogue; Triton kernels with the hidden on chip) against
+    the reference in fp64: the output and every gradient, every output element written (poisoned)."""
     inputs = make_inputs(lead, h_in, hidden, h_out, gen, dtype, kdev)
     dy = torch.randn(*lead, h_out, generator=gen, dtype=torch.float64).to(kdev)
-    y, grads = value_and_grads(lambda *a: feed_forward(*a, backend="triton"), inputs, dy)
+    y, grads = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method=method), inputs, dy)
     y_ref, grads_ref = value_and_grads(feed_forward_ref, [t.detach().double().requires_grad_() for t in inputs], dy)
     tol = RTOL[dtype] if dtype == torch.float64 else 1e-5
     for name, a, b in zip(("y", "dx", "dw1", "db1", "dw2", "db2"), (y, *grads), (y_ref, *grads_ref)):
@@ -47,9 +50,24 @@ def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, gen, kdev):
         assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
-def test_fused_gradcheck(gen):
-    inputs = [t.reshape(-1, t.shape[-1]) if t.dim() > 2 else t for t in make_inputs((4,), 3, 6, 2, gen)]
-    assert torch.autograd.gradcheck(FeedForwardFn.apply, inputs)
+@pytest.mark.parametrize("function", [FeedForwardFn, FusedFeedForwardFn], ids=["epilogue", "fused"])
+def test_fused_gradcheck(function, gen, kdev):
+    inputs = [t.reshape(-1, t.shape[-1]) if t.dim() > 2 else t for t in make_inputs((4,), 3, 6, 2, gen, device=kdev)]
+    assert torch.autograd.gradcheck(function.apply, inputs)
+
+
+def test_fused_kernels_reduce_over_several_row_groups(gen, kdev, monkeypatch):
+    """More rows than one group holds: the weight gradients are the sum of several programs'
+    partial sums (DW_PROGRAMS lowered so that even a small M splits), and still the reference's."""
+    from amg_fast.kernels import feed_forward as kernels
+
+    monkeypatch.setattr(kernels, "DW_PROGRAMS", 8)
+    inputs = make_inputs((5, 40), 16, 32, 16, gen, torch.float64, kdev)  # M = 200 rows: 4 groups of 64
+    dy = torch.randn(5, 40, 16, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method="fused"), inputs, dy)
+    want = value_and_grads(feed_forward_ref, inputs, dy)
+    for a, b in zip((got[0], *got[1]), (want[0], *want[1])):
+        assert rel_err(a, b) <= 1e-12
 
 
 def test_fused_gradients_for_weights_only(gen, kdev):
@@ -92,3 +110,62 @@ def test_bad_arguments_are_named(bad, match, gen):
     inputs = [t.detach() for t in make_inputs((2,), 4, 8, 4, gen)]
     with pytest.raises((ValueError, TypeError), match=match):
         feed_forward(*bad(inputs))
+
+
+def test_fused_method_refuses_what_it_cannot_hold(gen, kdev):
+    """method is checked; the fused kernels name the width above their register limit."""
+    inputs = [t.detach() for t in make_inputs((2,), 4, 8, 4, gen, device=kdev)]
+    with pytest.raises(ValueError, match=r"method must be one of \('auto', 'epilogue', 'fused'\), got 'bogus'"):
+        feed_forward(*inputs, backend="triton", method="bogus")
+    wide = [t.detach() for t in make_inputs((2,), 300, 8, 4, gen, device=kdev)]
+    with pytest.raises(ValueError, match=r"H_in = 300 is above the kernels' limit 256 .*use method='epilogue'"):
+        feed_forward(*wide, backend="triton", method="fused")
+
+
+@pytest.mark.gpu
+def test_fused_kernels_under_bf16_autocast_gpu(gen, kdev):
+    """method="fused" under bf16 autocast on a GPU (the interpreter's bf16 arithmetic is not to be
+    trusted): bf16 output within bf16 rounding of the reference, gradients in the fp32 leaves' dtype."""
+    inputs = make_inputs((4, 25, 32), 128, 512, 128, gen, torch.float32, kdev)
+    with torch.autocast(kdev.type, dtype=torch.bfloat16):
+        y = feed_forward(*inputs, backend="triton", method="fused")
+    assert y.dtype == torch.bfloat16
+    assert rel_err(y.float(), feed_forward_ref(*inputs)) <= 2e-2
+    grads = torch.autograd.grad(y.float().sum(), inputs)
+    assert [g.dtype for g in grads] == [torch.float32] * 5 and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_auto_method_follows_the_environment(monkeypatch):
+    """method="auto" (what the models call) is the epilogue path unless AMG_FAST_FFN_METHOD says
+    otherwise; a bad value is named."""
+    from amg_fast.kernels.limits import ffn_method
+
+    monkeypatch.delenv("AMG_FAST_FFN_METHOD", raising=False)
+    assert ffn_method("auto") == "epilogue" and ffn_method("fused") == "fused"
+    monkeypatch.setenv("AMG_FAST_FFN_METHOD", "fused")
+    assert ffn_method("auto") == "fused" and ffn_method("epilogue") == "epilogue"
+    monkeypatch.setenv("AMG_FAST_FFN_METHOD", "cublas")
+    with pytest.raises(ValueError, match=r"AMG_FAST_FFN_METHOD must be one of \('epilogue', 'fused'\), got 'cublas'"):
+        ffn_method("auto")
+
+
+def test_a_model_step_runs_the_fused_kernels_when_asked(gen, kdev, monkeypatch):
+    """AMGFNO on the Triton backend with AMG_FAST_FFN_METHOD=fused: the same loss and gradients as
+    with the epilogue path (the step a GPU session times with either)."""
+    from amg_fast.kernels import feed_forward as kernels
+    from amg_fast.models import get_model
+
+    launches = []
+    monkeypatch.setattr(kernels, "feed_forward_fwd", lambda *a, f=kernels.feed_forward_fwd: launches.append(1) or f(*a))
+    u = torch.randn(2, 5, 16, 1, generator=gen).to(kdev)
+    results = []
+    for method in ("epilogue", "fused"):
+        monkeypatch.setenv("AMG_FAST_FFN_METHOD", method)
+        torch.manual_seed(0)
+        model = get_model("amgfno", width=16, modes=8, omega=0.1, backend="triton").to(kdev)
+        loss = (model(u[:, :-1]) - u[:, 1:]).square().mean()
+        results.append((loss, torch.autograd.grad(loss, list(model.parameters()))))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    assert len(launches) == 4  # the fused forward ran in each of the 4 blocks, in the second model only
+    assert rel_err(loss_b, loss_a) <= 1e-5
+    assert all(rel_err(b, a) <= 1e-4 for a, b in zip(grads_a, grads_b))

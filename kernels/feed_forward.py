@@ -1,0 +1,214 @@
+"""Fused feed-forward kernels: y = relu(x W1^T + b1) W2^T + b2 with the [rows, F] hidden activation
+kept on chip (never written to memory), forward and backward.
+
+The alternative to ops/ffn.py's cuBLASLt epilogue path (which writes the hidden once and reads it
+back): on an H100 the FFN was bound by fp32 arithmetic under cuBLAS (2.40 ms fwd+bwd at S = 128),
+which these kernels can run on tensor cores with fp32-accurate tf32x3 dots, and under TF32 it was
+2.4x its HBM floor with the hidden through memory (bench/probe_ffn.py). Which path is faster is for
+a GPU to measure; the op's default stays the epilogue until one has.
+
+Kernels (x [M, H_in], W1 [F, H_in], W2 [H_out, F], nn.Linear layout; H_in, H_out <= FFN_FUSED_MAX_H):
+  _ffn_fwd_kernel     one program per BLOCK_M rows: x tile and the [BLOCK_M, H_out] accumulator in
+                      registers; for each BLOCK_F slice of F: h = relu(x W1[f]^T + b1[f]) (on chip),
+                      acc += h W2[:, f]^T.
+  _ffn_bwd_dx_kernel  one program per BLOCK_M rows: recomputes the pre-activation per F slice,
+                      dh = (dy W2[:, f]) masked where it is <= 0, dx += dh W1[f].
+  _ffn_bwd_dw_kernel  one program per (F slice, group of rows): recomputes h and dh over its rows and
+                      writes partial sums of dW1[f], dW2[:, f], db1[f] (and db2 from the first F
+                      slice) to one buffer, reduced over the row groups by one torch sum
+                      (deterministic: no atomics).
+Three launches forward + backward (plus the reduction), against two GEMMs forward and seven
+kernels backward on the epilogue path; the price is recomputing x W1^T (twice) and dy W2 (twice)
+in the backward.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch.library import wrap_triton
+
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
+from amg_fast.kernels.limits import FFN_FUSED_MAX_H
+
+__all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "FWD_CONFIG", "BWD_CONFIG"]
+
+FWD_CONFIG = dict(BLOCK_M=64, BLOCK_F=32, num_warps=8)
+BWD_CONFIG = dict(BLOCK_M=64, BLOCK_F=32, num_warps=8)
+DW_PROGRAMS = 256  # (F slices) x (row groups) aimed at for the weight-gradient kernel
+
+
+@triton.jit
+def _tile(ptr, rows, row_mask, cols, col_mask, stride_r, stride_c):
+    """ptr[rows * stride_r + cols * stride_c] as [len(rows), len(cols)], 0 outside the masks."""
+    return tl.load(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c,
+                   mask=row_mask[:, None] & col_mask[None, :], other=0.0)
+
+
+@triton.jit
+def _row_block(x_ptr, M, H_in, H_out, BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr):
+    """This program's rows (BLOCK_M of M), the input and output columns with their masks, and its
+    x tile [BLOCK_M, BLOCK_I]."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    ci = tl.arange(0, BLOCK_I)
+    co = tl.arange(0, BLOCK_O)
+    x = _tile(x_ptr, rows, rows < M, ci, ci < H_in, H_in, 1)
+    return rows, rows < M, ci, ci < H_in, co, co < H_out, x
+
+
+@triton.jit
+def _pre_activation(x, w1_ptr, b1_ptr, fs, f_mask, ci, ci_mask, H_in, acc, DOT_PRECISION: tl.constexpr):
+    """x W1[fs]^T + b1[fs]: [BLOCK_M, BLOCK_F] in acc's dtype (acc: a zero tile of that shape).
+    Padded F columns are 0 (so relu gives 0 there)."""
+    w1t = _tile(w1_ptr, ci, ci_mask, fs, f_mask, 1, H_in).to(x.dtype)  # W1^T slice [BLOCK_I, BLOCK_F]
+    pre = tl.dot(x, w1t, acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
+    return pre + tl.load(b1_ptr + fs, mask=f_mask, other=0.0).to(acc.dtype)[None, :]
+
+
+@triton.jit
+def _ffn_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, y_ptr, M, H_in, F, H_out,
+                    BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_O: tl.constexpr,
+                    DOT_PRECISION: tl.constexpr):
+    rows, row_mask, ci, ci_mask, co, co_mask, x = _row_block(x_ptr, M, H_in, H_out, BLOCK_M, BLOCK_I, BLOCK_O)
+    acc_t = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    acc = tl.zeros((BLOCK_M, BLOCK_O), dtype=acc_t)
+    for f0 in range(0, F, BLOCK_F):
+        fs = f0 + tl.arange(0, BLOCK_F)
+        f_mask = fs < F
+        pre = _pre_activation(x, w1_ptr, b1_ptr, fs, f_mask, ci, ci_mask, H_in,
+                              tl.zeros((BLOCK_M, BLOCK_F), dtype=acc_t), DOT_PRECISION)
+        h = tl.maximum(pre, 0.0).to(x.dtype)
+        w2t = _tile(w2_ptr, fs, f_mask, co, co_mask, 1, F).to(x.dtype)  # W2^T slice [BLOCK_F, BLOCK_O]
+        acc = tl.dot(h, w2t, acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
+    y = acc + tl.load(b2_ptr + co, mask=co_mask, other=0.0).to(acc_t)[None, :]
+    tl.store(y_ptr + rows[:, None] * H_out + co[None, :], y.to(y_ptr.dtype.element_ty),
+             mask=row_mask[:, None] & co_mask[None, :])
+
+
+@triton.jit
+def _masked_hidden_grad(x, dy, w1_ptr, b1_ptr, w2_ptr, fs, f_mask, ci, ci_mask, co, co_mask, H_in, F, zero,
+                        DOT_PRECISION: tl.constexpr):
+    """(pre, dh) on [BLOCK_M, BLOCK_F]: the recomputed pre-activation and dh = (dy W2[:, fs]) where
+    pre > 0, else 0 (the ReLU's gradient, as threshold_backward)."""
+    pre = _pre_activation(x, w1_ptr, b1_ptr, fs, f_mask, ci, ci_mask, H_in, zero, DOT_PRECISION)
+    w2s = _tile(w2_ptr, co, co_mask, fs, f_mask, F, 1).to(dy.dtype)  # W2[:, fs] [BLOCK_O, BLOCK_F]
+    dh = tl.dot(dy, w2s, zero, input_precision=DOT_PRECISION, out_dtype=zero.dtype)
+    return pre, tl.where(pre > 0, dh, 0.0)
+
+
+@triton.jit
+def _ffn_bwd_dx_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, dx_ptr, M, H_in, F, H_out,
+                       BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_O: tl.constexpr,
+                       DOT_PRECISION: tl.constexpr):
+    rows, row_mask, ci, ci_mask, co, co_mask, x = _row_block(x_ptr, M, H_in, H_out, BLOCK_M, BLOCK_I, BLOCK_O)
+    dy = _tile(dy_ptr, rows, row_mask, co, co_mask, H_out, 1).to(x.dtype)
+    acc_t = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    dx = tl.zeros((BLOCK_M, BLOCK_I), dtype=acc_t)
+    for f0 in range(0, F, BLOCK_F):
+        fs = f0 + tl.arange(0, BLOCK_F)
+        f_mask = fs < F
+        _, dh = _masked_hidden_grad(x, dy, w1_ptr, b1_ptr, w2_ptr, fs, f_mask, ci, ci_mask, co, co_mask, H_in, F,
+                                    tl.zeros((BLOCK_M, BLOCK_F), dtype=acc_t), DOT_PRECISION)
+        w1s = _tile(w1_ptr, fs, f_mask, ci, ci_mask, H_in, 1).to(x.dtype)  # W1[fs] [BLOCK_F, BLOCK_I]
+        dx = tl.dot(dh.to(x.dtype), w1s, dx, input_precision=DOT_PRECISION, out_dtype=acc_t)
+    tl.store(dx_ptr + rows[:, None] * H_in + ci[None, :], dx.to(dx_ptr.dtype.element_ty),
+             mask=row_mask[:, None] & ci_mask[None, :])
+
+
+@triton.jit
+def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in, F, H_out, rows_per_group,
+                       part_stride,
+                       BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_O: tl.constexpr,
+                       DOT_PRECISION: tl.constexpr):
+    """Partial sums over one group of rows, into part[group] = [dW1 (F x H_in) | dW2 (H_out x F) |
+    db1 (F) | db2 (H_out)] (db2 from the first F slice's programs only)."""
+    pid_f = tl.program_id(0)
+    group = tl.program_id(1)
+    fs = pid_f * BLOCK_F + tl.arange(0, BLOCK_F)
+    f_mask = fs < F
+    ci = tl.arange(0, BLOCK_I)
+    ci_mask = ci < H_in
+    co = tl.arange(0, BLOCK_O)
+    co_mask = co < H_out
+    acc_t = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
+    dw1 = tl.zeros((BLOCK_F, BLOCK_I), dtype=acc_t)
+    dw2 = tl.zeros((BLOCK_O, BLOCK_F), dtype=acc_t)
+    db1 = tl.zeros((BLOCK_F,), dtype=acc_t)
+    db2 = tl.zeros((BLOCK_O,), dtype=acc_t)
+    first = group * rows_per_group
+    for m0 in range(0, rows_per_group, BLOCK_M):
+        rows = first + m0 + tl.arange(0, BLOCK_M)
+        row_mask = (rows < M) & (rows < first + rows_per_group)
+        x = _tile(x_ptr, rows, row_mask, ci, ci_mask, H_in, 1)
+        dy = _tile(dy_ptr, rows, row_mask, co, co_mask, H_out, 1).to(x.dtype)
+        pre, dh = _masked_hidden_grad(x, dy, w1_ptr, b1_ptr, w2_ptr, fs, f_mask, ci, ci_mask, co, co_mask, H_in, F,
+                                      tl.zeros((BLOCK_M, BLOCK_F), dtype=acc_t), DOT_PRECISION)
+        h = tl.maximum(pre, 0.0).to(x.dtype)
+        dw1 = tl.dot(tl.trans(dh.to(x.dtype)), x, dw1, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        dw2 = tl.dot(tl.trans(dy), h, dw2, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        db1 += tl.sum(dh, axis=0)
+        db2 += tl.sum(dy.to(acc_t), axis=0)
+    part = part_ptr + group * part_stride
+    tl.store(part + fs[:, None] * H_in + ci[None, :], dw1, mask=f_mask[:, None] & ci_mask[None, :])
+    tl.store(part + F * H_in + co[:, None] * F + fs[None, :], dw2, mask=co_mask[:, None] & f_mask[None, :])
+    tl.store(part + F * H_in + H_out * F + fs, db1, mask=f_mask)
+    db2_cols = tl.where(pid_f == 0, H_out, 0)  # db2 from the first F slice's programs only
+    tl.store(part + F * H_in + H_out * F + F + co, db2, mask=co < db2_cols)
+
+
+# ----------------------------------------------------------------------------- launchers
+def _check(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> tuple[int, int, int, int]:
+    """(M, H_in, F, H_out) of contiguous 2-D x [M, H_in] and nn.Linear weights; refuses widths the
+    register tiles cannot hold."""
+    M, h_in = x.shape
+    hidden, h_out = w1.shape[0], w2.shape[0]
+    for name, width in (("H_in", h_in), ("H_out", h_out)):
+        if width > FFN_FUSED_MAX_H:
+            raise ValueError(f"feed_forward method='fused': {name} = {width} is above the kernels' limit "
+                             f"{FFN_FUSED_MAX_H} (kernels.limits.FFN_FUSED_MAX_H); use method='epilogue'")
+    return M, h_in, hidden, h_out
+
+
+def _blocks(config: dict, h_in: int, h_out: int) -> dict:
+    return dict(config, BLOCK_I=next_pow2(h_in), BLOCK_O=next_pow2(h_out))
+
+
+def feed_forward_fwd(x, w1, b1, w2, b2) -> torch.Tensor:
+    """y [M, H_out] = relu(x W1^T + b1) W2^T + b2 for contiguous x [M, H_in] and weights in x's dtype."""
+    M, h_in, hidden, h_out = _check(x, w1, w2)
+    y = new_output((M, h_out), dtype=x.dtype, device=x.device)
+    if M > 0:
+        cfg = _blocks(FWD_CONFIG, h_in, h_out)
+        wrap_triton(_ffn_fwd_kernel)[(cdiv(M, cfg["BLOCK_M"]),)](
+            x, w1, b1, w2, b2, y, M, h_in, hidden, h_out, DOT_PRECISION=dot_precision(x.dtype, reduced=True), **cfg)
+    return y
+
+
+def split_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) -> tuple[torch.Tensor, ...]:
+    """feed_forward_bwd's flat weight gradients -> (dw1 [F, H_in], db1 [F], dw2 [H_out, F], db2 [H_out]) views."""
+    dw1, dw2, db1, db2 = flat.split((hidden * h_in, h_out * hidden, hidden, h_out))
+    return dw1.view(hidden, h_in), db1, dw2.view(h_out, hidden), db2
+
+
+def feed_forward_bwd(dy, x, w1, b1, w2) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, flat weight gradients) for dy [M, H_out]: dx [M, H_in] in x's dtype, and [dW1 | dW2 | db1 |
+    db2] flattened in w1's dtype (split_weight_grads takes it apart; one tensor, as a custom op's
+    outputs may not alias each other)."""
+    M, h_in, hidden, h_out = _check(x, w1, w2)
+    cfg = _blocks(BWD_CONFIG, h_in, h_out)
+    dots = dot_precision(x.dtype, reduced=True)
+    dx = new_output((M, h_in), dtype=x.dtype, device=x.device)
+    n_f = cdiv(hidden, cfg["BLOCK_F"])
+    groups = max(1, min(cdiv(M, cfg["BLOCK_M"]), DW_PROGRAMS // n_f))
+    rows_per_group = cdiv(cdiv(M, groups), cfg["BLOCK_M"]) * cfg["BLOCK_M"]
+    sizes = (hidden * h_in, h_out * hidden, hidden, h_out)
+    part = new_output((groups, sum(sizes)), dtype=acc_dtype(x), device=x.device)
+    if M > 0:
+        wrap_triton(_ffn_bwd_dx_kernel)[(cdiv(M, cfg["BLOCK_M"]),)](
+            x, w1, b1, w2, dy, dx, M, h_in, hidden, h_out, DOT_PRECISION=dots, **cfg)
+        wrap_triton(_ffn_bwd_dw_kernel)[(n_f, groups)](
+            x, w1, b1, w2, dy, part, M, h_in, hidden, h_out, rows_per_group, part.stride(0),
+            DOT_PRECISION=dots, **cfg)
+    else:
+        part.zero_()
+    return dx, part.sum(0).to(w1.dtype)
