@@ -15,8 +15,10 @@
 #   bench      pytest bench/ on an idle GPU: each op (fwd, fwd+bwd) at S = 32, 128, 1024 (compiled at 128) and
 #              the AMGFNO training step at S = 32, 64, 128 (eager / compiled at 32, 128 / triton / bf16, each
 #              also replayed from
-#              a CUDA graph, kernels per step) -> bench-{ops,step}.json, bench_table_*.md, summary.json; then
-#              bench/probe_spectral_stages.py -> spectral_stages.json (the spectral conv stage by stage)
+#              a CUDA graph, kernels per step) -> bench-{ops,step}.json, bench_table_*.md, summary.json; the
+#              Triton step again with AMG_FAST_FFN_METHOD=fused -> bench-step-ffn-fused.json; then the probes
+#              bench/probe_spectral_stages.py -> spectral_stages.json (the spectral conv stage by stage),
+#              bench/probe_ffn.py -> ffn.json, bench/probe_spectral_accuracy.py -> spectral_accuracy.log
 #   concurrent three things at once (the GPU is mostly idle under one eager process):
 #              - fidelity: scripts/train.py --preset paper for each CAMPAIGN_FIDELITY run (default ffno,
 #                s4ffno, amgfno at f = 32 and amgfno at f = 128), --fast-kernels --cuda-graph, in the
@@ -146,6 +148,9 @@ phase_bench() {
         # the FFN's epilogue path against its reference and the fused-MLP floor (is a Triton MLP worth it?)
         timeout -s INT -k 10 90 "$PY" bench/probe_spectral_stages.py --json "$RESULTS/spectral_stages.json" || rc=1
         timeout -s INT -k 10 60 "$PY" bench/probe_ffn.py --json "$RESULTS/ffn.json" || rc=1
+        # the spectral conv's error stage by stage (the cuFFT inverse-transform fix of 2026-11-26)
+        timeout -s INT -k 10 90 "$PY" bench/probe_spectral_accuracy.py > "$RESULTS/spectral_accuracy.log" 2>&1 || rc=1
+        tail -n 10 "$RESULTS/spectral_accuracy.log"
     fi
     cat "$RESULTS"/bench_table_*.md 2>/dev/null
     export_results
@@ -168,6 +173,14 @@ bench_step() {  # the training step, in a process of its own (its kernel count r
     fi
     [[ -f $RESULTS/bench-step.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-step.json" \
         --summary "$RESULTS/summary.json" > "$RESULTS/bench_table_step.md"
+    export_results
+    # the Triton step again with the fused feed-forward kernels (feed_forward method="fused"): which
+    # path method="auto" should take (kernels/limits.py)
+    AMG_FAST_FFN_METHOD=fused AMG_BENCH_PROVIDERS=triton AMG_BENCH_KERNEL_COUNT=1 timeout -s INT -k 20 "$T_BENCH" \
+        "$PY" -m pytest bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-step-ffn-fused.json" "${flags[@]}" \
+        || rc=1
+    [[ -f $RESULTS/bench-step-ffn-fused.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-step-ffn-fused.json" \
+        > "$RESULTS/bench_table_step_ffn_fused.md"
     export_results
     return $rc
 }
