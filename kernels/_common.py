@@ -70,7 +70,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-int(a) // int(b))
 
 
-@functools.lru_cache(maxsize=32)
+def tracing() -> bool:
+    """True under torch.compile / fake-tensor tracing, where tensors must not be cached (a cached
+    real tensor inside a fake trace, or a cached fake one in eager, fails)."""
+    return torch.compiler.is_compiling() or torch._guards.detect_fake_mode() is not None
+
+
 def _real_signal_mask(modes: int, n: int, trailing: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """[modes, 1 x trailing, 2] ones, 0 at the imaginary parts of mode 0 and (n even, present) n/2."""
     mask = torch.ones((modes,) + (1,) * trailing + (2,), dtype=dtype, device=device)
@@ -80,14 +85,18 @@ def _real_signal_mask(modes: int, n: int, trailing: int, dtype: torch.dtype, dev
     return mask
 
 
+_cached_real_signal_mask = functools.lru_cache(maxsize=32)(_real_signal_mask)
+
+
 def irfft_ortho(spectrum: torch.Tensor, n: int, dim: int) -> torch.Tensor:
     """torch.fft.irfft(spectrum, n, dim, norm="ortho") with the imaginary parts a real signal cannot
     have (mode 0, and mode n/2 when present) set to zero first. irfft is documented to ignore them,
     but cuFFT's C2R transform does not for some sizes and batch counts (pytorch#154496; on an H100,
     2026-11-26: 2-6% error at S = 128 and 1024 with 100 rows, exact with 8). Zeroing them is what the
     explicit DFT synthesis basis does (sin(0) = sin(pi j) = 0), so every path agrees. One multiply by
-    a cached mask (one kernel forward, one backward)."""
+    a mask (one kernel forward, one backward), cached in eager mode, built afresh under tracing."""
     dim = dim % spectrum.dim()
-    mask = _real_signal_mask(spectrum.shape[dim], n, spectrum.dim() - 1 - dim, spectrum.real.dtype, spectrum.device)
+    make = _real_signal_mask if tracing() else _cached_real_signal_mask  # cached in eager only
+    mask = make(spectrum.shape[dim], n, spectrum.dim() - 1 - dim, spectrum.real.dtype, spectrum.device)
     spectrum = torch.view_as_complex(torch.view_as_real(spectrum) * mask)
     return torch.fft.irfft(spectrum, n=n, dim=dim, norm="ortho")

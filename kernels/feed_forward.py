@@ -46,6 +46,13 @@ def _tile(ptr, rows, row_mask, cols, col_mask, stride_r, stride_c):
 
 
 @triton.jit
+def _relu(pre):
+    """max(pre, 0) with NaN kept (as torch.relu): tl.maximum's default drops NaN on a GPU (PTX max),
+    which would hide a diverging run; the interpreter keeps it either way."""
+    return tl.maximum(pre, 0.0, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def _row_block(x_ptr, M, H_in, H_out, BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr):
     """This program's rows (BLOCK_M of M), the input and output columns with their masks, and its
     x tile [BLOCK_M, BLOCK_I]."""
@@ -77,7 +84,7 @@ def _ffn_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, y_ptr, M, H_in, F, H_
         f_mask = fs < F
         pre = _pre_activation(x, w1_ptr, b1_ptr, fs, f_mask, ci, ci_mask, H_in,
                               tl.zeros((BLOCK_M, BLOCK_F), dtype=acc_t), DOT_PRECISION)
-        h = tl.maximum(pre, 0.0).to(x.dtype)
+        h = _relu(pre).to(x.dtype)
         w2t = _tile(w2_ptr, fs, f_mask, co, co_mask, 1, F).to(x.dtype)  # W2^T slice [BLOCK_F, BLOCK_O]
         acc = tl.dot(h, w2t, acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
     y = acc + tl.load(b2_ptr + co, mask=co_mask, other=0.0).to(acc_t)[None, :]
@@ -143,7 +150,7 @@ def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in,
         dy = _tile(dy_ptr, rows, row_mask, co, co_mask, H_out, 1).to(x.dtype)
         pre, dh = _masked_hidden_grad(x, dy, w1_ptr, b1_ptr, w2_ptr, fs, f_mask, ci, ci_mask, co, co_mask, H_in, F,
                                       tl.zeros((BLOCK_M, BLOCK_F), dtype=acc_t), DOT_PRECISION)
-        h = tl.maximum(pre, 0.0).to(x.dtype)
+        h = _relu(pre).to(x.dtype)
         dw1 = tl.dot(tl.trans(dh.to(x.dtype)), x, dw1, input_precision=DOT_PRECISION, out_dtype=acc_t)
         dw2 = tl.dot(tl.trans(dy), h, dw2, input_precision=DOT_PRECISION, out_dtype=acc_t)
         db1 += tl.sum(dh, axis=0)
@@ -190,22 +197,23 @@ def split_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) -
     return dw1.view(hidden, h_in), db1, dw2.view(h_out, hidden), db2
 
 
-def feed_forward_bwd(dy, x, w1, b1, w2) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, flat weight gradients) for dy [M, H_out]: dx [M, H_in] in x's dtype, and [dW1 | dW2 | db1 |
-    db2] flattened in w1's dtype (split_weight_grads takes it apart; one tensor, as a custom op's
-    outputs may not alias each other)."""
+def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, flat weight gradients) for dy [M, H_out]: dx [M, H_in] in x's dtype (empty, and its
+    kernel not launched, without need_dx), and [dW1 | dW2 | db1 | db2] flattened in w1's dtype
+    (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other)."""
     M, h_in, hidden, h_out = _check(x, w1, w2)
     cfg = _blocks(BWD_CONFIG, h_in, h_out)
     dots = dot_precision(x.dtype, reduced=True)
-    dx = new_output((M, h_in), dtype=x.dtype, device=x.device)
+    dx = new_output((M, h_in) if need_dx else (0,), dtype=x.dtype, device=x.device)
     n_f = cdiv(hidden, cfg["BLOCK_F"])
     groups = max(1, min(cdiv(M, cfg["BLOCK_M"]), DW_PROGRAMS // n_f))
     rows_per_group = cdiv(cdiv(M, groups), cfg["BLOCK_M"]) * cfg["BLOCK_M"]
     sizes = (hidden * h_in, h_out * hidden, hidden, h_out)
     part = new_output((groups, sum(sizes)), dtype=acc_dtype(x), device=x.device)
-    if M > 0:
+    if M > 0 and need_dx:
         wrap_triton(_ffn_bwd_dx_kernel)[(cdiv(M, cfg["BLOCK_M"]),)](
             x, w1, b1, w2, dy, dx, M, h_in, hidden, h_out, DOT_PRECISION=dots, **cfg)
+    if M > 0:
         wrap_triton(_ffn_bwd_dw_kernel)[(n_f, groups)](
             x, w1, b1, w2, dy, part, M, h_in, hidden, h_out, rows_per_group, part.stride(0),
             DOT_PRECISION=dots, **cfg)

@@ -31,10 +31,12 @@ GATE_MAX_H = 256
 # feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the
 # first one's epilogue) or "fused" (kernels/feed_forward.py: the hidden activation kept on chip,
 # recomputed in the backward). "auto" = epilogue (or $AMG_FAST_FFN_METHOD): the fused kernels are
-# not yet timed on a GPU (bench/probe_ffn.py compares the two). The fused kernels hold [BLOCK_M, H] tiles of x, y, dy and
-# dx in registers, so they take H_in, H_out <= FFN_FUSED_MAX_H.
+# not yet timed on a GPU (bench/probe_ffn.py compares the two). The fused kernels hold [BLOCK_M, H]
+# tiles of x, y, dy and dx on chip, so they take H_in, H_out <= FFN_FUSED_MAX_H (estimated: at H = 256
+# the dx kernel would need ~400 KB of shared memory with these blocks; raise it once a GPU has
+# compiled and tuned a wider case).
 FFN_METHODS = ("auto", "epilogue", "fused")
-FFN_FUSED_MAX_H = 256
+FFN_FUSED_MAX_H = 128  # the paper's width
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, irfft_ortho, new_output, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, irfft_ortho, new_output, next_pow2, tracing
 
 # Reduced-precision MMAs: on an H200 (2026-11-26, bench/results/20261126-h200/) these kernels with plain
 # TF32 dots (TF32 allowed) were 3-9% off an fp32 reference at S = 128 and at S = 1024 (where only the
@@ -189,11 +189,6 @@ BASES_CACHE_SIZE = 32
 _BASES_CACHE: collections.OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = collections.OrderedDict()
 
 
-def _tracing() -> bool:
-    """True under torch.compile / fake-tensor tracing, where tensors must not be cached."""
-    return torch.compiler.is_compiling() or torch._guards.detect_fake_mode() is not None
-
-
 def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(A [2K, S], G [S, 2K], a [K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)).
@@ -204,7 +199,7 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
     Cached per (S, K, dtype, device) in eager mode, so a call launches no basis work.
     """
     key = (S, K, dtype, device)
-    if key in _BASES_CACHE and not _tracing():
+    if key in _BASES_CACHE and not tracing():
         _BASES_CACHE.move_to_end(key)
         return _BASES_CACHE[key]
     k = torch.arange(K, dtype=torch.int64, device=device)
@@ -214,7 +209,7 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
     a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64)
     G = (A * torch.cat([a, a])[:, None]).t().contiguous()
     bases = (A.to(dtype), G.to(dtype), a.to(dtype))
-    if not _tracing():
+    if not tracing():
         _BASES_CACHE[key] = bases
         while len(_BASES_CACHE) > BASES_CACHE_SIZE:
             _BASES_CACHE.popitem(last=False)

@@ -111,6 +111,7 @@ def _feed_forward_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2
 
 @triton_op("amg_fast::feed_forward_bwd", mutates_args=())
 def _feed_forward_bwd_op(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
-                         w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """dy [M, H_out] -> (dx, [dW1 | dW2 | db1 | db2] flat), recomputing the hidden activation."""
-    return _ffn.feed_forward_bwd(dy, x, w1, b1, w2)
+                         w2: torch.Tensor, need_dx: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | dW2 | db1 | db2] flat), recomputing the
+    hidden activation."""
+    return _ffn.feed_forward_bwd(dy, x, w1, b1, w2, need_dx)

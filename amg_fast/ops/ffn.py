@@ -88,9 +88,10 @@ class FusedFeedForwardFn(torch.autograd.Function):
         from amg_fast.kernels.feed_forward import split_weight_grads  # imports triton: Triton path only
 
         x, w1, b1, w2 = ctx.saved_tensors
+        need_dx = ctx.needs_input_grad[0]
         dx, flat = triton_ops().feed_forward_bwd(dy.contiguous(), x.contiguous(), w1.contiguous(), b1.contiguous(),
-                                                 w2.contiguous())
-        return (dx, *split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
+                                                 w2.contiguous(), need_dx)
+        return (dx if need_dx else None, *split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
 
 
 def feed_forward(x, w1, b1, w2, b2, *, backend: str = "auto", method: str = "auto") -> torch.Tensor:
@@ -100,7 +101,7 @@ def feed_forward(x, w1, b1, w2, b2, *, backend: str = "auto", method: str = "aut
     backend: "reference" = Linear, ReLU, Linear; "triton" (or "auto" on CUDA) = one of two fused
     paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's epilogue, one
     autograd node; the same GEMMs as the reference) or "fused" (FusedFeedForwardFn: Triton kernels
-    that keep the hidden activation on chip; H_in, H_out <= 256). "auto" = "epilogue".
+    that keep the hidden activation on chip; H_in, H_out <= 128). "auto" = "epilogue".
     """
     check_feed_forward_args(x, w1, b1, w2, b2)
     function = FusedFeedForwardFn if ffn_method(method) == "fused" else FeedForwardFn

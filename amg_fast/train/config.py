@@ -187,6 +187,9 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
     if out.regenerate and out.data is not None:
         raise ValueError(f"--regenerate replaces a generated data set in --cache-dir; --data {out.data} names a file "
                          "of your own, which is never rewritten")
+    if out.regenerate and out.resume:
+        raise ValueError("--regenerate with --resume: a resumed run must keep the data it started on; regenerate "
+                         "for a new run (another --out)")
     _finite("nu", out.nu, low=0.0, strict=True)
     _finite("lr", out.lr, low=0.0, strict=True)
     _finite("weight_decay", out.weight_decay, low=0.0, strict=False)

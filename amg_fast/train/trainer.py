@@ -401,6 +401,8 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
         check_writable_dir("--out", cfg.out)
     backend = _backend(cfg.fast_kernels, device, log)
     start = time.perf_counter()
+    if rank == 0 and cfg.regenerate:
+        _check_run_dir(cfg)  # before the shared cache file is replaced: a refused command changes nothing
     path = _data_path(cfg, rank, log)
     train_ds, test_ds, (u_train, w_train), test_split = _read_data(cfg, path, explicit)
     if rank == 0:

@@ -58,23 +58,27 @@ def test_fused_gradcheck(function, gen, kdev):
 
 def test_fused_kernels_reduce_over_several_row_groups(gen, kdev, monkeypatch):
     """More rows than one group holds: the weight gradients are the sum of several programs'
-    partial sums (DW_PROGRAMS lowered so that even a small M splits), and still the reference's."""
+    partial sums (DW_PROGRAMS lowered so that even a small M splits), each program looping over
+    one or more row blocks (the last one partial), and still the reference's."""
     from amg_fast.kernels import feed_forward as kernels
 
-    monkeypatch.setattr(kernels, "DW_PROGRAMS", 8)
-    inputs = make_inputs((5, 40), 16, 32, 16, gen, torch.float64, kdev)  # M = 200 rows: 4 groups of 64
-    dy = torch.randn(5, 40, 16, generator=gen, dtype=torch.float64).to(kdev)
-    got = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method="fused"), inputs, dy)
-    want = value_and_grads(feed_forward_ref, inputs, dy)
-    for a, b in zip((got[0], *got[1]), (want[0], *want[1])):
-        assert rel_err(a, b) <= 1e-12
+    for programs, rows in ((8, 200), (3, 333)):  # 4 groups of one row block; 3 groups of 2 blocks (2nd partial)
+        monkeypatch.setattr(kernels, "DW_PROGRAMS", programs)  # F = 32: one F slice, `programs` row groups
+        inputs = make_inputs((rows,), 16, 32, 16, gen, torch.float64, kdev)
+        dy = torch.randn(rows, 16, generator=gen, dtype=torch.float64).to(kdev)
+        got = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method="fused"), inputs, dy)
+        want = value_and_grads(feed_forward_ref, inputs, dy)
+        for a, b in zip((got[0], *got[1]), (want[0], *want[1])):
+            assert rel_err(a, b) <= 1e-12
 
 
-def test_fused_gradients_for_weights_only(gen, kdev):
-    """x without grad (the first layer's input): only the weight gradients come back, equal to the reference's."""
+@pytest.mark.parametrize("method", ["epilogue", "fused"])
+def test_fused_gradients_for_weights_only(method, gen, kdev):
+    """x without grad (the first layer's input): only the weight gradients come back, equal to the
+    reference's (the fused path then launches no dx kernel)."""
     x, *weights = make_inputs((5, 3), 4, 8, 4, gen, device=kdev)
     x = x.detach()
-    grads = torch.autograd.grad(feed_forward(x, *weights, backend="triton").square().sum(), weights)
+    grads = torch.autograd.grad(feed_forward(x, *weights, backend="triton", method=method).square().sum(), weights)
     grads_ref = torch.autograd.grad(feed_forward_ref(x, *weights).square().sum(), weights)
     assert all(rel_err(a, b) <= 1e-12 for a, b in zip(grads, grads_ref))
 
@@ -117,8 +121,8 @@ def test_fused_method_refuses_what_it_cannot_hold(gen, kdev):
     inputs = [t.detach() for t in make_inputs((2,), 4, 8, 4, gen, device=kdev)]
     with pytest.raises(ValueError, match=r"method must be one of \('auto', 'epilogue', 'fused'\), got 'bogus'"):
         feed_forward(*inputs, backend="triton", method="bogus")
-    wide = [t.detach() for t in make_inputs((2,), 300, 8, 4, gen, device=kdev)]
-    with pytest.raises(ValueError, match=r"H_in = 300 is above the kernels' limit 256 .*use method='epilogue'"):
+    wide = [t.detach() for t in make_inputs((2,), 130, 8, 4, gen, device=kdev)]
+    with pytest.raises(ValueError, match=r"H_in = 130 is above the kernels' limit 128 .*use method='epilogue'"):
         feed_forward(*wide, backend="triton", method="fused")
 
 
@@ -169,3 +173,13 @@ def test_a_model_step_runs_the_fused_kernels_when_asked(gen, kdev, monkeypatch):
     assert len(launches) == 4  # the fused forward ran in each of the 4 blocks, in the second model only
     assert rel_err(loss_b, loss_a) <= 1e-5
     assert all(rel_err(b, a) <= 1e-4 for a, b in zip(grads_a, grads_b))
+
+
+@pytest.mark.parametrize("method", ["epilogue", "fused"])
+def test_nan_in_an_input_row_stays_in_its_output_row(method, gen, kdev):
+    """relu(NaN) is NaN, as in the reference: a diverging run must not be hidden (on a GPU, Triton's
+    tl.maximum drops NaN unless told otherwise; the interpreter keeps it either way)."""
+    x, *weights = [t.detach() for t in make_inputs((6,), 16, 64, 16, gen, torch.float32, kdev)]
+    x[2, 3] = float("nan")
+    y = feed_forward(x, *weights, backend="triton", method=method)
+    assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()

@@ -118,3 +118,22 @@ def test_irfft_ortho_ignores_the_imaginary_parts_a_real_signal_cannot_have(n, mo
         got = irfft_ortho(spectrum.to(kdev, dtype), n, dim=1)
         assert got.shape == (100, n, 3)
         assert rel_err(got.cpu().double(), want) <= (1e-5 if dtype == torch.complex64 else 1e-12)
+
+
+def test_irfft_ortho_mask_cache_survives_tracing(gen):
+    """The mask is cached in eager mode only: a fake-tensor trace (torch.compile's) after an eager
+    call, and an eager call after a trace, both work and agree (a cached real mask inside a fake
+    trace, or a cached fake one in eager, would fail)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from amg_fast.kernels._common import irfft_ortho
+
+    spectrum = torch.complex(randn(3, 9, 2, generator=gen), randn(3, 9, 2, generator=gen))
+    eager = irfft_ortho(spectrum, 16, dim=1)
+    with FakeTensorMode() as mode:
+        fake = irfft_ortho(mode.from_tensor(spectrum), 16, dim=1)
+    assert fake.shape == eager.shape
+    assert torch.equal(irfft_ortho(spectrum, 16, dim=1), eager)
+    x, w = randn(2, 16, 3, generator=gen), randn(9, 3, 3, 2, generator=gen)
+    compiled = torch.compile(spectral_conv1d_ref, backend="aot_eager", fullgraph=True)
+    assert rel_err(compiled(x, w), spectral_conv1d_ref(x, w)) <= 1e-12

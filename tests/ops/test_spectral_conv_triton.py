@@ -178,12 +178,16 @@ def test_autocast_bf16_gpu(gen):
 
 
 @pytest.mark.gpu
-def test_torch_compile_traces_the_triton_op_gpu(gen):
-    """fullgraph compile through the custom ops: the same outputs and gradients as eager, elementwise
-    (a reduced scalar would only compare two summation orders)."""
+@pytest.mark.parametrize("transform", ["dft", "fft"])
+def test_torch_compile_traces_the_triton_op_gpu(transform, gen):
+    """fullgraph compile through the custom ops, both transforms (the fft path's inverse transform
+    builds a mask, cached in eager only): the same outputs and gradients as eager, elementwise (a
+    reduced scalar would only compare two summation orders)."""
     x, w = _inputs((4, 25), 64, 32, 128, 128, torch.float32, "cuda", gen)
-    compiled = torch.compile(lambda a, b: spectral_conv1d(a, b, backend="triton").sin(), fullgraph=True)
-    got, eager = compiled(x, w), spectral_conv1d(x, w, backend="triton").sin()
+    spectral_conv1d(x, w, backend="triton", transform=transform)  # eager first: the mask cache is filled
+    compiled = torch.compile(lambda a, b: spectral_conv1d(a, b, backend="triton", transform=transform).sin(),
+                             fullgraph=True)
+    got, eager = compiled(x, w), spectral_conv1d(x, w, backend="triton", transform=transform).sin()
     assert rel_err(got, eager) <= 1e-5
     dy = torch.randn(got.shape, generator=gen).to("cuda")
     for g_c, g_e in zip(torch.autograd.grad(got, (x, w), dy), torch.autograd.grad(eager, (x, w), dy)):

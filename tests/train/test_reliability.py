@@ -149,6 +149,14 @@ def test_regenerate_refuses_a_file_of_your_own(tiny_data, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_regenerate_refuses_a_resumed_run(tmp_path):
+    """A resumed run keeps its data: --regenerate --resume is refused, nothing created or replaced."""
+    refused(cli("train.py", "--cache-dir", tmp_path / "cache", "--out", tmp_path / "run", *TINY, "--regenerate",
+                "--resume"),
+            "--regenerate with --resume: a resumed run must keep the data it started on")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
+
+
 # -- failures after the run directory exists, and the rerun ------------------------------------
 @pytest.mark.parametrize("case", ["nan-data", "diverging-lr", "diverging-lr-in-existing-dir"])
 def test_same_command_runs_once_the_input_is_fixed(tiny_data, tmp_path, case):
