@@ -317,3 +317,35 @@ def generator(seed: int = 0) -> torch.Generator:
 def randn(*shape: int, gen: torch.Generator, scale: float = 1.0, grad: bool = True) -> torch.Tensor:
     t = torch.randn(shape, generator=gen, device=DEVICE, dtype=DTYPE) * scale
     return t.requires_grad_(grad)
+
+
+def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: tuple[tuple[str, bool], ...],
+               measure: Callable[[int], dict]) -> int:
+    """The command line of a bench/probe_*.py script: `--sizes S... --json OUT`; runs measure(S) for
+    each S under each (label, allow_tf32) of settings (the label in `column` of each row), prints a
+    line per row and writes {"gpu", "torch", "unit": "ms", "rows"} to --json. Exit 3 without a GPU."""
+    import argparse
+    import json
+    import sys
+
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="+", default=default_sizes,
+                   help=f"S values (default {' '.join(map(str, default_sizes))})")
+    p.add_argument("--json", help="write the results to this JSON file")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: this probe times CUDA kernels and needs a GPU", file=sys.stderr)
+        return 3
+    results = []
+    for label, allow in settings:
+        torch.backends.cuda.matmul.allow_tf32 = allow
+        for S in args.sizes:
+            row = {column: label, **measure(S)}
+            results.append(row)
+            print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+                           for key, value in row.items()), flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "unit": "ms",
+                       "rows": results}, fh, indent=1)
+    return 0

@@ -13,15 +13,13 @@ Usage: python bench/probe_ffn.py [--sizes 32 128] [--json OUT]   (rows = 32 * 25
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _providers import graph_replay  # noqa: E402
+from _providers import graph_replay, probe_main  # noqa: E402
 
 HBM_TB_S = {"H100": 3.35, "H200": 4.8}  # vendor peak, for the floor only
 
@@ -69,26 +67,7 @@ def timings(S: int, batch: int = 32, steps: int = 25, width: int = 128) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=int, nargs="+", default=[32, 128], help="S values (default 32 128)")
-    p.add_argument("--json", help="write the results to this JSON file")
-    args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("error: this probe times CUDA kernels and needs a GPU", file=sys.stderr)
-        return 3
-    results = []
-    for precision, allow in (("fp32", False), ("tf32", True)):
-        torch.backends.cuda.matmul.allow_tf32 = allow
-        for S in args.sizes:
-            row = {"matmul": precision, **timings(S)}
-            results.append(row)
-            print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-                           for key, value in row.items()), flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "unit": "ms",
-                       "rows": results}, fh, indent=1)
-    return 0
+    return probe_main(argv, __doc__, [32, 128], "matmul", (("fp32", False), ("tf32", True)), timings)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,13 @@ Usage: python bench/probe_spectral_stages.py [--sizes 128 1024] [--json OUT]
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _providers import graph_replay  # noqa: E402
+from _providers import graph_replay, probe_main  # noqa: E402
 
 
 def graph_ms(fn) -> float | None:
@@ -58,26 +56,7 @@ def stages(S: int, rows: int = 800, width: int = 128) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=int, nargs="+", default=[128, 1024], help="S values (default 128 1024)")
-    p.add_argument("--json", help="write the results to this JSON file")
-    args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("error: this probe times CUDA kernels and needs a GPU", file=sys.stderr)
-        return 3
-    results = []
-    for precision, allow in (("tf32x3", False), ("tf32", True)):
-        torch.backends.cuda.matmul.allow_tf32 = allow
-        for S in args.sizes:
-            row = {"dots": precision, **stages(S)}
-            results.append(row)
-            print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-                           for key, value in row.items()), flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "unit": "ms",
-                       "rows": results}, fh, indent=1)
-    return 0
+    return probe_main(argv, __doc__, [128, 1024], "dots", (("tf32x3", False), ("tf32", True)), stages)
 
 
 if __name__ == "__main__":
