@@ -15,10 +15,11 @@ import torch
 
 from amg_fast._files import atomic_write_text, check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
+from amg_fast.models import build_model
 from amg_fast.train.checkpoint import CheckpointError, load_checkpoint
 from amg_fast.train.config import TrainConfig, check_device
 from amg_fast.train.evaluate import evaluate
-from amg_fast.train.trainer import USER_ERRORS, build_model, check_model_runs
+from amg_fast.train.trainer import USER_ERRORS, check_model_runs
 
 __all__ = ["positive_int", "parse_args", "load_run", "main"]
 

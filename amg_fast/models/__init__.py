@@ -1,4 +1,4 @@
-"""Model registry: get_model(name, **kwargs), available_models().
+"""Model registry: get_model(name, **kwargs), available_models(), build_model(options).
 
 Memory models: "ffno", "multi_input_ffno" (window of 4 states), "s4ffno", "amgfno". Markovian
 baselines of the paper's main table: "factformer", "gkt" (Galerkin Transformer), "unet".
@@ -10,6 +10,8 @@ multi_input_ffno, s4ffno, amgfno) also takes the fourierflow options share_weigh
 decoder_input (FFNOBackbone). Normalized(model, ...) wraps any model with input/output
 normalisation and increment prediction. Factformer and UNet have no
 Fourier layer: they take modes=None only (class attribute uses_modes = False); UNet needs S % 16 == 0.
+build_model(options) builds the model of a run's settings (a TrainConfig): each registered class
+reads its own settings in its `options_kwargs` classmethod, so a new model needs no trainer edit.
 parameter_table_markdown() gives the parameter counts at the paper's sizes (docs/models.md).
 """
 from __future__ import annotations
@@ -48,6 +50,19 @@ def get_model(name: str, **kwargs) -> nn.Module:
     return MODELS[name](**kwargs)
 
 
+def build_model(options, omega=None, backend: str = "auto", stats: dict | None = None) -> nn.Module:
+    """The model a TrainConfig-like `options` describes (attributes model, width, modes and the
+    model's own settings: each registered class reads its own in from_options), wrapped in
+    Normalized when options.normalize or options.increment is set (stats: its in_mean, in_std,
+    out_mean, out_std; none: the identity statistics). omega: the data's omega_f (AMGFNO's gate)."""
+    if options.model not in MODELS:
+        raise ValueError(f"unknown model name {options.model!r}; available: {', '.join(available_models())}")
+    model = MODELS[options.model].from_options(options, omega=omega, backend=backend)
+    if getattr(options, "normalize", False) or getattr(options, "increment", False):
+        model = Normalized(model, increment=bool(getattr(options, "increment", False)), **(stats or {}))
+    return model
+
+
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable scalars (lazy spectral weights must be materialised first)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -56,6 +71,7 @@ def count_parameters(model: nn.Module) -> int:
 from amg_fast.models.param_table import parameter_table_markdown  # noqa: E402 (uses the registry above)
 
 
-__all__ = ["get_model", "available_models", "count_parameters", "parameter_table_markdown", "SequenceModel", "MarkovianModel",
+__all__ = ["get_model", "build_model", "available_models", "count_parameters", "parameter_table_markdown",
+           "SequenceModel", "MarkovianModel",
            "FFNO1d", "MultiInputFFNO1d", "S4FFNO1d", "AMGFNO1d",
            "Factformer1d", "GalerkinTransformer1d", "UNet1d", "MODELS", "Normalized"]

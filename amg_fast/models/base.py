@@ -53,6 +53,25 @@ class SequenceModel(nn.Module):
         self.in_channels = check_int_range("in_channels", in_channels, 1)
         self.out_channels = check_int_range("out_channels", out_channels, 1)
 
+    # -- construction from a run's settings --------------------------------------------------------
+    @classmethod
+    def options_kwargs(cls, options, omega=None) -> dict:
+        """The constructor's keyword arguments from a TrainConfig-like object `options` (read by
+        attribute): width, and modes unless None (then the model's default). A model with settings
+        of its own adds them here, so the trainer builds it without knowing it."""
+        kwargs = {"width": options.width}
+        if options.modes is not None:
+            kwargs["modes"] = options.modes
+        return kwargs
+
+    @classmethod
+    def from_options(cls, options, *, omega=None, backend: str = "auto", in_channels: int = 1,
+                     out_channels: int = 1) -> "SequenceModel":
+        """The model that `options` describes (options_kwargs); omega: the data's omega_f, for
+        models that use it."""
+        return cls(in_channels=in_channels, out_channels=out_channels, backend=backend,
+                   **cls.options_kwargs(options, omega))
+
     def __call__(self, *args, check_finite: bool = False, **kwargs):
         """model(u, check_finite=True): raise at the first frame of u, or of the output, that holds
         a NaN or Inf (ValueError for the input, FloatingPointError for the output)."""
@@ -184,6 +203,12 @@ class FFNOBackbone(SequenceModel):
             linears += [m for block in self.blocks for m in block.feed_forward.modules() if isinstance(m, nn.Linear)]
             for linear in linears:
                 nn.utils.parametrizations.weight_norm(linear)
+
+    @classmethod
+    def options_kwargs(cls, options, omega=None) -> dict:
+        """SequenceModel's plus the fourierflow options share_weights, weight_norm, decoder_input."""
+        return {**super().options_kwargs(options, omega), "share_weights": options.share_weights,
+                "weight_norm": options.weight_norm, "decoder_input": options.decoder_input}
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
         with nvtx_range("amg_fast.model.encode"):

@@ -64,6 +64,11 @@ class S4FFNO1d(MemoryFFNO):
                          **backbone_options)
         self.fusion = FixedFusion(fusion, alpha)
 
+    @classmethod
+    def options_kwargs(cls, options, omega=None) -> dict:
+        """The backbone's plus fusion and alpha."""
+        return {**super().options_kwargs(options, omega), "fusion": options.fusion, "alpha": options.alpha}
+
     def fuse(self, h, z):
         return self.fusion(h, z)
 
@@ -85,6 +90,11 @@ class AMGFNO1d(MemoryFFNO):
         self.gate = AdaptiveMemoryGate(width, omega, freq_gate=freq_gate, backend=backend)
         self.last_gate_mean: torch.Tensor | None = None
         self._gate_sum, self._gate_count = None, 0
+
+    @classmethod
+    def options_kwargs(cls, options, omega=None) -> dict:
+        """The backbone's plus omega (the data's omega_f) and freq_gate (off with options.no_freq_gate)."""
+        return {**super().options_kwargs(options, omega), "omega": omega, "freq_gate": not options.no_freq_gate}
 
     def fuse(self, h, z, omega=None):
         out, g = self.gate(h, z, omega)

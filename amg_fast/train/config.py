@@ -11,13 +11,13 @@ import torch
 
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
-from amg_fast.models.base import DECODER_INPUTS
+from amg_fast.models.base import DECODER_INPUTS, FFNOBackbone
 from amg_fast.train.precision import PRECISIONS, check_precision
 
 __all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir", "check_device", "setting"]
 
 OMEGA_MODES = ("fixed", "batch")
-FFNO_FAMILY = ("ffno", "multi_input_ffno", "s4ffno", "amgfno")  # models built on FFNOBackbone
+FFNO_FAMILY = tuple(name for name, cls in MODELS.items() if issubclass(cls, FFNOBackbone))  # take the backbone options
 
 
 def default_cache_dir() -> str:

@@ -34,11 +34,11 @@ from amg_fast._files import atomic_path, atomic_write_text, check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.data.generate import dataset_path, default_n_test, generate_dataset
 from amg_fast.data.h5 import DataFileError
-from amg_fast.models import Normalized, count_parameters, get_model
+from amg_fast.models import build_model, count_parameters
 from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import (TRAINING_KEYS, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
                                        restore_rng, save_checkpoint)
-from amg_fast.train.config import FFNO_FAMILY, TrainConfig, resolve_config
+from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
@@ -107,24 +107,6 @@ def _check_cuda_graph(device: torch.device, world: int) -> None:
                          f"got device {device.type}")
     if world > 1:
         raise ValueError(f"--cuda-graph runs in one process (DDP's all-reduce is not captured), got {world} processes")
-
-
-def build_model(cfg: TrainConfig, omega: float, backend: str, stats: dict | None = None) -> torch.nn.Module:
-    """The model of cfg; with --normalize / --increment wrapped in models.Normalized (stats:
-    normalization_stats of the training split)."""
-    kwargs = {"in_channels": 1, "out_channels": 1, "width": cfg.width, "backend": backend}
-    if cfg.modes is not None:  # None for models without Fourier layers (resolve_config)
-        kwargs["modes"] = cfg.modes
-    if cfg.model == "amgfno":
-        kwargs.update(omega=omega, freq_gate=not cfg.no_freq_gate)
-    elif cfg.model == "s4ffno":
-        kwargs.update(fusion=cfg.fusion, alpha=cfg.alpha)
-    if cfg.model in FFNO_FAMILY:
-        kwargs.update(share_weights=cfg.share_weights, weight_norm=cfg.weight_norm, decoder_input=cfg.decoder_input)
-    model = get_model(cfg.model, **kwargs)
-    if cfg.normalize or cfg.increment:
-        model = Normalized(model, increment=cfg.increment, **(stats or {}))
-    return model
 
 
 def normalization_stats(u: torch.Tensor, *, normalize: bool, increment: bool) -> dict:
