@@ -24,11 +24,7 @@ import sys
 from pathlib import Path
 
 from amg_fast.experiments.paper import paper_value
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+from amg_fast.train.rundir import RunDir, epoch_seconds, gate_mean_last_epochs
 
 
 def _write_json(path: Path, obj) -> None:
@@ -39,27 +35,25 @@ def _write_json(path: Path, obj) -> None:
 
 def fidelity_row(run: Path) -> dict | None:
     """One run directory -> a fidelity row (None when it holds no config.json)."""
-    if not (run / "config.json").exists():
+    files = RunDir(run)
+    cfg = files.read_config()
+    if cfg is None:
         return None
-    cfg = json.loads((run / "config.json").read_text())
-    history = _read_jsonl(run / "metrics.jsonl")
-    setting = {"pde": cfg["pde"], "nu": cfg["nu"], "res": cfg["res"]}
-    row = {"run": run.name, "model": cfg["model"], **setting,
-           "paper_nrmse": paper_value("nrmse", model=cfg["model"], **setting),
-           "paper_gate_mean": paper_value("gate", **setting) if cfg["model"] == "amgfno" else None,
-           "epochs": cfg["epochs"], "epochs_done": len(history), "cuda_graph": cfg.get("cuda_graph"),
-           "fast_kernels": cfg.get("fast_kernels"), "precision": cfg.get("precision", "fp32")}
-    if (run / "results.json").exists():
-        res = json.loads((run / "results.json").read_text())
-        row.update({k: res.get(k) for k in ("nrmse", "gate_mean", "gate_mean_last20_epochs", "wall_time_s",
-                                            "train_time_s", "eval_time_s", "checkpoint_time_s")}, status="finished")
+    history, results = files.read_metrics(), files.read_results()
+    setting = {"pde": cfg.pde, "nu": cfg.nu, "res": cfg.res}
+    row = {"run": run.name, "model": cfg.model, **setting,
+           "paper_nrmse": paper_value("nrmse", model=cfg.model, **setting),
+           "paper_gate_mean": paper_value("gate", **setting) if cfg.model == "amgfno" else None,
+           "epochs": cfg.epochs, "epochs_done": len(history), "cuda_graph": cfg.cuda_graph,
+           "fast_kernels": cfg.fast_kernels, "precision": cfg.precision}
+    if results is not None:
+        row.update({k: results.get(k) for k in ("nrmse", "gate_mean", "gate_mean_last20_epochs", "wall_time_s",
+                                                "train_time_s", "eval_time_s", "checkpoint_time_s")}, status="finished")
     else:
         tested = [h for h in history if "test_nrmse" in h]
-        gates = [h["gate_mean"] for h in history[-20:] if h.get("gate_mean") is not None]
         row.update(nrmse=tested[-1]["test_nrmse"] if tested else None, gate_mean=None,
-                   gate_mean_last20_epochs=sum(gates) / len(gates) if gates else None, wall_time_s=None,
-                   train_time_s=sum(h["time_s"] for h in history), eval_time_s=sum(h.get("eval_s", 0) for h in history),
-                   checkpoint_time_s=sum(h.get("checkpoint_s", 0) for h in history), status="unfinished")
+                   gate_mean_last20_epochs=gate_mean_last_epochs(history), wall_time_s=None, **epoch_seconds(history),
+                   status="unfinished")
     row["ratio_to_paper"] = row["nrmse"] / row["paper_nrmse"] if row["nrmse"] and row["paper_nrmse"] else None
     row["per_epoch_test_nrmse"] = {h["epoch"]: h["test_nrmse"] for h in history if "test_nrmse" in h}
     return row

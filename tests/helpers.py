@@ -33,3 +33,17 @@ def translating_waves(n: int, T: int = 6, N: int = 64, seed: int = 0) -> np.ndar
         a, phase = rng.uniform(0.5, 1.0, (n, 1, 1)), rng.uniform(0, 2 * np.pi, (n, 1, 1))
         u += a * np.sin(2 * np.pi * k * (x - t / N) + phase)
     return u
+
+
+def run_results(**fields):
+    """A RunResults (what results.json holds) with made-up values; `fields` override them."""
+    from amg_fast.train.rundir import RunResults
+
+    made_up = dict(model="amgfno", pde="ks", nu=0.1, res=32, nrmse=0.5, nrmse_per_step=[0.1, 0.3, 0.5, 0.7, 0.9],
+                   gate_mean=None, amplitude_per_step=[1.0, 1.1, 1.2, 1.3, 1.4], one_step_nrmse=0.05,
+                   one_step_nrmse_per_step=[0.05] * 5, test_one_step_loss=2.0, train_one_step_loss=1.0,
+                   train_one_step_nrmse=0.04, train_nrmse=0.4, train_eval_trajectories=12,
+                   gate_mean_last20_epochs=None, params=1000, epochs=4, wall_time_s=10.0, train_time_s=8.0,
+                   eval_time_s=1.0, checkpoint_time_s=0.5, precision="fp32", cuda_graph=False, fast_kernels=False,
+                   device="cpu", world_size=1, ddp_ranks_agree=None)
+    return RunResults(**{**made_up, **fields})

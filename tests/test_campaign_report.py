@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_results
+
+from amg_fast.train.rundir import RunDir
 
 ROOT = Path(__file__).parents[1]
 
@@ -23,9 +26,8 @@ def fake_run(path, model, res, *, precision="fp32", epochs=4, done=4, nrmse=None
         row["test_nrmse"] = 0.5 / row["epoch"]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if nrmse is not None:
-        (path / "results.json").write_text(json.dumps(
-            {"nrmse": nrmse, "gate_mean": 0.6, "gate_mean_last20_epochs": 0.65, "wall_time_s": 10.0,
-             "train_time_s": 8.0, "eval_time_s": 1.0, "checkpoint_time_s": 0.5}))
+        RunDir(path).write_results(run_results(model=model, res=res, nrmse=nrmse, gate_mean=0.6,
+                                               gate_mean_last20_epochs=0.65, precision=precision))
 
 
 def test_report_pairs_each_run_with_the_papers_numbers(tmp_path):

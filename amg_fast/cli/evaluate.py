@@ -19,6 +19,7 @@ from amg_fast.models import build_model
 from amg_fast.train.checkpoint import CheckpointError, load_checkpoint
 from amg_fast.train.config import TrainConfig, check_device
 from amg_fast.train.evaluate import evaluate
+from amg_fast.train.rundir import RunDir
 from amg_fast.train.trainer import USER_ERRORS, check_model_runs
 
 __all__ = ["positive_int", "parse_args", "load_run", "main"]
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
 
 def _evaluate(args) -> int:
     path = Path(args.checkpoint)
-    path = path / "checkpoint.pt" if path.is_dir() else path
+    path = RunDir(path).checkpoint_path if path.is_dir() else path
     if not path.is_file():
         raise ValueError(f"{path}: no such checkpoint")
     check_device(args.device)

@@ -1,10 +1,11 @@
 """Reports: the records of a sweep's runs -> the paper's tables (md, csv, tex) and figures (png, pdf).
 
 A record is one run directory (runner.read_record): "name", "run_dir", "status", the RunSpec fields,
-"results" (results.json or None), "history" (metrics.jsonl rows) and "error". A run counts toward a
-table cell when its results hold the cell's metric; a cell without any shows the state of its runs
-(failed, running, partial, missing) in markdown and "-" in LaTeX. Several seeds give mean ± sample
-std [n=k]. Training curves in the figures use every run's history, finished or not.
+"results" (amg_fast.train.rundir.RunResults or None; results.get(name) reads a metric: a field
+of results.json or one of its DIAGNOSTICS), "history" (metrics.jsonl rows) and "error". A run
+counts toward a table cell when its results hold the cell's metric; a cell without any shows the
+state of its runs (failed, running, partial, missing) in markdown and "-" in LaTeX. Several seeds
+give mean ± sample std [n=k]. Training curves in the figures use every run's history, finished or not.
 
 REPORTERS[experiment id](records, out_dir) writes table.md, table.csv, table.tex and the figures
 into out_dir (created) and returns their paths; write_report checks the id first.

@@ -4,8 +4,9 @@ and the launchers (a local pool of worker processes; Slurm through submitit).
 Layout of a sweep directory DIR:
   DIR/sweep.json            {"preset": ...}: a DIR holds runs of one preset only
   DIR/data/                 the generated data sets (each generated once, under DIR/data/.generate.lock)
-  DIR/runs/<name>/job.json  the run's RunSpec and TrainConfig; then scripts/train.py's files
-                            (config.json, metrics.jsonl, checkpoint.pt, results.json, ...), train.log,
+  DIR/runs/<name>/job.json  the run's RunSpec and TrainConfig; then the trainer's run directory
+                            (amg_fast.train.rundir: config.json, metrics.jsonl, checkpoint.pt,
+                            results.json, ...), train.log,
                             error.json after a failure, .lock while a process trains it
   DIR/reports/<EXP>/        tables and figures (amg_fast.experiments.reports)
 
@@ -32,6 +33,7 @@ from filelock import FileLock, Timeout
 from amg_fast._files import atomic_write_text
 from amg_fast.experiments.specs import RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.rundir import ResultsError, RunDir, RunDirError
 
 __all__ = ["prepare_sweep", "write_job", "run_state", "run_job", "run_local", "run_slurm", "check_slurm",
            "read_record", "STATES", "SweepError", "run_dir_of", "visible_gpus", "check_worker_counts",
@@ -95,7 +97,7 @@ def _lock(run_dir: Path) -> FileLock:
 def run_state(run_dir: Path) -> str:
     """done / running / failed / partial / missing (see the module docstring)."""
     run_dir = Path(run_dir)
-    if (run_dir / "results.json").exists():
+    if RunDir(run_dir).finished():
         return "done"
     if run_dir.is_dir():
         lock = _lock(run_dir)
@@ -106,7 +108,7 @@ def run_state(run_dir: Path) -> str:
         lock.release()
     if (run_dir / ERROR_FILE).exists():
         return "failed"
-    return "partial" if (run_dir / "checkpoint.pt").exists() else "missing"
+    return "partial" if RunDir(run_dir).has_checkpoint() else "missing"
 
 
 def run_job(run_dir: str) -> str:
@@ -126,7 +128,7 @@ def run_job(run_dir: str) -> str:
     except Timeout:
         return "running"
     try:
-        if (run_dir / "results.json").exists():
+        if RunDir(run_dir).finished():
             return "done"
         cfg = TrainConfig.from_dict(json.loads((run_dir / JOB_FILE).read_text())["config"])
         cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
@@ -151,16 +153,24 @@ def run_job(run_dir: str) -> str:
 
 
 def read_record(run_dir: Path) -> dict:
-    """A run directory as a report record: its RunSpec fields, status, results, history, error."""
-    run_dir = Path(run_dir)
-    job = _read_json(run_dir / JOB_FILE) or {}
-    metrics = run_dir / "metrics.jsonl"
-    history = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] \
-        if metrics.exists() else []
-    error = _read_json(run_dir / ERROR_FILE)
-    return {"name": run_dir.name, "run_dir": str(run_dir), "status": run_state(run_dir), **job.get("spec", {}),
-            "results": _read_json(run_dir / "results.json"), "history": history,
-            "error": error.get("error") if error else None}
+    """A run directory as a report record: its RunSpec fields, status, results (RunResults or
+    None), history (metrics.jsonl rows), error (error.json's, or why a file of the run could not
+    be read: that run then counts without its results or history)."""
+    run = RunDir(run_dir)
+    job = _read_json(run.path / JOB_FILE) or {}
+    recorded = _read_json(run.path / ERROR_FILE)
+    errors = [recorded.get("error")] if recorded else []
+    history, results = [], None
+    try:
+        history = run.read_metrics()
+    except RunDirError as err:
+        errors.append(str(err))
+    try:
+        results = run.read_results()
+    except ResultsError as err:
+        errors.append(str(err))
+    return {"name": run.path.name, "run_dir": str(run.path), "status": run_state(run.path), **job.get("spec", {}),
+            "results": results, "history": history, "error": "; ".join(errors) if errors else None}
 
 
 # -- launchers ---------------------------------------------------------------------------------

@@ -92,8 +92,8 @@ def plan(out: Path, specs: list[RunSpec], preset: str) -> dict:
     rows = [(spec, run_state(run_dir_of(Path(out), spec))) for spec in specs]
     counts = {state: sum(1 for _, s in rows if s == state) for state in ("done", "running", "partial", "failed",
                                                                          "missing")}
-    walls = [r["results"]["wall_time_s"] for r in (read_record(d) for d in _run_dirs(out))
-             if r["results"] and r["results"].get("wall_time_s")]
+    walls = [r["results"].wall_time_s for r in (read_record(d) for d in _run_dirs(out))
+             if r["results"] and r["results"].wall_time_s]
     per_run = sum(walls) / len(walls) if walls else SECONDS_PER_RUN[preset]
     return {"runs": rows, "counts": counts, "estimate_s": per_run * (len(rows) - counts["done"]),
             "seconds_per_run": per_run, "from_finished_runs": bool(walls)}

@@ -10,7 +10,7 @@ causal; rollout(u0, steps) from u_0 only) and changes only what the inner networ
 
 With in_mean = out_mean = 0 and in_std = out_std = 1 it is the identity map around the model
 (plus the increment, if asked). The statistics are buffers (saved with the state dict); the
-trainer fills them from the training split (amg_fast.train.trainer.normalization_stats). The
+trainer fills them from the training split (amg_fast.train.data.normalization_stats). The
 loss stays the paper's, on u_{t+1} in physical units: only the parametrisation changes.
 """
 from __future__ import annotations

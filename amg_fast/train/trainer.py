@@ -11,55 +11,41 @@ its PDE), the model (built and run once at the data's resolution) and, with --re
 checkpoint. The directory is locked while a process trains in it (a second one is refused). A
 failure before the first checkpoint removes what the attempt created, so the same command can
 be run again; after it, the directory is left to --resume.
+
+The run directory's files, their writer and reader and the results schema are
+amg_fast.train.rundir; reading the data, amg_fast.train.data; building the model of the settings,
+amg_fast.models.build_model. This module is the training loop.
 """
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from filelock import FileLock, Timeout
-
-from amg_fast._files import atomic_path, atomic_write_text, check_writable_dir
+from amg_fast._files import check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
-from amg_fast.data.generate import dataset_path, default_n_test, generate_dataset
-from amg_fast.data.h5 import DataFileError
 from amg_fast.models import build_model, count_parameters
 from amg_fast.ops._backend import triton_unavailable_reason
-from amg_fast.train.checkpoint import (TRAINING_KEYS, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
-                                       restore_rng, save_checkpoint)
+from amg_fast.train.checkpoint import TRAINING_KEYS, CheckpointError, capture_rng, restore_rng
 from amg_fast.train.config import TrainConfig, resolve_config
-from amg_fast.train.evaluate import evaluate, unwrap
+from amg_fast.train.data import TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data
+from amg_fast.train.evaluate import EvalResult, evaluate, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
+from amg_fast.train.rundir import RunDir, RunDirError, RunResults, check_run_dir, open_run_dir
 
 __all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs",
            "normalization_stats", "USER_ERRORS", "Run", "setup", "start_in", "run_epoch", "finish"]
 
-TRAIN_EVAL_LIMIT = 256  # training trajectories re-evaluated at the end (train vs test diagnostics)
-
-# Settings that may differ between a run and its resumption.
-RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size",
-                     "regenerate"}
-LOCK_NAME = ".train.lock"  # held while a process trains in the run directory (not the sweep runner's .lock)
-
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or Inf; the last good checkpoint is kept."""
-
-
-class RunDirError(RuntimeError):
-    """The output directory holds another run, nothing to resume, or is in use by another process."""
 
 
 # What the CLIs report as "error: <message>" (exit 2) instead of a traceback.
@@ -109,19 +95,6 @@ def _check_cuda_graph(device: torch.device, world: int) -> None:
         raise ValueError(f"--cuda-graph runs in one process (DDP's all-reduce is not captured), got {world} processes")
 
 
-def normalization_stats(u: torch.Tensor, *, normalize: bool, increment: bool) -> dict:
-    """Per-channel statistics of the training split u [N, T, S, C] for models.Normalized:
-    inputs u_t (all frames); targets u_{t+1} or, with increment, u_{t+1} - u_t. normalize=False
-    gives the identity statistics (increment prediction alone)."""
-    if not normalize:
-        return {}
-    dims = tuple(range(u.dim() - 1))
-    target = u[:, 1:] - u[:, :-1] if increment else u[:, 1:]
-    u, target = u.double(), target.double()
-    return {"in_mean": u.mean(dims).float(), "in_std": u.std(dims).clamp_min(1e-12).float(),
-            "out_mean": target.mean(dims).float(), "out_std": target.std(dims).clamp_min(1e-12).float()}
-
-
 def check_model_runs(model: torch.nn.Module, res: int, device: torch.device, flag: str = "--res") -> None:
     """Run the model once on zeros [1, 2, res, 1] (no gradients, eval mode): a resolution it
     cannot take (modes above res//2 + 1, UNet's multiple of 16, ...) is a ValueError naming `flag`
@@ -148,146 +121,6 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
         key = tuple(sorted(settings.items()))
         groups.setdefault(key, {**settings, "params": []})["params"].append(p)
     return list(groups.values())
-
-
-def _data_path(cfg: TrainConfig, rank: int, log) -> Path:
-    if cfg.data is not None:
-        return Path(cfg.data)
-    if rank == 0:
-        check_writable_dir("--cache-dir", cfg.cache_dir)
-        path, summary = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
-                                         seed=cfg.seed, out_dir=cfg.cache_dir, overwrite=cfg.regenerate)
-        log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
-    if dist.is_initialized():
-        dist.barrier()
-    n_test = cfg.n_test if cfg.n_test is not None else default_n_test(cfg.pde, cfg.n_train)
-    return dataset_path(cfg.cache_dir, cfg.pde, cfg.nu, cfg.n_train, n_test, cfg.seed)
-
-
-def _load(ds: TrajectoryDataset) -> tuple[torch.Tensor, torch.Tensor]:
-    """The whole split in memory: u [N, T, S, 1], omega [N] (small at these resolutions)."""
-    items = [ds[i] for i in range(len(ds))]
-    return torch.stack([u for u, _ in items]), torch.stack([w for _, w in items])
-
-
-def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[TrajectoryDataset, TrajectoryDataset]:
-    """The train and test splits of `path`, checked against the settings. A count asked for
-    explicitly (--n-train, --n-test) must be there; a preset's count is cut to what the file holds
-    (and recorded so in cfg)."""
-    batch_omega = cfg.omega_mode == "batch"
-    splits = {}
-    for split, key in (("train", "n_train"), ("test", "n_test")):
-        ds = TrajectoryDataset(path, cfg.res, split=split, limit=getattr(cfg, key), omega_per_trajectory=batch_omega)
-        if len(ds) == 0:
-            raise DataFileError(f"{path}: its {split} split holds no trajectories; training needs at least one")
-        wanted = getattr(cfg, key)
-        if wanted is not None and len(ds) < wanted:
-            if key in explicit:
-                raise ValueError(f"--{key.replace('_', '-')} {wanted}: {path} holds {len(ds)} {split} trajectories; "
-                                 f"pass at most {len(ds)}")
-            setattr(cfg, key, len(ds))
-        splits[split] = ds
-    train_ds = splits["train"]
-    if train_ds.pde != cfg.pde:
-        raise ValueError(f"--pde {cfg.pde}: {path} holds {train_ds.pde} data (its pde attribute or layout); "
-                         f"pass --pde {train_ds.pde}")
-    if len(train_ds.frames) < 2:
-        raise DataFileError(f"{path}: {len(train_ds.frames)} frame per trajectory is used (stride {train_ds.stride} of "
-                            f"the {cfg.pde} protocol); training needs at least 2 (a state and the next one)")
-    return train_ds, splits["test"]
-
-
-def _read_data(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple:
-    """(train_ds, test_ds, (u, omega) of each split in memory): read and checked (NaN or Inf data
-    is refused here, before the run directory exists). A generated (cached) file that fails says
-    how to regenerate it."""
-    try:
-        train_ds, test_ds = _datasets(cfg, path, explicit)
-        return train_ds, test_ds, _load(train_ds), _load(test_ds)
-    except DataFileError as err:
-        if cfg.data is None:
-            raise DataFileError(f"{err}; it is a cached generated file: run again with --regenerate to replace it "
-                                "(or delete it)") from None
-        raise
-
-
-# -- run directory ----------------------------------------------------------------------------
-def _write_json(path: Path, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
-
-
-def _write_metrics(path: Path, history: list[dict]) -> None:
-    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in history))
-
-
-def _check_run_dir(cfg: TrainConfig) -> None:
-    """Refuse --out when it holds another run (without --resume), a run with other settings
-    (--resume), or nothing to resume. Reads only. A config.json without a checkpoint or results
-    is what a failed or killed attempt left before its first checkpoint: the run starts afresh."""
-    out = Path(cfg.out)
-    config_path = out / "config.json"
-    if not config_path.exists():
-        if cfg.resume and latest_checkpoint(out) is None:
-            raise RunDirError(f"{out}: nothing to resume (no config.json or checkpoint)")
-        return
-    started = latest_checkpoint(out) is not None or (out / "results.json").exists()
-    if not cfg.resume:
-        if started:
-            raise RunDirError(f"{out} already holds a run (config.json); pass --resume to continue it "
-                              f"or choose another --out")
-        return
-    try:
-        old = json.loads(config_path.read_text())
-    except (OSError, ValueError) as err:
-        raise RunDirError(f"{config_path}: unreadable ({err}); delete it to start the run over") from None
-    try:
-        old = TrainConfig.from_dict(old).to_dict()  # an older run's config: retired keys out, new ones at their defaults
-    except (TypeError, ValueError) as err:
-        raise RunDirError(f"{config_path}: not a training config ({err}); delete it to start the run over") from None
-    new = cfg.to_dict()
-    diff = {k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]}
-    if diff:
-        raise RunDirError(f"{out}: --resume with settings that differ from the run's config.json: "
-                          + ", ".join(f"{k}={old.get(k)!r} -> {new[k]!r}" for k in sorted(diff)))
-
-
-@contextlib.contextmanager
-def _run_directory(cfg: TrainConfig, log):
-    """Create (or reopen) --out, lock it for this process and write config.json; yields its Path.
-
-    An error before any checkpoint exists removes what this attempt created (the directories it
-    made, or config.json / metrics.jsonl), so the same command can be run again; with a
-    checkpoint the directory stays, to --resume."""
-    out = Path(cfg.out)
-    missing = [p for p in (out, *out.parents) if not p.exists()]
-    created = missing[-1] if missing else None  # the topmost directory this attempt creates
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise RunDirError(f"--out {out}: cannot create the run directory ({err.strerror or err})") from None
-    lock = FileLock(str(out / LOCK_NAME))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise RunDirError(f"{out}: another process is training in this run directory (it holds {out / LOCK_NAME}); "
-                          "wait for it to finish or stop it, or choose another --out") from None
-    existed = {name: (out / name).exists() for name in ("config.json", "metrics.jsonl")}
-    try:
-        _check_run_dir(cfg)  # again, under the lock: another process may have started a run here meanwhile
-        _write_json(out / "config.json", cfg.to_dict())
-        yield out
-    except BaseException:
-        if latest_checkpoint(out) is None:  # nothing to resume: leave nothing behind
-            if created is not None:
-                shutil.rmtree(created, ignore_errors=True)
-            for name, was_there in existed.items():
-                if not was_there:
-                    (out / name).unlink(missing_ok=True)
-        else:
-            log(f"{out} keeps its last checkpoint: run the same command with --resume to continue")
-        raise
-    finally:
-        lock.release()
 
 
 # -- training ---------------------------------------------------------------------------------
@@ -318,8 +151,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
     cfg = resolve_config(cfg)
     with precision_scope(cfg.precision):
         run = setup(cfg, log, explicit)
-        with _run_directory(cfg, run.log) if run.rank == 0 else contextlib.nullcontext(Path(cfg.out)) as out:
-            start_in(run, out)
+        with open_run_dir(cfg, run.log) if run.rank == 0 else contextlib.nullcontext(RunDir(cfg.out)) as run_dir:
+            start_in(run, run_dir)
             for epoch in range(run.first_epoch, cfg.epochs + 1):
                 run_epoch(run, epoch)
             return finish(run)
@@ -347,17 +180,14 @@ class Run:
     scheduler: object
     data_order: torch.Generator
     state: dict | None  # the --resume checkpoint, already loaded into model, optimizer, scheduler, RNG
-    out: Path | None = None
+    dir: RunDir | None = None
     history: list = field(default_factory=list)
     first_epoch: int = 1
     wall_before: float = 0.0  # the earlier segments of a resumed run
     step: object = None  # EagerTrainStep or GraphedTrainStep
     test_loader: list = field(default_factory=list)
     train_loader: list = field(default_factory=list)
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.out / "checkpoint.pt"
+    last_epoch_eval: EvalResult | None = None  # the test evaluation after the last epoch (the final one)
 
     def wall_time(self) -> float:
         return self.wall_before + time.perf_counter() - self.start
@@ -384,31 +214,32 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
     backend = _backend(cfg.fast_kernels, device, log)
     start = time.perf_counter()
     if rank == 0 and cfg.regenerate:
-        _check_run_dir(cfg)  # before the shared cache file is replaced: a refused command changes nothing
-    path = _data_path(cfg, rank, log)
-    train_ds, test_ds, (u_train, w_train), test_split = _read_data(cfg, path, explicit)
+        check_run_dir(cfg)  # before the shared cache file is replaced: a refused command changes nothing
+    data = read_data(cfg, data_path(cfg, rank, log), explicit)
     if rank == 0:
-        _check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
+        check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
     torch.manual_seed(cfg.seed)
-    omega = train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
-    stats = normalization_stats(u_train, normalize=cfg.normalize, increment=cfg.increment)
+    omega = data.train_ds.omega if cfg.omega is None else cfg.omega  # --omega: the paper's value, say
+    stats = normalization_stats(data.u_train, normalize=cfg.normalize, increment=cfg.increment)
     model = build_model(cfg, omega, backend, stats).to(device)
     check_model_runs(model, cfg.res, device)
     optimizer = _optimizer(model, cfg, device)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
     data_order = torch.Generator().manual_seed(cfg.seed)
     state = _resume_state(cfg, model, optimizer, scheduler, data_order)
-    return Run(cfg, log, rank, world, device, backend, start, train_ds, test_ds, u_train.to(device),
-               w_train.to(device), test_split, model, count_parameters(model), optimizer, scheduler, data_order, state)
+    return Run(cfg, log, rank, world, device, backend, start, data.train_ds, data.test_ds, data.u_train.to(device),
+               data.w_train.to(device), (data.u_test, data.w_test), model, count_parameters(model), optimizer,
+               scheduler, data_order, state)
 
 
 def _resume_state(cfg: TrainConfig, model, optimizer, scheduler, data_order) -> dict | None:
     """With --resume and a checkpoint in --out: load it into the model, optimizer, scheduler and
     RNGs (in memory; nothing is written) and return it. A corrupt one is a CheckpointError."""
-    path = latest_checkpoint(cfg.out)
-    if not cfg.resume or path is None:
+    run_dir = RunDir(cfg.out)
+    if not cfg.resume or not run_dir.has_checkpoint():
         return None
-    state = load_checkpoint(path, required=TRAINING_KEYS)
+    path = run_dir.checkpoint_path
+    state = run_dir.read_checkpoint(required=TRAINING_KEYS)
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -420,10 +251,10 @@ def _resume_state(cfg: TrainConfig, model, optimizer, scheduler, data_order) -> 
     return state
 
 
-def start_in(run: Run, out: Path) -> None:
+def start_in(run: Run, run_dir: RunDir) -> None:
     """Enter the (locked) run directory: DDP wrapping, the resumed history and clock, the
     evaluation loaders and the training step."""
-    cfg, run.out = run.cfg, out
+    cfg, run.dir = run.cfg, run_dir
     if dist.is_initialized():
         dist.barrier()
         run.model = torch.nn.parallel.DistributedDataParallel(
@@ -431,17 +262,14 @@ def start_in(run: Run, out: Path) -> None:
     if run.state is not None:
         run.history, run.first_epoch = run.state["history"], run.state["epoch"] + 1
         run.wall_before = run.state.get("wall_time_s", 0.0)
-        run.log(f"resumed {out} after epoch {run.state['epoch']}")
+        run.log(f"resumed {run_dir.path} after epoch {run.state['epoch']}")
     if run.rank == 0:
-        _write_metrics(out / "metrics.jsonl", run.history)
+        run_dir.write_metrics(run.history)
     # Evaluation rolls out the whole test split at once unless --eval-batch-size says otherwise; at
     # the end the same diagnostics on (the first TRAIN_EVAL_LIMIT) training trajectories.
     batch = cfg.eval_batch_size or len(run.test_ds)
-    run.test_loader = [(u.to(run.device), w.to(run.device)) for u, w in torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(*run.test_split), batch_size=batch)]
-    n_train_eval = min(len(run.u_train), TRAIN_EVAL_LIMIT)
-    run.train_loader = [(run.u_train[i:min(i + batch, n_train_eval)], run.w_train[i:min(i + batch, n_train_eval)])
-                        for i in range(0, n_train_eval, batch)]
+    run.test_loader = eval_batches(*run.test_split, batch, run.device)
+    run.train_loader = eval_batches(run.u_train, run.w_train, batch, run.device, limit=TRAIN_EVAL_LIMIT)
     run.log(f"{cfg.model}: {run.params:,} parameters; {len(run.train_ds)} train / {len(run.test_ds)} test trajectories "
             f"at f={cfg.res}, omega_f={run.train_ds.omega:.4g}"
             + ("" if cfg.omega is None else f" (the gate uses --omega {cfg.omega:g})")
@@ -473,13 +301,15 @@ def run_epoch(run: Run, epoch: int) -> dict:
         row["eval_s"] = time.perf_counter() - t1
         if not math.isfinite(row["test_nrmse"]):
             _diverged(run, f"test nRMSE is {row['test_nrmse']} at epoch {epoch}: the rollout's predictions are not finite")
+        if epoch == cfg.epochs:
+            run.last_epoch_eval = result  # the final evaluation's test half: not rolled out again
     run.history.append(row)
     if run.rank == 0:
         if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
             t1 = time.perf_counter()
             _save(run, epoch)
             row["checkpoint_s"] = time.perf_counter() - t1
-        _write_metrics(run.out / "metrics.jsonl", run.history)
+        run.dir.write_metrics(run.history)
         run.log(f"epoch {epoch:4d}  loss {train_loss:.4e}  lr {row['lr']:.2e}"
                 + (f"  g-bar {row['gate_mean']:.4f}" if row["gate_mean"] is not None else "")
                 + (f"  test nRMSE {row['test_nrmse']:.4f}" if "test_nrmse" in row else "")
@@ -514,12 +344,12 @@ def _train_steps(run: Run) -> tuple[float, float | None]:
 
 
 def _diverged(run: Run, what: str):
-    kept = run.checkpoint_path if run.checkpoint_path.exists() else "none yet"
+    kept = run.dir.checkpoint_path if run.dir.has_checkpoint() else "none yet"
     raise TrainingDiverged(f"{what}; stopping (a lower --lr may help). The last good checkpoint ({kept}) is kept")
 
 
 def _save(run: Run, epoch: int) -> None:
-    save_checkpoint(run.checkpoint_path, {
+    run.dir.write_checkpoint({
         "model": unwrap(run.model).state_dict(), "optimizer": run.optimizer.state_dict(),
         "scheduler": run.scheduler.state_dict(), "epoch": epoch, "rng": capture_rng(run.data_order),
         "config": run.cfg.to_dict(), "history": run.history, "wall_time_s": run.wall_time()})
@@ -549,28 +379,17 @@ def finish(run: Run) -> dict:
 
 
 def _final_evaluation(run: Run, ranks_agree: bool | None) -> dict:
-    cfg, history = run.cfg, run.history
-    result, train_result = run.evaluate(), run.evaluate(run.train_loader)
-    gates = [row["gate_mean"] for row in history[-20:] if row["gate_mean"] is not None]
-    seconds = {key: sum(row.get(key, 0.0) for row in history) for key in ("time_s", "eval_s", "checkpoint_s")}
-    results = {"model": cfg.model, "pde": cfg.pde, "nu": cfg.nu, "res": cfg.res, "nrmse": result.nrmse,
-               "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
-               "amplitude_per_step": result.amplitude_per_step.tolist(), "one_step_nrmse": result.one_step_nrmse,
-               "one_step_nrmse_per_step": result.one_step_nrmse_per_step.tolist(),
-               "test_one_step_loss": result.one_step_loss, "train_one_step_loss": train_result.one_step_loss,
-               "train_one_step_nrmse": train_result.one_step_nrmse, "train_nrmse": train_result.nrmse,
-               "train_eval_trajectories": len(train_result.true),
-               "gate_mean_last20_epochs": float(np.mean(gates)) if gates else None, "params": run.params,
-               "epochs": cfg.epochs, "wall_time_s": run.wall_time(),
-               "train_time_s": seconds["time_s"], "eval_time_s": seconds["eval_s"],
-               "checkpoint_time_s": seconds["checkpoint_s"], "precision": cfg.precision,
-               "cuda_graph": cfg.cuda_graph, "fast_kernels": cfg.fast_kernels,
-               "device": str(next(unwrap(run.model).parameters()).device),
-               "world_size": run.world, "ddp_ranks_agree": ranks_agree}
-    _write_json(run.out / "results.json", results)
-    with atomic_path(run.out / "rollout.npz") as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, pred=result.pred, true=result.true)
-    run.log(f"test nRMSE {result.nrmse:.4f} (rollout from u_0, {result.true.shape[1]} steps)"
-            + (f", g-bar {result.gate_mean:.4f}" if result.gate_mean is not None else "")
-            + f"; results in {run.out}")
-    return results
+    """The test split's evaluation (the last epoch's, when this process ran it) and one pass over
+    the first TRAIN_EVAL_LIMIT training trajectories -> results.json and rollout.npz."""
+    test = run.last_epoch_eval or run.evaluate()
+    results = RunResults.from_evaluation(run.cfg, test, run.evaluate(run.train_loader), run.history, params=run.params,
+                                         wall_time_s=run.wall_time(), world_size=run.world, ddp_ranks_agree=ranks_agree,
+                                         device=str(next(unwrap(run.model).parameters()).device))
+    run.dir.write_results(results)
+    run.dir.write_rollout(test.pred, test.true)
+    gate = f", g-bar {results.gate_mean:.4f}" if results.gate_mean is not None else ""
+    run.log(f"test nRMSE {results.nrmse:.4f} (rollout from u_0, {test.true.shape[1]} steps){gate}; one-step "
+            f"{results.one_step_nrmse:.4f}, amplitude {results.amplitude_step5:.3g} at step 5 and "
+            f"{results.amplitude_last_step:.3g} at the last, training trajectories' rollout {results.train_nrmse:.4f}; "
+            f"results in {run.dir.path}")
+    return results.to_dict()

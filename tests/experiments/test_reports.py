@@ -10,6 +10,7 @@ import sys
 import types
 
 import pytest
+from helpers import run_results
 
 from amg_fast.experiments import paper as real_paper
 from amg_fast.experiments import reports
@@ -43,9 +44,9 @@ def rec(model, pde="ks", nu=0.1, res=32, seed=0, *, nrmse=None, status=None, gat
     """A run record; nrmse None: no results.json (status missing unless given)."""
     spec = dict(model=model, pde=pde, nu=nu, res=res, seed=seed, fusion=fusion, alpha=alpha, variant=variant,
                 omega=None)
-    results = None if nrmse is None else {"nrmse": nrmse, "nrmse_per_step": [nrmse], "gate_mean": gate,
-                                          "gate_mean_last20_epochs": None if gate is None else gate + 0.01,
-                                          "wall_time_s": 1.0}
+    results = None if nrmse is None else run_results(model=model, pde=pde, nu=nu, res=res, nrmse=nrmse,
+                                                     nrmse_per_step=[nrmse], gate_mean=gate, wall_time_s=1.0,
+                                                     gate_mean_last20_epochs=None if gate is None else gate + 0.01)
     return {"name": f"{model}-{variant}-{fusion}-{alpha}_{pde}_nu{nu:g}_f{res}_seed{seed}", "run_dir": f"/r/{seed}",
             "status": status or ("done" if results else "missing"), **spec, "results": results,
             "history": list(history), "error": error}
@@ -108,7 +109,7 @@ def test_each_reporter_writes_its_tables_and_figures(tmp_path, exp):
     for row in rows:
         record = by_name[row["name"]]
         assert row["status"] == record["status"] and row["model"] == record["model"]
-        assert row["nrmse"] == ("" if record["results"] is None else repr(record["results"]["nrmse"]))
+        assert row["nrmse"] == ("" if record["results"] is None else repr(record["results"].nrmse))
     md, tex = (out / "table.md").read_text(), (out / "table.tex").read_text()
     assert "failed" in md and "TrainingDiverged: loss is nan" in md
     assert r"\begin{tabular}" in tex and "failed" not in tex and "missing" not in tex

@@ -79,7 +79,7 @@ def test_a_sweep_directory_keeps_one_preset(tmp_path):
 def test_run_states_and_the_job_lock(tmp_path, monkeypatch):
     """missing -> running while another process holds the lock -> failed (error recorded) after an
     error once its run directory exists (what the attempt wrote there is removed) -> done when retried."""
-    from amg_fast.train import trainer
+    from amg_fast.train.rundir import RunDir
 
     spec = RunSpec("ffno", "ks", 0.1, 32)
     run_dir = runner.write_job(tmp_path, spec, "smoke")
@@ -91,7 +91,7 @@ def test_run_states_and_the_job_lock(tmp_path, monkeypatch):
     def disk_full(*args):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(trainer, "_write_metrics", disk_full)
+    monkeypatch.setattr(RunDir, "write_metrics", disk_full)
     assert runner.run_job(str(run_dir)) == "failed" and runner.run_state(run_dir) == "failed"
     assert not (run_dir / "config.json").exists()  # no checkpoint yet: the failed attempt's files are removed
     assert "No space left on device" in json.loads((run_dir / "error.json").read_text())["error"]
