@@ -2,7 +2,7 @@
 
 For each (S, rows R, channels C) and TF32 off / on: the relative error against the fp64 reference of
 the whole Triton op with its "fft" and "dft" transforms, of the fft analysis alone and of the mixing
-kernel alone. Written on an H100 (2026-11-26, bench/results/20261126-h100/followup/) where the "fft"
+kernel alone. Written on an H100 (2026-11-26, results/gpu/20261126-h100/followup/) where the "fft"
 path was 2-6% off at S = 128 and 1024 with R = 100 (exact with R = 8, and at S = 512) while each stage
 alone was exact: the synthesis (cuFFT C2R not ignoring the imaginary DC part) was the suspect, fixed
 by kernels._common.irfft_ortho. Rerun it on the next GPU to confirm.

@@ -30,7 +30,7 @@ from torch.library import wrap_triton
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, irfft_ortho, new_output, next_pow2, tracing
 
-# Reduced-precision MMAs: on an H200 (2026-11-26, bench/results/20261126-h200/) these kernels with plain
+# Reduced-precision MMAs: on an H200 (2026-11-26, results/gpu/20261126-h200/) these kernels with plain
 # TF32 dots (TF32 allowed) were 3-9% off an fp32 reference at S = 128 and at S = 1024 (where only the
 # mixing kernel runs), and with bf16 operands 6% off at S = 128, while a CPU emulation of the same
 # bf16 algorithm is 4.5e-3 off and the fp32-accurate "tf32x3" path passed every test at every size.

@@ -13,7 +13,7 @@ nRMSE against fp32's. The markdown goes to stdout.
 The paper's values are Table 2 (nRMSE) and Table 3 (g-bar, mean of the last 20 training epochs),
 from amg_fast.experiments.paper.
 
-Example: python scripts/campaign_report.py bench/results/20261126-h200
+Example: python scripts/campaign_report.py results/gpu/20261126-h200
 """
 from __future__ import annotations
 

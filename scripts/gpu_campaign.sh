@@ -5,7 +5,7 @@
 # paper-preset runs at f = 32 take ~1.1 s an epoch each with three at once (~4 min for 200 epochs).
 # Where one command may run only 10 minutes, split it: CAMPAIGN_SKIP=concurrent, then CAMPAIGN_SKIP=bench.
 #
-#   bash scripts/gpu_campaign.sh [RESULTS_DIR]      (default bench/results/<UTC date>-<gpu>)
+#   bash scripts/gpu_campaign.sh [RESULTS_DIR]      (default results/gpu/<UTC date>-<gpu>)
 #
 # Phases, most important first (each logs to RESULTS_DIR/logs/<NN>-<phase>.log; a failed phase is
 # recorded and the next one still runs):
@@ -71,7 +71,7 @@ else
     exit 3
 fi
 GPU_TAG=$(echo "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//')
-RESULTS=${1:-bench/results/$(date -u +%Y%m%d)-$GPU_TAG}
+RESULTS=${1:-results/gpu/$(date -u +%Y%m%d)-$GPU_TAG}
 mkdir -p "$RESULTS/logs" "$RESULTS/fidelity" "$RESULTS/precision"
 RESULTS=$(cd "$RESULTS" && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/amg_campaign.XXXXXX")  # data sets: not results

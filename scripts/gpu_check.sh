@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command check of amg_fast on a machine with an NVIDIA GPU (no network needed).
 #
-#   bash scripts/gpu_check.sh [OUT_DIR]        (default OUT_DIR: bench/results/gpu_check-<UTC date>)
+#   bash scripts/gpu_check.sh [OUT_DIR]        (default OUT_DIR: results/gpu/gpu_check-<UTC date>)
 #
 # Steps (each one's output goes to the console and to OUT_DIR/logs/<NN>-<step>.log; a failed step is
 # recorded and the next one still runs):
@@ -64,7 +64,7 @@ fi
 
 if [[ $DEVICE == cuda ]]; then GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); else GPU_NAME=cpu; fi
 GPU_TAG=$(echo "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//')
-OUT_DIR=${1:-bench/results/gpu_check-$STAMP}
+OUT_DIR=${1:-results/gpu/gpu_check-$STAMP}
 mkdir -p "$OUT_DIR/logs"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/amg_gpu_check.XXXXXX")  # data and run dirs (checkpoints): not results

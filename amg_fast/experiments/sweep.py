@@ -18,7 +18,7 @@ COMPANIONS = {"omega-ablation": ("table3",), "freq-gate-ablation": ("table3",), 
 # Rough cost of one run when the sweep has no finished run to go by (seconds). Measured on the
 # 2-core development CPU (2026-11-26): smoke ~3 s; cpu AMGFNO 20 s at f = 32 and 77 s at f = 128.
 # paper: one KS run at f = 32 graphed on an H200 takes ~1.1 s an epoch with three runs sharing the
-# GPU (bench/results/20261126-h200).
+# GPU (results/gpu/20261126-h200).
 SECONDS_PER_RUN = {"smoke": 5, "cpu": 60, "paper": 220}
 
 
