@@ -11,7 +11,7 @@ torch.autograd.grad, so nothing accumulates into .grad between calls.
 
 Timing: pytest-benchmark times each call followed by torch.cuda.synchronize() on a GPU; on CUDA
 triton.testing.do_bench (L2 flushed between calls, CUDA events) also runs and its median, in ms,
-goes to extra_info["do_bench_ms"] -- the figure scripts/bench_table.py reports.
+goes to extra_info["do_bench_ms"] -- the figure bench/bench_table.py reports.
 
 Environment knobs (comma-separated lists), for a time-limited run:
   AMG_BENCH_SIZES          S values (GPU default 32,64,128,256,1024; CPU 32,64)

@@ -2,7 +2,7 @@
 
 `pytest bench/ --benchmark-only --benchmark-json=PATH` writes pytest-benchmark's JSON; the hook
 below adds the GPU, the torch / triton / CUDA versions, the date, the commit and the bench knobs to
-its machine_info (scripts/bench_table.py reads them).
+its machine_info (bench/bench_table.py reads them).
 """
 import datetime
 import platform

@@ -2,7 +2,7 @@
 
 The ops (amg_fast.ops) read these to pick an algorithm for "auto" and to refuse what a kernel cannot
 take; the kernels' launchers read them to guard their own inputs. Measured values say where they
-were measured (scripts/kernel_sweep.py times the crossovers).
+were measured (bench/kernel_sweep.py times the crossovers).
 """
 from __future__ import annotations
 

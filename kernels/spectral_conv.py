@@ -41,7 +41,7 @@ from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, irfft_ortho
 REDUCED_PRECISION_DOTS = os.environ.get("AMG_FAST_SPECTRAL_REDUCED_DOTS", "0") == "1"
 
 # Launch configurations (block sizes are capped by the problem size, min 16 for tl.dot). Tuned by
-# scripts/kernel_sweep.py on a GPU; module-level so a sweep can override them.
+# bench/kernel_sweep.py on a GPU; module-level so a sweep can override them.
 TRANSFORM_CONFIG = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
 MIX_CONFIG = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=64, num_warps=4)
 DWEIGHT_CONFIG = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, num_warps=4)

@@ -139,7 +139,7 @@ phase_bench() {
     if [[ ,$BENCH_PARTS, == *,ops,* ]]; then
         timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest bench/ --ignore=bench/test_bench_ks.py \
             --ignore=bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-ops.json" "${flags[@]}" || rc=1
-        [[ -f $RESULTS/bench-ops.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-ops.json" > "$RESULTS/bench_table_ops.md"
+        [[ -f $RESULTS/bench-ops.json ]] && "$PY" bench/bench_table.py "$RESULTS/bench-ops.json" > "$RESULTS/bench_table_ops.md"
         export_results
     fi
     [[ ,$BENCH_PARTS, == *,step,* ]] && { bench_step || rc=1; }
@@ -171,7 +171,7 @@ bench_step() {  # the training step, in a process of its own (its kernel count r
         [[ -f $RESULTS/bench-step.json ]] || AMG_BENCH_KERNEL_COUNT=0 timeout -s INT -k 20 "$T_BENCH" "$PY" -m pytest \
             bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-step.json" "${flags[@]}"
     fi
-    [[ -f $RESULTS/bench-step.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-step.json" \
+    [[ -f $RESULTS/bench-step.json ]] && "$PY" bench/bench_table.py "$RESULTS/bench-step.json" \
         --summary "$RESULTS/summary.json" > "$RESULTS/bench_table_step.md"
     export_results
     # the Triton step again with the fused feed-forward kernels (feed_forward method="fused"): which
@@ -179,7 +179,7 @@ bench_step() {  # the training step, in a process of its own (its kernel count r
     AMG_FAST_FFN_METHOD=fused AMG_BENCH_PROVIDERS=triton AMG_BENCH_KERNEL_COUNT=1 timeout -s INT -k 20 "$T_BENCH" \
         "$PY" -m pytest bench/test_bench_train_step.py --benchmark-json="$RESULTS/bench-step-ffn-fused.json" "${flags[@]}" \
         || rc=1
-    [[ -f $RESULTS/bench-step-ffn-fused.json ]] && "$PY" scripts/bench_table.py "$RESULTS/bench-step-ffn-fused.json" \
+    [[ -f $RESULTS/bench-step-ffn-fused.json ]] && "$PY" bench/bench_table.py "$RESULTS/bench-step-ffn-fused.json" \
         > "$RESULTS/bench_table_step_ffn_fused.md"
     export_results
     return $rc

@@ -11,7 +11,7 @@
 #   tests-gpu   pytest -m gpu over the rest of tests/
 #   bench       pytest bench/ --benchmark-only -> OUT_DIR/bench-<gpu>-<date>.json (KS data-generation
 #               benchmarks left out: they time the CPU)
-#   bench-table scripts/bench_table.py on that JSON -> OUT_DIR/bench_table.md
+#   bench-table bench/bench_table.py on that JSON -> OUT_DIR/bench_table.md
 #   data        KS quick data (256 train / 32 test trajectories, nu = 0.1), generated on the GPU into a temp dir
 #   train-reference, train-fast, train-fast-graph
 #               2-epoch AMGFNO training (quick preset) without and with --fast-kernels, and with
@@ -132,7 +132,7 @@ step_bench() {
 
 step_bench_table() {
     [[ -f $JSON ]] || { echo "no benchmark JSON at $JSON (the bench step wrote none)"; return 1; }
-    "$PY" scripts/bench_table.py "$JSON" > "$OUT_DIR/bench_table.md"
+    "$PY" bench/bench_table.py "$JSON" > "$OUT_DIR/bench_table.md"
     cat "$OUT_DIR/bench_table.md"
 }
 

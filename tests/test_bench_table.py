@@ -1,4 +1,4 @@
-"""scripts/bench_table.py formats a results JSON, and bench/_roofline.py matches PERFORMANCE.md.
+"""bench/bench_table.py formats a results JSON, and bench/_roofline.py matches PERFORMANCE.md.
 
 The JSON files here are fabricated (pytest-benchmark's schema, made-up times) to check the
 formatting only; they are not results.
@@ -41,7 +41,7 @@ def results(gpu, benchmarks):
 def run_table(tmp_path, data, *flags):
     path = tmp_path / "results.json"
     path.write_text(json.dumps(data))
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_table.py"), str(path), *flags],
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "bench_table.py"), str(path), *flags],
                           capture_output=True, text=True)
 
 
@@ -91,7 +91,7 @@ def test_cpu_json_uses_pytest_benchmark_medians_and_lists_other_benchmarks(tmp_p
 def test_rejects_files_that_are_not_benchmark_results(tmp_path, content):
     path = tmp_path / "bad.json"
     path.write_text(content)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_table.py"), str(path)],
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_table.py"), str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "error:" in proc.stderr
 

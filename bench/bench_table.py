@@ -25,7 +25,7 @@ graph (triton, CUDA-graph replay), graph_eager_ref (reference, replay), bf16 and
 (triton in bf16, eager and replay); a mode with no data is left out. Kernel keys are the
 providers, with _bf16 for the bf16 step (triton_bf16).
 
-Example: python scripts/bench_table.py bench/results/bench-h100-80gb-hbm3-20260101.json > table.md
+Example: python bench/bench_table.py results/gpu/20261126-h100/bench-step.json > table.md
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Prints one table per sweep (median ms by triton.testing.do_bench) and writes the
   - spectral conv: transform "dft" (basis GEMM) vs "fft" (torch.fft) per S -> TRANSFORM_FFT_MIN_S,
     and block configurations of the three kernels at the paper's shapes;
   - S4D: "toeplitz" vs "scan" per T -> TOEPLITZ_MAX_T.
-Usage: python scripts/kernel_sweep.py [--out sweep.json] [--quick]
+Usage: python bench/kernel_sweep.py [--out sweep.json] [--quick]
 """
 from __future__ import annotations
 
