@@ -4,6 +4,7 @@ Installed as the subpackage amg_fast.kernels (see pyproject.toml); there is no t
 `kernels` module. One module per op: spectral_conv (truncated DFT / mixing / inverse DFT and their
 adjoints), s4d_scan (the S4D convolution kernel with or without the folded ZOH discretisation, the
 Toeplitz and recurrent scans, the rollout step), gate_fusion (the adaptive memory gate, optionally
-with its frequency gate); _common holds the launch helpers. The autograd Functions and public ops
-that call them live in amg_fast.ops.
+with its frequency gate), feed_forward (the FFNO feed-forward with its 4H hidden kept on chip);
+_common holds the launch helpers and limits the measured thresholds (size limits, method
+crossovers). The autograd Functions and public ops that call them live in amg_fast.ops.
 """

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Quickstart: build AMGFNO, run teacher-forced forward and an autoregressive rollout on random data.
 
-Prints shapes, the parameter count and the mean gate g-bar. Training (scripts/train.py) arrives
-with the training issue; this script shows the model API until then.
+Prints shapes, the parameter count and the mean gate g-bar: the model API of the README's "Using
+the models". To train and evaluate a model on KS or Burgers data: scripts/train.py
+(docs/training.md).
 """
 from __future__ import annotations
 

@@ -58,3 +58,33 @@ def test_relative_links_resolve(page):
 def test_readme_is_one_page():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines (at most {README_MAX_LINES})"
+
+
+TOP_LEVEL = ("amg_fast", "bench", "docs", "kernels", "results", "scripts", "tests", ".ci")
+PATH = re.compile(r"(?<![\w./~-])((?:" + "|".join(re.escape(t) for t in TOP_LEVEL) + r")/[\w./<>*{}:+-]*)")
+
+
+def named_paths(text: str) -> set[str]:
+    """Repository paths a page names in its text (code spans included): anything starting with a
+    top-level folder, e.g. `scripts/train.py`, bench/probe_ffn.py, results/gpu/x/; a test id's
+    `::name` is dropped; placeholders (<op>, *, {a,b}) are skipped."""
+    paths = set()
+    for match in PATH.findall(text):
+        path = match.split("::")[0].rstrip(".,:;")
+        if not any(ch in path for ch in "<>*{}"):
+            paths.add(path)
+    return paths
+
+
+def test_named_paths_finds_what_a_page_names():
+    text = ("run `scripts/train.py`, see bench/probe_ffn.py. and `tests/train/test_x.py::test_y`; "
+            "not amg_fast/ops/<op>.py, not fourierflow/modules/x.py, not ~/.cache/amg_fast/x.h5")
+    assert named_paths(text) == {"scripts/train.py", "bench/probe_ffn.py", "tests/train/test_x.py"}
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "CHANGELOG.md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_named_files_exist(page):
+    """Every file or folder of the repository that README.md or a docs/ page names exists (the
+    CHANGELOG is history: it names files as they were)."""
+    missing = sorted(p for p in named_paths(page.read_text()) if not (ROOT / p).exists())
+    assert not missing, f"{page.name} names files that do not exist: {missing}"
