@@ -146,7 +146,11 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         if values[key] is None:
             values[key] = value[cfg.pde] if isinstance(value, dict) else value
     values["nu"] = DEFAULT_NU[cfg.pde] if cfg.nu is None else cfg.nu
+    _positive("res", values["res"])  # before the default modes are derived from it
     if getattr(MODELS[cfg.model], "uses_modes", True):
+        if values["modes"] is None and values["res"] < 2:
+            raise ValueError(f"--res {values['res']}: too coarse for --model {cfg.model}, whose default --modes "
+                             f"res//2 = {values['res'] // 2} keeps no Fourier mode; allowed: --res >= 2")
         values["modes"] = values["modes"] if values["modes"] is not None else values["res"] // 2
     elif values["modes"] is not None:
         raise ValueError(f"--modes applies to models with Fourier layers; --model {cfg.model} has none "
