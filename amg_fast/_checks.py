@@ -1,4 +1,4 @@
-"""Argument validation shared by ops, layers and models.
+"""Argument validation shared by ops, layers, models, the data generators and the CLIs.
 
 Every check raises a ValueError / TypeError whose message names the argument, the value it got
 and what is allowed, so a user sees at once what to fix.
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from amg_fast.kernels._common import acc_dtype  # noqa: F401  (re-exported: one definition for ops and kernels)
@@ -64,6 +65,38 @@ def check_int_range(name: str, value, low: int, high: int | None = None) -> int:
         raise ValueError(f"{name} must be {allowed}, got {value}")
     return value
 
+
+SEED_LIMIT = 2**32  # seeds are in [0, 2^32): numpy's SeedSequence, torch.manual_seed and the file names all take them
+
+
+def check_seed(name: str, value) -> int:
+    """Require an integer seed in [0, 2^32) (numpy integers too); returns it as an int."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer in [0, 2^32), got {value!r}")
+    if not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{name} must be in [0, 2^32) = 0..{SEED_LIMIT - 1}, got {value}")
+    return int(value)
+
+
+def check_device(device: str) -> None:
+    """device: "auto", "cpu", "cuda" or "cuda:N" (N < the number of GPUs); CUDA must be available."""
+    allowed = "'auto', 'cpu', 'cuda' or 'cuda:N'"
+    if device == "auto":
+        return
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be {allowed}, got {device!r}") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be {allowed}, got {device!r}")
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: CUDA is not available here (torch {torch.__version__}"
+                             + (", a CPU-only build" if torch.version.cuda is None else ", no GPU visible")
+                             + "); use 'cpu' or 'auto'")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s), "
+                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
 
 
 def check_nonempty(name: str, value: torch.Tensor, layout: str) -> None:

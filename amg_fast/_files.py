@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["temp_path", "atomic_path", "atomic_write_text", "remove_stale_temps", "check_writable_dir"]
+__all__ = ["temp_path", "atomic_path", "atomic_write_text", "remove_stale_temps", "check_writable_dir",
+           "check_output_file"]
 
 
 def temp_path(path) -> Path:
@@ -74,3 +76,28 @@ def check_writable_dir(name: str, path, *, value=None) -> None:
         raise ValueError(f"{name} {value}: {where}, not a directory; choose a path in a directory")
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"{name} {value}: {existing} is not writable by this user; choose a writable directory")
+
+
+def check_output_file(name: str, path) -> Path:
+    """The file that argument `name` (given `path`) is to be written to, checked before any work:
+    a symlink is followed to its target, which is written through (the link stays a link); the
+    target must be a regular file or not exist yet, in an existing directory this process may
+    write. Returns the real target, for atomic_path / atomic_write_text."""
+    given = Path(path)
+    try:
+        target = Path(os.path.realpath(given, strict=True))
+    except (FileNotFoundError, NotADirectoryError):  # a new file (or a link to one), or a path below a file
+        target = Path(os.path.realpath(given))
+    except OSError as err:  # a symlink loop
+        raise ValueError(f"{name} {path}: cannot be followed to a file ({err.strerror or err})") from None
+    shown = f"{path}" if target == given.absolute() else f"{path} (a symlink to {target})"
+    if target.is_dir():
+        raise ValueError(f"{name} {shown}: is a directory; give a file name")
+    if target.exists() and not stat.S_ISREG(target.stat().st_mode):
+        raise ValueError(f"{name} {shown}: is not a regular file (a device, pipe or socket); allowed: a regular file "
+                         "or a new name, which is written whole through a temp file beside it")
+    folder = target.parent if given.is_symlink() else given.parent  # as the user wrote it, unless a link
+    check_writable_dir(name, folder, value=path)
+    if not folder.exists():
+        raise ValueError(f"{name} {shown}: its folder {folder} does not exist; create it first")
+    return target

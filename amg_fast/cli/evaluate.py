@@ -13,11 +13,12 @@ from pathlib import Path
 
 import torch
 
-from amg_fast._files import atomic_write_text, check_writable_dir
+from amg_fast._checks import check_device
+from amg_fast._files import atomic_write_text, check_output_file
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.models import build_model
 from amg_fast.train.checkpoint import CheckpointError, load_checkpoint
-from amg_fast.train.config import TrainConfig, check_device
+from amg_fast.train.config import TrainConfig
 from amg_fast.train.evaluate import evaluate
 from amg_fast.train.rundir import RunDir
 from amg_fast.train.trainer import USER_ERRORS, check_model_runs
@@ -78,14 +79,11 @@ def _evaluate(args) -> int:
     if not path.is_file():
         raise ValueError(f"{path}: no such checkpoint")
     check_device(args.device)
-    if args.json:  # checked before the rollout, which can take a while
-        if Path(args.json).is_dir():
-            raise ValueError(f"--json {args.json}: is a directory; give a file name")
-        check_writable_dir("--json", Path(args.json).parent, value=args.json)
+    json_path = check_output_file("--json", args.json) if args.json else None  # before the rollout, which takes a while
     cfg, model = load_run(path)
     res = args.res or cfg.res
     ds = TrajectoryDataset(args.data, res, split=args.split, limit=args.limit,
-                           omega_per_trajectory=cfg.omega_mode == "batch")
+                           omega_per_trajectory=cfg.omega_mode == "batch", nonzero_rollout_frames=True)
     device = torch.device(args.device)
     model.to(device)
     check_model_runs(model, res, device)
@@ -100,7 +98,7 @@ def _evaluate(args) -> int:
     print("per step: " + " ".join(f"{e:.3g}" for e in result.nrmse_per_step))
     print("amplitude ||pred|| / ||true|| per step: " + " ".join(f"{a:.3g}" for a in result.amplitude_per_step))
     print(f"one-step (teacher-forced) nRMSE {result.one_step_nrmse:.4f}, loss {result.one_step_loss:.4g}")
-    if args.json:
-        atomic_write_text(args.json, json.dumps(out, indent=2) + "\n")
+    if json_path is not None:
+        atomic_write_text(json_path, json.dumps(out, indent=2) + "\n")  # a symlink's target, written through
     return 0
 

@@ -4,7 +4,9 @@ Examples:
   python scripts/generate_data.py --pde ks --nu 0.1          # data/ks_nu0.1.h5 (LPSDA layout)
   python scripts/generate_data.py --pde burgers              # data/1D_Burgers_Sols_Nu0.001.hdf5
 The file is written to a temporary name and renamed when complete; running the same command
-again skips a finished file.
+again skips a finished file. Sizes, seeds and the device are checked before any work: a data set
+whose estimated memory exceeds what the machine has available, or whose solver would take more
+than 5e7 time steps per trajectory, is refused with the estimate and the limit (docs/reliability.md).
 """
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--n-train", type=int, default=2048, help="training trajectories (default 2048)")
     p.add_argument("--n-test", type=int, default=None,
                    help="test trajectories (default: KS 256; Burgers 10%% of the total, 228 for 2048 train)")
-    p.add_argument("--seed", type=int, default=0, help="seed; train and test get independent seeds from it (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed in [0, 2^32); train and test get independent seeds from it (default 0)")
     p.add_argument("--out", default="data", help="output directory (default data/)")
-    p.add_argument("--device", default="cpu", help="torch device for the solver: cpu or cuda (default cpu)")
+    p.add_argument("--device", default="cpu", help="torch device for the solver: cpu, cuda, cuda:N or auto (default cpu)")
     p.add_argument("--method", choices=("etdrk4", "radau"), default="etdrk4",
                    help="KS solver: etdrk4 (default, batched) or radau (the paper's scipy pipeline, slow)")
     p.add_argument("--batch-size", type=int, default=256, help="trajectories solved together (default 256)")

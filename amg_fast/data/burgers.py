@@ -44,7 +44,7 @@ from amg_fast._checks import check_int_range, check_rank, check_real_float
 __all__ = [
     "grid", "solve_burgers", "pdebench_initial_conditions", "pdebench_window", "generate_burgers",
     "PDEBENCH_NU_FILE", "BURGERS_N", "BURGERS_L", "PDEBENCH_DT_SAVE", "PDEBENCH_T_FINAL",
-    "PAPER_STRIDE", "pdebench_times",
+    "PAPER_STRIDE", "PDEBENCH_CFL", "pdebench_times", "min_step_count",
 ]
 
 PDEBENCH_NU_FILE = 0.001  # the "Nu" in PDEBench's file name; the PDE's nu is nu_file / pi
@@ -52,6 +52,7 @@ BURGERS_N = 1024          # cells (PDEBench's 1D Burgers files)
 BURGERS_L = 1.0           # domain length, [0, 1)
 PDEBENCH_DT_SAVE = 0.01   # time between saved frames
 PDEBENCH_T_FINAL = 2.0    # 201 frames t = 0, 0.01, ..., 2.0
+PDEBENCH_CFL = 0.25       # the CFL number of PDEBench's Burgers config
 PAPER_STRIDE = 7          # the paper keeps every 7th frame: 21 frames up to t = 1.4, 20 rollout steps
 
 
@@ -256,6 +257,15 @@ def solve_burgers(u0, *, L: float, nu: float, t, cfl: float = 0.25, compile: boo
     return out
 
 
+def min_step_count(*, nu: float, N: int = BURGERS_N, L: float = BURGERS_L, t_end: float = PDEBENCH_T_FINAL,
+                   frames: int = 2, cfl: float = PDEBENCH_CFL) -> int:
+    """A lower bound on solve_burgers's time steps per trajectory up to t_end, from nu alone: its
+    step cfl / (max|u| / dx + nu / dx^2) is at most cfl dx^2 / nu, and each of the frames - 1
+    output times is hit by a step of its own. Exact when diffusion dominates (large nu)."""
+    dx = L / N
+    return max(frames - 1, math.ceil(t_end * nu / (cfl * dx * dx)))
+
+
 def _integrate(u0: torch.Tensor, t_out: torch.Tensor, out: torch.Tensor, *, slots: int,
                step_fn: Callable, L: float, nu: float, cfl: float) -> None:
     """Advance every row of u0 [B, N] through the output times t_out [T], writing frame i of
@@ -391,7 +401,7 @@ _COMPILE_FROM_N = 64  # generate_burgers(compile=None) compiles from this many t
 
 def generate_burgers(n: int, *, seed, nu_file: float = PDEBENCH_NU_FILE, N: int = BURGERS_N,
                      L: float = BURGERS_L, t=None, batch_size: int = 256, device="cpu",
-                     progress: Callable[[int], object] | None = None, cfl: float = 0.25,
+                     progress: Callable[[int], object] | None = None, cfl: float = PDEBENCH_CFL,
                      compile: bool | None = None) -> np.ndarray:
     """PDEBench-style 1D Burgers trajectories: numpy float32 [n, len(t), N].
 

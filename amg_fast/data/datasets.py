@@ -52,13 +52,18 @@ class TrajectoryDataset(Dataset):
     stored `omega_f_{f}`, else computed from the file's high-resolution training split.
     omega_per_trajectory=True reports each trajectory's own omega_f instead (computed from its
     high-resolution frames: the paper's per-batch ablation averages these over a batch).
+    nonzero_rollout_frames=True refuses (DataFileError, naming the file, split, trajectory and
+    frame) an item with an identically zero frame after the first at resolution f: the rollout
+    nRMSE divides by that frame's norm (training and evaluation ask for it).
     """
 
     def __init__(self, path, resolution: int, *, split: str = "train", stride: int | str = "paper",
                  n_frames: int | None | str = "paper", limit: int | None = None, omega: float | None = None,
-                 omega_per_trajectory: bool = False, dtype: torch.dtype = torch.float32):
+                 omega_per_trajectory: bool = False, dtype: torch.dtype = torch.float32,
+                 nonzero_rollout_frames: bool = False):
         self.path, self.resolution, self.split, self.dtype = path, int(resolution), split, dtype
         self.omega_per_trajectory = bool(omega_per_trajectory)
+        self.nonzero_rollout_frames = bool(nonzero_rollout_frames)
         with open_file(path) as f:
             loc = locate(f, path, split if not _single_tensor(f) else None)
             self._dataset, self.x, self.layout, self.attrs = loc.dataset, loc.x, loc.layout, loc.attrs
@@ -87,7 +92,7 @@ class TrajectoryDataset(Dataset):
     def _stored_or_computed_omega(self, f) -> float:
         key = f"omega_f_{self.resolution}"
         if key in self.attrs:
-            return float(self.attrs[key])
+            return _omega_attr(self.path, key, self.attrs[key])
         train = locate(f, self.path, "train" if self.layout == "lpsda" else None)
         rows = np.arange(train.shape[0]) if self.layout == "lpsda" else split_indices(
             train.shape[0], "train", _n_test_attr(self.path, train.attrs, train.shape[0]))
@@ -106,9 +111,22 @@ class TrajectoryDataset(Dataset):
             self._file = open_file(self.path)
         u = np.asarray(self._file[self._dataset][self.indices[i], self.frames])  # [T, X]
         check_finite(self.path, f"{self._dataset}[{self.indices[i]}]", u)
-        low = to_resolution(u, self.resolution, source_grid=self.source_grid)
+        low = torch.as_tensor(to_resolution(u, self.resolution, source_grid=self.source_grid), dtype=self.dtype)
+        if self.nonzero_rollout_frames:
+            self._check_nonzero_frames(i, low)
         omega = unresolved_energy_ratio(u, self.resolution) if self.omega_per_trajectory else self.omega
-        return torch.as_tensor(low, dtype=self.dtype)[..., None], torch.tensor(omega, dtype=self.dtype)
+        return low[..., None], torch.tensor(omega, dtype=self.dtype)
+
+    def _check_nonzero_frames(self, i: int, low: torch.Tensor) -> None:
+        """low [T, f]: refuse a frame t >= 1 whose norm is 0 (the nRMSE denominator, as metrics computes it)."""
+        zero = (low[1:].norm(dim=-1) == 0).nonzero()
+        if len(zero):
+            t = int(zero[0, 0]) + 1
+            raise DataFileError(
+                f"{self.path}: {self.split} trajectory {i} ({self._dataset}[{self.indices[i]}]) is identically zero "
+                f"at frame {t} (file frame {self.frames[t]}, t = {self.t[t]:g}) at resolution {self.resolution}: "
+                "the rollout nRMSE divides by each frame's norm, so it is undefined there; allowed: trajectories "
+                "whose frames after the first are not all zero")
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -129,6 +147,15 @@ def _n_test_attr(path, attrs: dict, n_total: int) -> int | None:
         raise DataFileError(f"{path}: attribute n_test (the test trajectories at the end of the file) must be an "
                             f"integer in 0..{n_total} (the file holds {n_total} trajectories), got {value!r}")
     return int(value)
+
+
+def _omega_attr(path, key: str, value) -> float:
+    """A stored omega_f attribute: an unresolved-energy ratio, a finite number in [0, 1]."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0 <= value <= 1:  # NaN compares False: refused too
+        raise DataFileError(f"{path}: attribute {key} (the unresolved-energy ratio omega_f of the training split) must "
+                            f"be a finite number in [0, 1], got {value!r}")
+    return float(value)
 
 
 def _single_tensor(f) -> bool:

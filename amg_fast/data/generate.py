@@ -14,19 +14,23 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
+import torch
 
+from amg_fast._checks import check_device, check_seed
 from amg_fast._files import check_writable_dir
+from amg_fast._machine import available_memory, format_bytes, free_disk
 from amg_fast.data import burgers, ks
 from amg_fast.data.datasets import PAPER_FRAMES
 from amg_fast.data.h5 import write_lpsda, write_pdebench
 from amg_fast.data.spectral import unresolved_energy_ratio
 
 __all__ = ["generate_dataset", "dataset_path", "split_seeds", "OMEGA_RESOLUTIONS", "PDES", "KS_OPTIONS",
-           "check_ks_options", "default_n_test", "omega_table"]
+           "check_ks_options", "default_n_test", "omega_table", "DatasetSize", "dataset_size", "MAX_SOLVER_STEPS"]
 
 OMEGA_RESOLUTIONS = (32, 64, 128)
 PDES = ("ks", "burgers")
@@ -53,7 +57,7 @@ def check_ks_options(options: dict | None) -> dict:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or value < 0 or (value == 0 and key != "burn_in"):
             raise ValueError(f"{key} must be a finite number {'>= 0' if key == 'burn_in' else '> 0'}, got {value!r}")
-    ks.ks_times(full["t_end"], full["frame_dt"])  # t_end a multiple of frame_dt
+    ks.ks_frame_count(full["t_end"], full["frame_dt"])  # t_end a multiple of frame_dt (nothing allocated)
     return full
 
 
@@ -89,6 +93,95 @@ def omega_table(u_train: np.ndarray, pde: str) -> dict[str, float]:
     return {f"omega_f_{f}": unresolved_energy_ratio(frames, f) for f in OMEGA_RESOLUTIONS}
 
 
+# At most this many solver time steps per trajectory. The default KS set takes 2000 and PDEBench's
+# most viscous Burgers file (Nu = 4) at least 1.07e7; a mistyped nu or frame spacing (Burgers
+# --nu 1e10: 2.7e16 steps) would run for days instead of being refused.
+MAX_SOLVER_STEPS = 5 * 10**7
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    """What generating one data set takes: frames T and grid points N per trajectory, solver time
+    steps per trajectory (KS: exact for ETDRK4, the same count bounds Radau's simulated time;
+    Burgers: a lower bound from nu), the file's bytes and the generator's peak memory in bytes
+    (an estimate: the solutions while solving, the solver's batch, omega_f's transform, the
+    float32 copies written)."""
+
+    frames: int
+    points: int
+    steps: int
+    file_bytes: int
+    memory_bytes: int
+
+
+def dataset_size(pde: str, *, nu: float, n_train: int, n_test: int, batch_size: int = 256,
+                 ks_options: dict | None = None) -> DatasetSize:
+    """The size of generate_dataset's work for these arguments, computed without allocating it."""
+    n = n_train + n_test
+    batch = min(batch_size, max(n_train, n_test))
+    if pde == "ks":
+        options = check_ks_options(ks_options)
+        T, N = ks.ks_frame_count(options["t_end"], options["frame_dt"]), ks.KS_N
+        steps = ks.etdrk4_step_count(options["t_end"], options["frame_dt"], options["burn_in"])
+        elements = n * T * N
+        # float64 solutions of both splits, then the larger of: the solver's batch (its [B, T + 1, N]
+        # output and ~16 spectral stage arrays [B, N/2 + 1] complex), omega_f's FFT of the training
+        # split (complex128 + two float64 arrays) and the float32 copies the writer stores; the ICs.
+        transient = max(batch * (T + 1) * N * 8 + batch * N * 16 * 16, n_train * T * N * 32, elements * 4)
+        memory = elements * 8 + transient + max(n_train, n_test) * (N + 3 * options["ic_terms"]) * 8
+    else:
+        T, N = burgers.pdebench_times().size, burgers.BURGERS_N
+        steps = burgers.min_step_count(nu=nu / math.pi, frames=T)
+        elements = n * T * N
+        omega_frames = PAPER_FRAMES["burgers"][1]
+        # float32 solutions of both splits, then the larger of: the solver's batch (float64 [B, T, N]
+        # and its float32 copy), omega_f's FFT of the training frames (a float64 copy, complex128,
+        # float64) and the concatenated file tensor; the ICs.
+        transient = max(batch * T * N * 12, n_train * omega_frames * N * 32, elements * 4)
+        memory = elements * 4 + transient + max(n_train, n_test) * N * 8
+    return DatasetSize(frames=T, points=N, steps=steps, file_bytes=elements * 4, memory_bytes=memory)
+
+
+def _describe(pde: str, nu: float, n_train: int, n_test: int, size: DatasetSize) -> str:
+    return (f"the {pde} data set nu={nu:g}, n_train={n_train}, n_test={n_test} ({n_train + n_test} trajectories x "
+            f"{size.frames} frames x {size.points} points)")
+
+
+def _check_steps(pde: str, nu: float, options: dict, size: DatasetSize) -> None:
+    """Refuse a solver run of more than MAX_SOLVER_STEPS steps per trajectory, naming what sets them."""
+    if size.steps <= MAX_SOLVER_STEPS:
+        return
+    if pde == "ks":
+        dt = min(ks.DEFAULT_DT, options["frame_dt"])
+        raise ValueError(
+            f"frame_dt={options['frame_dt']:g}, t_end={options['t_end']:g}, burn_in={options['burn_in']:g}: the KS "
+            f"solver would take {size.steps:.3g} time steps per trajectory (its step is min({ks.DEFAULT_DT:g}, "
+            f"frame_dt) = {dt:g}: at least one per frame); allowed: at most {MAX_SOLVER_STEPS:.3g} (a larger frame_dt, "
+            f"a shorter t_end or burn_in)")
+    dx, cfl = burgers.BURGERS_L / burgers.BURGERS_N, burgers.PDEBENCH_CFL
+    largest = MAX_SOLVER_STEPS * cfl * dx * dx * math.pi / burgers.PDEBENCH_T_FINAL
+    raise ValueError(
+        f"nu={nu:g} (the Burgers file's Nu; the PDE's nu is Nu/pi = {nu / math.pi:.3g}): the solver's step is at most "
+        f"cfl dx^2 / nu = {cfl * dx * dx * math.pi / nu:.3g} (cfl {cfl:g}, dx = 1/{burgers.BURGERS_N}), so reaching "
+        f"t = {burgers.PDEBENCH_T_FINAL:g} takes at least {size.steps:.3g} time steps per trajectory; allowed: at most "
+        f"{MAX_SOLVER_STEPS:.3g} steps, i.e. nu <= {largest:.3g}")
+
+
+def _check_room(out_dir, what: str, size: DatasetSize) -> None:
+    """Refuse a data set whose estimated memory exceeds what this machine has available now, or whose
+    file exceeds the free space of out_dir (nothing has been allocated or written yet)."""
+    memory = available_memory()
+    if memory is not None and size.memory_bytes > memory[0]:
+        raise ValueError(f"{what} needs about {format_bytes(size.memory_bytes)} of memory to generate (an estimate: "
+                         f"the solutions, the solver's batch, omega_f's transform); allowed: at most what this "
+                         f"machine has available, {format_bytes(memory[0])} ({memory[1]}); ask for fewer "
+                         f"trajectories or frames")
+    free = free_disk(out_dir)
+    if size.file_bytes > free:
+        raise ValueError(f"{what}: its file would take {format_bytes(size.file_bytes)}; output directory {out_dir} has "
+                         f"{format_bytes(free)} free")
+
+
 def _recorded_args(path: Path) -> dict | None:
     try:
         with h5py.File(path, "r") as f:
@@ -104,7 +197,13 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
 
     ks_options (KS only): generator options, keys of KS_OPTIONS (initial-condition terms, largest
     wave number and amplitude; burn-in before the first frame; t_end and frame_dt of the saved
-    frames). omega_f is computed over all saved frames of the training split."""
+    frames). omega_f is computed over all saved frames of the training split. seed: an integer in
+    [0, 2^32); device: "cpu", "cuda", "cuda:N" or "auto".
+
+    Before any allocation or solving, every argument is checked (ValueError naming it, its value
+    and what is allowed): the solver's time steps per trajectory against MAX_SOLVER_STEPS and,
+    when the file must be generated, dataset_size's memory estimate against what the machine has
+    available (amg_fast._machine) and the file's size against out_dir's free disk."""
     if pde not in PDES:
         raise ValueError(f"pde must be one of {PDES}, got {pde!r}")
     if not (isinstance(nu, (int, float)) and math.isfinite(nu) and nu > 0):
@@ -113,6 +212,10 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     for name, value in (("n_train", n_train), ("n_test", n_test), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    seed = check_seed("seed", seed)
+    check_device(str(device))
+    if str(device) == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if pde == "burgers" and method != "etdrk4":
         raise ValueError(f"method applies to KS only ('etdrk4' or 'radau'); Burgers has one solver, got {method!r}")
     if pde == "burgers" and ks_options:
@@ -121,6 +224,8 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     options = check_ks_options(ks_options) if pde == "ks" else {}
     if options and options != KS_OPTIONS:  # recorded only when used: files made before keep matching
         args["ks_options"] = options
+    size = dataset_size(pde, nu=nu, n_train=n_train, n_test=n_test, batch_size=batch_size, ks_options=ks_options)
+    _check_steps(pde, nu, options, size)
     path = dataset_path(out_dir, pde, nu, n_train, n_test, seed, ks_options)
     check_writable_dir("output directory", out_dir)  # before solving, which can take minutes
     if path.exists() and not overwrite:
@@ -131,6 +236,7 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
             return path, {"skipped": True, "path": str(path), **omega}
         raise FileExistsError(f"{path} exists with other generator arguments ({recorded}); "
                               f"remove it, choose another --out, or pass --overwrite")
+    _check_room(out_dir, _describe(pde, nu, n_train, n_test, size), size)
     seeds = split_seeds(seed)
     start = time.perf_counter()
     if pde == "ks":

@@ -150,6 +150,14 @@ def _require(f, key: str, path, layout: str):
     return f[key]
 
 
+def _check_dtype(path, name: str, dataset) -> None:
+    """Trajectories must be real numbers: float or integer, not bool, complex, strings or records."""
+    dtype = dataset.dtype
+    if dtype.kind not in "fiu":
+        raise DataFileError(f"{path}: dataset {name!r} has dtype {dtype}; allowed: real numbers (a float or integer "
+                            "dtype), as the trajectories u [N, T, X] are")
+
+
 def _check_grids(path, name: str, shape, x, t) -> None:
     if len(shape) != 3:
         raise DataFileError(f"{path}: dataset {name!r} must have rank 3 [N, T, X], got shape {shape}")
@@ -179,7 +187,7 @@ def _nu_from_name(path) -> dict:
 
 
 def locate(f: h5py.File, path, split: str | None = None) -> Location:
-    """Find the trajectories of `split` in an open file; validate grids (not values)."""
+    """Find the trajectories of `split` in an open file; validate grids and the dtype (not values)."""
     if "tensor" in f:
         shape = f["tensor"].shape
         t = np.asarray(_require(f, "t-coordinate", path, "PDEBench"), dtype=np.float64)
@@ -188,12 +196,14 @@ def locate(f: h5py.File, path, split: str | None = None) -> Location:
             t = t[:-1]  # PDEBench stores one time more than there are frames
         attrs = {**_nu_from_name(path), **_attrs(f)}
         _check_grids(path, "tensor", shape, x, t)
+        _check_dtype(path, "tensor", f["tensor"])
         return Location("tensor", x, t, attrs, "pdebench", shape)
     if "u" in f or _plain(f.attrs.get("format")) == "amg_fast":
         u = _require(f, "u", path, "amg_fast")
         x = np.asarray(_require(f, "x", path, "amg_fast"), dtype=np.float64)
         t = np.asarray(_require(f, "t", path, "amg_fast"), dtype=np.float64)
         _check_grids(path, "u", u.shape, x, t)
+        _check_dtype(path, "u", u)
         return Location("u", x, t, _attrs(f), "amg_fast", u.shape)
     splits = [k for k in f if isinstance(f[k], h5py.Group) and any(n.startswith("pde_") for n in f[k])]
     if not splits:
@@ -211,6 +221,7 @@ def locate(f: h5py.File, path, split: str | None = None) -> Location:
     name = next(n for n in group if n.startswith("pde_"))
     x, t = _per_trajectory_grid(path, group, "x"), _per_trajectory_grid(path, group, "t")
     _check_grids(path, f"{split}/{name}", group[name].shape, x, t)
+    _check_dtype(path, f"{split}/{name}", group[name])
     return Location(f"{split}/{name}", x, t, {**_attrs(f, group), "split": split}, "lpsda", group[name].shape)
 
 

@@ -45,8 +45,8 @@ from scipy.integrate import solve_ivp
 from amg_fast._checks import check_int_range, check_rank, check_real_float
 from amg_fast.data._arrays import as_numpy_real
 
-__all__ = ["grid", "solve_ks", "random_initial_conditions", "generate_ks", "ks_times", "METHODS", "DEFAULT_DT",
-           "KS_TIMES", "KS_L", "KS_N", "KS_VISCOSITIES"]
+__all__ = ["grid", "solve_ks", "random_initial_conditions", "generate_ks", "ks_times", "ks_frame_count",
+           "etdrk4_step_count", "METHODS", "DEFAULT_DT", "KS_TIMES", "KS_L", "KS_N", "KS_VISCOSITIES"]
 
 METHODS = ("etdrk4", "radau")
 DEFAULT_DT = 0.00125
@@ -176,7 +176,7 @@ def _solve_etdrk4(u0: torch.Tensor, L: float, nu: float, t: np.ndarray, dt: floa
     v = torch.fft.rfft(u0)
     steps_done = 0
     for i, interval in enumerate(np.diff(t)):
-        steps = max(1, math.ceil(interval / dt - 1e-6))  # tolerance: 0.1 / 0.01 = 10.000000000000002
+        steps = _interval_steps(interval, dt)
         E, E2, Q, f1, f2, f3 = _etdrk4_coefficients(k**2 - nu * k**4, g, interval / steps)
 
         def advance(v):
@@ -271,13 +271,33 @@ def random_initial_conditions(n: int, *, L: float = KS_L, N: int = KS_N, seed, t
     return u0
 
 
-def ks_times(t_end: float = 2.5, frame_dt: float = 0.1) -> np.ndarray:
-    """Frame times 0, frame_dt, ..., t_end (KS_TIMES for the defaults) -> float64 [T]."""
+def ks_frame_count(t_end: float = 2.5, frame_dt: float = 0.1) -> int:
+    """T, the number of frames 0, frame_dt, ..., t_end (checked, nothing allocated: a tiny frame_dt
+    is refused by the generator's size checks before ks_times builds them)."""
     t_end, frame_dt = _check_positive("t_end", t_end), _check_positive("frame_dt", frame_dt)
     count = t_end / frame_dt
     if abs(count - round(count)) > 1e-9 * max(1.0, count):
         raise ValueError(f"t_end must be a multiple of frame_dt, got t_end={t_end}, frame_dt={frame_dt}")
-    return np.linspace(0.0, t_end, int(round(count)) + 1)
+    return int(round(count)) + 1
+
+
+def ks_times(t_end: float = 2.5, frame_dt: float = 0.1) -> np.ndarray:
+    """Frame times 0, frame_dt, ..., t_end (KS_TIMES for the defaults) -> float64 [T]."""
+    return np.linspace(0.0, t_end, ks_frame_count(t_end, frame_dt))
+
+
+def _interval_steps(interval: float, dt: float) -> int:
+    """The ETDRK4 steps of one output interval: ceil(interval / dt), at least 1 (a tolerance keeps
+    0.1 / 0.01 = 10.000000000000002 at 10 steps)."""
+    return max(1, math.ceil(interval / dt - 1e-6))
+
+
+def etdrk4_step_count(t_end: float = 2.5, frame_dt: float = 0.1, burn_in: float = 0.0, dt: float = DEFAULT_DT) -> int:
+    """Time steps per trajectory of generate_ks(method="etdrk4") for these frames: the burn-in
+    interval, then every frame interval in ceil(frame_dt / dt) steps (at least one per frame, so the
+    step is min(dt, frame_dt)). Computed without building the frames."""
+    intervals = ks_frame_count(t_end, frame_dt) - 1
+    return (_interval_steps(burn_in, dt) if burn_in > 0 else 0) + intervals * _interval_steps(frame_dt, dt)
 
 
 def generate_ks(n: int, *, nu: float, seed, L: float = KS_L, N: int = KS_N, t=KS_TIMES, method: str = "etdrk4",

@@ -7,8 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
+from amg_fast._checks import check_device, check_seed
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
 from amg_fast.models.base import DECODER_INPUTS, FFNOBackbone
@@ -61,7 +60,7 @@ class TrainConfig:
     weight_decay: float = setting(0.0, "weight decay except S4D A and dt")
     width: int | None = setting(None, "hidden channels H (quick 64, paper 128)")
     modes: int | None = setting(None, "Fourier modes K (default f//2)")
-    seed: int = setting(0, "seed for data, initialisation and data order")
+    seed: int = setting(0, "seed for data, initialisation and data order, in [0, 2^32)")
     out: str | None = setting(None, "run directory (default runs/<model>_<pde>_nu<nu>_f<res>_seed<seed>)")
     device: str = setting("auto", "cpu, cuda, cuda:N or auto (cuda when available)")
     preset: str = setting("quick", "defaults for unset flags", choices=lambda: tuple(PRESETS))
@@ -134,27 +133,6 @@ def _finite(name: str, value, *, low: float, strict: bool) -> None:
         raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}")
 
 
-def check_device(device: str) -> None:
-    """device: "auto", "cpu", "cuda" or "cuda:N" (N < the number of GPUs); CUDA must be available."""
-    allowed = "'auto', 'cpu', 'cuda' or 'cuda:N'"
-    if device == "auto":
-        return
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be {allowed}, got {device!r}") from None
-    if parsed.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be {allowed}, got {device!r}")
-    if parsed.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r}: CUDA is not available here (torch {torch.__version__}"
-                             + (", a CPU-only build" if torch.version.cuda is None else ", no GPU visible")
-                             + "); use 'cpu' or 'auto'")
-        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s), "
-                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
-
-
 def resolve_config(cfg: TrainConfig) -> TrainConfig:
     """Fill preset values into the None fields and check every setting; returns a new config."""
     if cfg.preset not in PRESETS:
@@ -168,7 +146,11 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         if values[key] is None:
             values[key] = value[cfg.pde] if isinstance(value, dict) else value
     values["nu"] = DEFAULT_NU[cfg.pde] if cfg.nu is None else cfg.nu
+    _positive("res", values["res"])  # before the default modes are derived from it
     if getattr(MODELS[cfg.model], "uses_modes", True):
+        if values["modes"] is None and values["res"] < 2:
+            raise ValueError(f"--res {values['res']}: too coarse for --model {cfg.model}, whose default --modes "
+                             f"res//2 = {values['res'] // 2} keeps no Fourier mode; allowed: --res >= 2")
         values["modes"] = values["modes"] if values["modes"] is not None else values["res"] // 2
     elif values["modes"] is not None:
         raise ValueError(f"--modes applies to models with Fourier layers; --model {cfg.model} has none "
@@ -182,6 +164,7 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
     if out.modes is not None and out.modes > out.res // 2 + 1:
         raise ValueError(f"modes must be <= res//2 + 1 = {out.res // 2 + 1} (the Fourier modes of --res {out.res}), "
                          f"got {out.modes}")
+    check_seed("seed", out.seed)
     check_precision(out.precision)
     check_device(out.device)
     if out.regenerate and out.data is not None:

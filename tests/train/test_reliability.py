@@ -18,7 +18,7 @@ import torch
 from helpers import translating_waves
 
 from amg_fast.data.generate import dataset_path
-from amg_fast.data.h5 import write_amg_fast, write_lpsda
+from amg_fast.data.h5 import write_lpsda
 from amg_fast.train.config import TrainConfig
 from amg_fast.train.trainer import TrainingDiverged, train
 
@@ -236,16 +236,7 @@ def test_preset_counts_are_cut_to_the_file_and_the_run_resumes(tiny_data, tmp_pa
     assert train(TrainConfig(**cfg, resume=True), log=lambda *a: None)["epochs"] == 1
 
 
-# -- checkpoints --------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("finished")
-    data = tmp / "tiny.h5"
-    write_amg_fast(data, translating_waves(16), np.arange(64) / 64, np.arange(6) * 0.1, attrs={"pde": "ks", "n_test": 4})
-    train(TrainConfig(data=str(data), out=str(tmp / "run"), **{**TINY_CFG, "epochs": 1}), log=lambda *a: None)
-    return tmp / "run", data
-
-
+# -- checkpoints (finished_run: tests/train/conftest.py) ----------------------------------------
 def test_truncated_checkpoint_is_named_on_resume_and_in_evaluate(finished_run, tmp_path):
     """Formerly a traceback with torch's advice to pass weights_only=False."""
     run, data = finished_run
