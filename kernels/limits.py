@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
+__all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
            "FFN_METHODS", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method"]
 
-# s4d_scan(method=...): "toeplitz" (causal depthwise Toeplitz product with a kernel-built K) or
-# "scan" (sequential recurrence in registers). "auto" = toeplitz for T <= TOEPLITZ_MAX_T. Measured on
-# an H200 (B*T = 800, S = 128, H = 128, N = 32, fwd+bwd ms, toeplitz / scan): T=25 1.59 / 1.67,
-# T=50 1.79 / 1.53, T=100 1.91 / 1.51, T=200 2.87 / 1.52 (forward alone the crossover is near T=100:
-# 0.33 / 0.33). Training runs forward+backward, so the switch is at 32.
-S4D_METHODS = ("auto", "toeplitz", "scan")
+# s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
+# a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
+# same product as a loop over the lag, the earlier kernels, any T) or "scan" (sequential recurrence in
+# registers). "auto" = toeplitz for T <= TOEPLITZ_MAX_T, else scan, unless $AMG_FAST_S4D_METHOD names
+# one of the three (how a GPU session times each). The crossover was measured on an H200 with the
+# lag-loop kernels (B*T = 800, S = 128, H = 128, N = 32, fwd+bwd ms, toeplitz / scan): T=25 1.59 /
+# 1.67, T=50 1.79 / 1.53, T=100 1.91 / 1.51, T=200 2.87 / 1.52 (forward alone near T=100: 0.33 /
+# 0.33); the batched dots are untimed, so it stays at 32 until a GPU re-measures it.
+S4D_METHODS = ("auto", "toeplitz", "toeplitz_loop", "scan")
 TOEPLITZ_MAX_T = 32
+TOEPLITZ_DOT_MAX_T = 64
 
 # spectral_conv1d(transform=...): "dft" (truncated DFT as a GEMM against cached bases) or "fft"
 # (torch.fft transforms, Triton mixing). "auto" = fft from S = TRANSFORM_FFT_MIN_S on (H200 sweep).
@@ -45,11 +49,23 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def _env_choice(name: str, allowed: tuple[str, ...]) -> str | None:
+    """The value of environment variable `name` (one of allowed), or None when unset or empty."""
+    value = os.environ.get(name, "")
+    if value and value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value or None
+
+
 def s4d_method(method: str, T: int) -> str:
-    """The S4D forward algorithm, "toeplitz" or "scan", for method ("auto" resolved by T)."""
-    if _choice("method", method, S4D_METHODS) == "auto":
-        return "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
-    return method
+    """The S4D algorithm ("toeplitz", "toeplitz_loop" or "scan") for method: "auto" = the
+    AMG_FAST_S4D_METHOD environment variable when set, else toeplitz for T <= TOEPLITZ_MAX_T, else scan."""
+    if _choice("method", method, S4D_METHODS) != "auto":
+        return method
+    chosen = _env_choice("AMG_FAST_S4D_METHOD", S4D_METHODS[1:])
+    if chosen is not None:
+        return chosen
+    return "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
 
 
 def spectral_transform(transform: str, S: int) -> str:

@@ -42,9 +42,10 @@ def _s4d_conv_kernel_fwd_op(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch
     return _s4d.s4d_conv_kernel_fwd(lam, c, T)
 
 @triton_op("amg_fast::s4d_conv_kernel_bwd", mutates_args=())
-def _s4d_conv_kernel_bwd_op(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
-                            ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _s4d.s4d_conv_kernel_bwd(dkk, lam, c)
+def _s4d_conv_kernel_bwd_op(part: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """part [G, H, T] (partial sums of dK) -> (dlam, dc [H, N, 2], dd [H])."""
+    return _s4d.s4d_conv_kernel_bwd(part, lam, c)
 
 @triton_op("amg_fast::s4d_zoh_conv_kernel_fwd", mutates_args=())
 def _s4d_zoh_conv_kernel_fwd_op(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_imag: torch.Tensor,
@@ -52,19 +53,22 @@ def _s4d_zoh_conv_kernel_fwd_op(log_dt: torch.Tensor, log_A_real: torch.Tensor, 
     return _s4d.s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
 
 @triton_op("amg_fast::s4d_zoh_conv_kernel_bwd", mutates_args=())
-def _s4d_zoh_conv_kernel_bwd_op(dkk: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
+def _s4d_zoh_conv_kernel_bwd_op(part: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
                                 A_imag: torch.Tensor, C: torch.Tensor
-                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _s4d.s4d_zoh_conv_kernel_bwd(dkk, log_dt, log_A_real, A_imag, C)
+                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """part [G, H, T] (partial sums of dK) -> (dlog_dt, dlog_A_real, dA_imag, dC, dd)."""
+    return _s4d.s4d_zoh_conv_kernel_bwd(part, log_dt, log_A_real, A_imag, C)
 
 @triton_op("amg_fast::s4d_toeplitz_fwd", mutates_args=())
-def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    return _s4d.s4d_toeplitz_fwd(u, kk, d)
+def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: bool, loop: bool
+                         ) -> torch.Tensor:
+    return _s4d.s4d_toeplitz_fwd(u, kk, d, gelu, loop)
 
 @triton_op("amg_fast::s4d_toeplitz_bwd", mutates_args=())
-def _s4d_toeplitz_bwd_op(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _s4d.s4d_toeplitz_bwd(dy, u, kk, d)
+def _s4d_toeplitz_bwd_op(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: bool,
+                         loop: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (du, part [G, H, T]: partial sums of dK over groups of columns)."""
+    return _s4d.s4d_toeplitz_bwd(dy, u, kk, d, gelu, loop)
 
 @triton_op("amg_fast::s4d_scan_fwd", mutates_args=())
 def _s4d_scan_fwd_op(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
