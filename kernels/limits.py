@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
-           "FFN_METHODS", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method"]
+           "READOUT_MAX_H", "GATE_WGRAD_METHODS", "MEMORY_READOUT_METHODS",
+           "FFN_METHODS", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method", "gate_wgrad",
+           "memory_readout"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -29,8 +31,22 @@ SPECTRAL_TRANSFORMS = ("auto", "dft", "fft")
 TRANSFORM_FFT_MIN_S = 512
 
 # gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
-# BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H.
+# BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H. With the S4D
+# memory's readout (Linear H -> 2H + GLU) folded in (ops/readout_gate.py) every product is one
+# full-width dot against an [H, H] weight block: H <= READOUT_MAX_H (the paper's width).
 GATE_MAX_H = 256
+READOUT_MAX_H = 128
+
+# The gate's weight gradients dW_z, dW_h = dlogits^T z, dlogits^T h: "triton" (a split-K kernel over
+# the rows, tf32x3 tensor-core dots in fp32 mode, partial sums reduced with db and dchi by one sum) or
+# "cublas" (two torch GEMMs, fp32 on the CUDA cores under matmul precision "highest"), by
+# $AMG_FAST_GATE_WGRAD; untimed, default triton.
+GATE_WGRAD_METHODS = ("triton", "cublas")
+
+# AMGFNO's memory readout and gate: "fused" (ops/readout_gate.py: GLU(Linear(a)) formed inside the
+# gate kernels, z never written; H <= READOUT_MAX_H) or "separate" (Linear, GLU, then the gate op),
+# by $AMG_FAST_MEMORY_READOUT; untimed, default fused.
+MEMORY_READOUT_METHODS = ("fused", "separate")
 
 # feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the
 # first one's epilogue) or "fused" (kernels/feed_forward.py: the hidden activation kept on chip,
@@ -85,3 +101,14 @@ def ffn_method(method: str) -> str:
     if chosen not in FFN_METHODS[1:]:
         raise ValueError(f"AMG_FAST_FFN_METHOD must be one of {FFN_METHODS[1:]}, got {chosen!r}")
     return chosen
+
+
+def gate_wgrad() -> str:
+    """How the gate's backward forms dW_z, dW_h: $AMG_FAST_GATE_WGRAD ("triton" or "cublas"), else "triton"."""
+    return _env_choice("AMG_FAST_GATE_WGRAD", GATE_WGRAD_METHODS) or "triton"
+
+
+def memory_readout() -> str:
+    """How AMGFNO runs its memory readout and gate: $AMG_FAST_MEMORY_READOUT ("fused" or "separate"),
+    else "fused"."""
+    return _env_choice("AMG_FAST_MEMORY_READOUT", MEMORY_READOUT_METHODS) or "fused"

@@ -98,11 +98,29 @@ def _gate_fusion_fwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h
 @triton_op("amg_fast::gate_fusion_bwd", mutates_args=())
 def _gate_fusion_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
                         b: torch.Tensor, chi: torch.Tensor, dout: torch.Tensor, dg: torch.Tensor | None,
+                        w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None, cublas: bool = False
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Forward args + dout, dg [..., H] -> (dz, dh [..., H], grads: [dW_z | dW_h | db | dchi] flat,
+    dchi = chi's values or, with w1 and b_omega, (db_omega, dw1); fp32, fp64 for fp64 inputs)."""
+    return _gate.gate_grads(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega), None, cublas)
+
+@triton_op("amg_fast::memory_gate_fwd", mutates_args=())
+def _memory_gate_fwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor,
+                        w_z: torch.Tensor, w_h: torch.Tensor, b: torch.Tensor, chi: torch.Tensor,
                         w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None
-                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Forward args + dout, dg [..., H] -> (dz, dh [..., H], dlogits [M, H], db [H], dchi like chi,
-    or (db_omega, dw1) [2] with w1, b_omega); the last three in fp32 (fp64 for fp64 inputs)."""
-    return _gate.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega))
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """h, a [..., H]; w_out [2H, H], b_out [2H]; gate args as gate_fusion_fwd's -> (out [..., H],
+    mean gate 0-dim): z = GLU(a w_out^T + b_out) formed in the kernel, g never written."""
+    return _gate.gate_fusion_fwd(h, a, w_z, w_h, b, chi, None if w1 is None else (w1, b_omega), (w_out, b_out), True)
+
+@triton_op("amg_fast::memory_gate_bwd", mutates_args=())
+def _memory_gate_bwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor,
+                        w_z: torch.Tensor, w_h: torch.Tensor, b: torch.Tensor, chi: torch.Tensor,
+                        dout: torch.Tensor, w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> (da, dh [..., H], grads: [dW_z | dW_h | db | dW_out | db_out | dchi] flat, as gate_fusion_bwd's)."""
+    return _gate.gate_grads(h, a, w_z, w_h, b, chi, dout, None, None if w1 is None else (w1, b_omega),
+                            (w_out, b_out))
 
 
 # ----------------------------------------------------------------------------- feed_forward (fused)
