@@ -322,6 +322,12 @@ def check_width(H: int, readout: bool = False) -> None:
 # inside shared memory and registers, untuned. Every tl.dot dim is >= 16.
 
 
+def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
+    """On CPU (Triton's interpreter: a fixed cost per program, and per op one proportional to the
+    tile) up to 256-row tiles, no larger than M needs; the GPU's elsewhere."""
+    return dict(config, BLOCK_M=min(256, next_pow2(M))) if device.type == "cpu" else config
+
+
 def _fwd_config(H: int, dtype: torch.dtype, readout: bool) -> dict:
     """Forward tiles for width H: BLOCK_M rows per program, BLOCK_K reduction chunk, launch options."""
     block_h = next_pow2(H)
@@ -378,7 +384,7 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=Fals
     memory's activations a and the kernel forms z = GLU(a W_o^T + b_o) (H <= READOUT_MAX_H)."""
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
     extra = _extra_args(chi, freq, readout)
-    config = _fwd_config(sc["H"], h.dtype, readout is not None)
+    config = _on_cpu(_fwd_config(sc["H"], h.dtype, readout is not None), h.device, sc["M"])
     grid = (cdiv(sc["M"], config["BLOCK_M"]),)
     out = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
     g = new_output(grid if g_mean else inputs[0].shape, dtype=acc_dtype(h) if g_mean else h.dtype, device=h.device)
@@ -470,7 +476,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
     dchi_rows = new_output((M, 2 if freq is not None else 1), dtype=acc, device=h.device)
     zsave = new_output((M, H) if readout is not None else (0,), dtype=h.dtype, device=h.device)
     dp = new_output((M, 2 * H) if readout is not None else (0,), dtype=acc, device=h.device)
-    config = _bwd_config(H, h.dtype, readout is not None)
+    config = _on_cpu(_bwd_config(H, h.dtype, readout is not None), h.device, M)
     if M > 0:
         torch.library.wrap_triton(_gate_fusion_bwd_kernel)[(cdiv(M, config["BLOCK_M"]),)](
             *inputs, *extra[:4], dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, dchi_rows,

@@ -1,4 +1,5 @@
-"""Algorithm thresholds and kernel limits of every op, in one place (imports nothing from triton).
+"""Algorithm thresholds, kernel limits and the environment switches of every op, in one place
+(imports nothing from triton).
 
 The ops (amg_fast.ops) read these to pick an algorithm for "auto" and to refuse what a kernel cannot
 take; the kernels' launchers read them to guard their own inputs. Measured values say where they
@@ -8,10 +9,12 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
            "READOUT_MAX_H", "GATE_WGRAD_METHODS", "MEMORY_READOUT_METHODS",
-           "FFN_METHODS", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method", "gate_wgrad",
-           "memory_readout"]
+           "FFN_METHODS", "FFN_AUTO_METHOD", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method",
+           "precision_mode", "gate_wgrad", "memory_readout"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -50,12 +53,20 @@ MEMORY_READOUT_METHODS = ("fused", "separate")
 
 # feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the
 # first one's epilogue) or "fused" (kernels/feed_forward.py: the hidden activation kept on chip,
-# recomputed in the backward). "auto" = epilogue (or $AMG_FAST_FFN_METHOD): the fused kernels are
-# not yet timed on a GPU (bench/probe_ffn.py compares the two). The fused kernels hold [BLOCK_M, H]
-# tiles of x, y, dy and dx on chip, so they take H_in, H_out <= FFN_FUSED_MAX_H (estimated: at H = 256
-# the dx kernel would need ~400 KB of shared memory with these blocks; raise it once a GPU has
-# compiled and tuned a wider case).
+# recomputed in the backward; tl.dot in tf32x3 for fp32 accuracy, tf32 when TF32 is allowed, bf16
+# operands under bf16). "auto" = $AMG_FAST_FFN_METHOD when set, else FFN_AUTO_METHOD[precision mode]
+# (precision_mode()). The table is a documented default, not a measurement: the H100 (2026-11-26)
+# timed only the epilogue path (fwd+bwd at S = 128: 2.40 ms in fp32, where cuBLAS runs fp32 on the
+# CUDA cores at 67 TFLOP/s, 1.10 ms under TF32 against an HBM floor of 0.45 with the hidden through
+# memory); the fused kernels put the fp32 mode on tensor cores (tf32x3, 1.5x the GEMM work for the
+# recompute, 3 MMAs per product) and never write the [rows, 4H] hidden, so they are the estimated
+# winner in fp32 and TF32 and the default in every mode that trains on a GPU; fp64 and fp16 keep cuBLAS.
+# bench/probe_ffn.py times both per mode (and their error against fp64); change the table by what it says.
+# The fused kernels hold [BLOCK_M, H] tiles of x, y, dy and dx on chip, so they take H_in, H_out <=
+# FFN_FUSED_MAX_H (estimated: at H = 256 the dx kernel would need ~400 KB of shared memory with these
+# blocks; raise it once a GPU has compiled and tuned a wider case); "auto" uses the epilogue beyond.
 FFN_METHODS = ("auto", "epilogue", "fused")
+FFN_AUTO_METHOD = {"fp32": "fused", "tf32": "fused", "bf16": "fused", "fp16": "epilogue", "fp64": "epilogue"}
 FFN_FUSED_MAX_H = 128  # the paper's width
 
 
@@ -91,16 +102,24 @@ def spectral_transform(transform: str, S: int) -> str:
     return transform
 
 
-def ffn_method(method: str) -> str:
-    """The feed-forward's Triton-backend path, "epilogue" or "fused", for method. "auto" = the
-    AMG_FAST_FFN_METHOD environment variable ("epilogue" or "fused"), else "epilogue": how a GPU
-    session times the whole training step with either path (the models call method="auto")."""
+def precision_mode(dtype: torch.dtype) -> str:
+    """The precision mode a GPU computes matmuls of this activation dtype in: "fp64", "bf16", "fp16",
+    and for fp32 "tf32" when TF32 matmuls are allowed (torch.backends.cuda.matmul.allow_tf32, i.e.
+    set_float32_matmul_precision("high")), else "fp32"."""
+    if dtype == torch.float32:
+        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32"
+    return {torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
+def ffn_method(method: str, dtype: torch.dtype = torch.float32, widths: tuple[int, ...] = ()) -> str:
+    """The feed-forward's Triton-backend path, "epilogue" or "fused", for method and activations of
+    dtype. "auto" = $AMG_FAST_FFN_METHOD ("epilogue" or "fused") when set, else the table
+    FFN_AUTO_METHOD for precision_mode(dtype); "epilogue" when a width (H_in, H_out) exceeds
+    FFN_FUSED_MAX_H. How a GPU session times the training step with either path (the models call "auto")."""
     if _choice("method", method, FFN_METHODS) != "auto":
         return method
-    chosen = os.environ.get("AMG_FAST_FFN_METHOD", "epilogue")
-    if chosen not in FFN_METHODS[1:]:
-        raise ValueError(f"AMG_FAST_FFN_METHOD must be one of {FFN_METHODS[1:]}, got {chosen!r}")
-    return chosen
+    chosen = _env_choice("AMG_FAST_FFN_METHOD", FFN_METHODS[1:]) or FFN_AUTO_METHOD[precision_mode(dtype)]
+    return "epilogue" if any(w > FFN_FUSED_MAX_H for w in widths) else chosen
 
 
 def gate_wgrad() -> str:

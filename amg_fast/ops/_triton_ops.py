@@ -127,9 +127,9 @@ def _memory_gate_bwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b
 
 @triton_op("amg_fast::feed_forward_fwd", mutates_args=())
 def _feed_forward_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
-                         b2: torch.Tensor) -> torch.Tensor:
-    """x [M, H_in] -> y [M, H_out], the hidden activation kept on chip."""
-    return _ffn.feed_forward_fwd(x, w1, b1, w2, b2)
+                         b2: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+    """x [M, H_in] -> y [M, H_out] (+ residual [M, H_out]), the hidden activation kept on chip."""
+    return _ffn.feed_forward_fwd(x, w1, b1, w2, b2, residual)
 
 @triton_op("amg_fast::feed_forward_bwd", mutates_args=())
 def _feed_forward_bwd_op(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,

@@ -107,11 +107,13 @@ class GateFusionFn(torch.autograd.Function):
         out, g = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
         ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega)
         ctx.cublas = gate_wgrad() == "cublas"
+        ctx.set_materialize_grads(False)  # g unused (AMGFNO keeps its detached mean): dg None, not a zeros kernel
         return out, g
 
     @staticmethod
     def backward(ctx, dout, dg):
         h, z, w_z, w_h, b, chi, w1, b_omega = ctx.saved_tensors
+        dout = torch.zeros_like(h) if dout is None else dout
         dz, dh, grads = triton_ops().gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega, ctx.cublas)
         dw_z, dw_h, db, dchi = split_gate_grads(grads, h.shape[-1])
         need = ctx.needs_input_grad

@@ -56,11 +56,13 @@ class MemoryGateFn(torch.autograd.Function):
         out, g_mean = triton_ops().memory_gate_fwd(h, a, w_out, b_out, w_z, w_h, b, chi, w1, b_omega)
         ctx.save_for_backward(h, a, w_out, b_out, w_z, w_h, b, chi, w1, b_omega)
         ctx.mark_non_differentiable(g_mean)
+        ctx.set_materialize_grads(False)  # no zeros kernel for g_mean's (absent) gradient
         return out, g_mean
 
     @staticmethod
     def backward(ctx, dout, _):
         h, a, w_out, b_out, w_z, w_h, b, chi, w1, b_omega = ctx.saved_tensors
+        dout = torch.zeros_like(h) if dout is None else dout
         da, dh, grads = triton_ops().memory_gate_bwd(h, a, w_out, b_out, w_z, w_h, b, chi, dout, w1, b_omega)
         dw_z, dw_h, db, dw_out, db_out, dchi = split_gate_grads(grads, h.shape[-1], readout=True)
         need = ctx.needs_input_grad
