@@ -1,6 +1,9 @@
 """Shared test helpers: tolerances per dtype, random inputs, readable ids."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -33,3 +36,12 @@ def translating_waves(n: int, T: int = 6, N: int = 64, seed: int = 0) -> np.ndar
         a, phase = rng.uniform(0.5, 1.0, (n, 1, 1)), rng.uniform(0, 2 * np.pi, (n, 1, 1))
         u += a * np.sin(2 * np.pi * k * (x - t / N) + phase)
     return u
+
+
+def load_bench(name: str, alias: str | None = None):
+    """bench/<name>.py imported as a module named alias (default "bench_<name>"; bench/ is no package)."""
+    path = Path(__file__).parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(alias or f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -5,15 +5,11 @@ dispatch there), so fusing ops lowers it and an op added to the step raises it; 
 adds the library kernels the module models (cuBLAS split-K reductions, multi_tensor_apply launches),
 which reproduces the H100's 140 at the code it counted (see the module docstring).
 """
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
+from helpers import load_bench
 
 from amg_fast.models import get_model
-
-ROOT = Path(__file__).parents[1]
 # Measured with torch 2.13 (CPU) on the step below (B = 2, T = 4, S = 20, width 16): 246 ops (363 in
 # bf16 autocast); 249 since the decoder's two Linears run as one (three tiny weight-side ops for one
 # fewer activation GEMM and no [rows, 128] intermediate, forward and backward); 247 since log(omega +
@@ -38,10 +34,7 @@ B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equa
 
 
 def load_kernel_count():
-    spec = importlib.util.spec_from_file_location("bench_kernel_count", ROOT / "bench" / "_kernel_count.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("_kernel_count", "bench_kernel_count")
 
 
 def test_counts_the_ops_a_gpu_would_launch():
