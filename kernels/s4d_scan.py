@@ -57,9 +57,10 @@ LAUNCH_POLICY = {
 }
 # The batched-dot Toeplitz kernels: "elements" bounds each [BH, T_PAD, max(T_PAD, BN)] register tile
 # (BH channels: a power of two), BN columns per dot, "programs" as above (each backward group writes
-# one [H, T] partial sum of dKk). Untuned: the GPU sessions time and adjust them.
+# one [H, T] partial sum of dKk). The backward holds ~6 such tiles (L, L^T, u, g, du, P; tf32x3 splits
+# the dot operands in two), hence 4096 elements over 8 warps. Untuned: the GPU sessions time them.
 TOEPLITZ_DOT_POLICY = {
-    "cuda": {"elements": 8192, "BN": 32, "num_warps": 4, "programs": 1024},
+    "cuda": {"elements": 4096, "BN": 32, "num_warps": 8, "programs": 1024},
     "cpu": {"elements": 131072, "BN": 64, "num_warps": 4, "programs": 1},
 }
 
