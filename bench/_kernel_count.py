@@ -18,9 +18,30 @@ and lazy state creation would be counted otherwise) and returns {"kernels": n, "
 On CUDA >= 12.6 the count sets TEARDOWN_CUPTI=1 unless it is set: kineto otherwise leaves CUPTI
 attached after profiling, which slows every later kernel launch (pytorch/pytorch#144455), and
 torch itself deems the teardown safe alongside CUDA graphs from 12.6 on.
+
+On a GPU, count_kernels(..., names=True) also returns {"kernel_names": {name: count}}, to see which
+library kernels a step launches (what the CPU estimate below models).
+
+estimate_cuda_kernels(fn, rows=R, tensor_lists=n): what the same step would launch on a GPU, from a
+CPU run (the kernels in the interpreter): the CPU count above plus the kernels that CUDA libraries
+launch beyond one per aten op, as modelled here:
+- cuBLAS split-K: a GEMM (aten::mm / addmm) whose reduction runs over all R activation rows -- a
+  weight gradient dW = dY^T X -- has a small output and a long reduction, and cuBLAS adds a second,
+  reduction kernel: +1 each (pass rows=R of the step, so that no other product is taken for one);
+- multi_tensor_apply: fused Adam (aten::_fused_adam_, 4 lists: params, grads, exp_avg, exp_avg_sq)
+  launches one kernel per 36 tensors, the foreach ops on the step counts one per 110: +ceil(n/36)-1
+  and +ceil(n/110)-1 for n = tensor_lists (the optimizer's parameter tensors).
+Checked against the H100's profile (2026-11-26, bench/results/20261126-h100): at the code it ran (commit
+ed6e4ea's Triton path) the CPU count of tests/test_kernel_count.py's step is 126, the model adds 13
+split-K reductions (the feed-forward's 8 weight gradients, the gate's 2, the readout Linear's, the
+encoder's and the decoder's) and 1 Adam launch (38 parameter tensors): 140, the H100's count at
+S = 32, 64 and 128. That reproduces one total; which library kernels make up the 14 is this model's
+reading (a gemv-shaped GEMM may skip split-K, an addmm or addmv with a bias it cannot fuse copies it
+first): a GPU run with names=True settles it.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import os
@@ -85,17 +106,6 @@ def _marked_interpreter_launches():
         GridExecutor.__call__ = launch
 
 
-def _aten_kernels(event) -> int:
-    """Kernel-launching calls in the subtree of event: itself if it launches one (an aten op that is
-    not kernel-free, or a marked Triton launch), else its children's (the outermost call is the one
-    a GPU dispatches to a kernel)."""
-    if event.name.startswith(TRITON_LAUNCH_PREFIX):
-        return 1
-    if event.name.startswith("aten::") and not _launches_nothing_itself(event.name):
-        return 1
-    return sum(_aten_kernels(child) for child in event.cpu_children)
-
-
 def _is_cuda_kernel(event) -> bool:
     if event.device_type != DeviceType.CUDA or getattr(event, "is_user_annotation", False):
         return False
@@ -103,9 +113,25 @@ def _is_cuda_kernel(event) -> bool:
     return kind == "kernel" if kind else not event.name.startswith(("Memcpy", "Memset"))
 
 
-def count_kernels(fn: Callable[[], object], device: torch.device | str) -> dict:
+def count_kernels(fn: Callable[[], object], device: torch.device | str, *, names: bool = False) -> dict:
     """{"kernels": n, "kernel_count_kind": "cuda_kernels" | "cpu_aten_kernel_ops"} of one fn() call
-    that runs on device ("cuda" or "cpu")."""
+    that runs on device ("cuda" or "cpu"); names=True adds {"kernel_names": {name: count}} (the CUDA
+    kernels' names on a GPU, the counted ops' on CPU)."""
+    counted = _profile(fn, device, record_shapes=False)
+    result = {"kernels": sum(counted.values()), "kernel_count_kind": counted.kind}
+    if names:
+        result["kernel_names"] = dict(counted.most_common())
+    return result
+
+
+class _Counted(collections.Counter):
+    """Counter of the counted kernels (or ops) by name, with kind and, on CPU, the ops' input shapes."""
+    kind: str = ""
+    shapes: list
+
+
+def _profile(fn: Callable[[], object], device: torch.device | str, *, record_shapes: bool) -> _Counted:
+    """Run fn() once under the profiler and count what it launches (see the module docstring)."""
     device_type = torch.device(device).type
     if device_type not in ("cuda", "cpu"):
         raise ValueError(f"device must be a cuda or cpu device, got {device!r}")
@@ -115,12 +141,64 @@ def count_kernels(fn: Callable[[], object], device: torch.device | str) -> dict:
             os.environ.setdefault("TEARDOWN_CUPTI", "1")
         torch.cuda.synchronize()
     marks = contextlib.nullcontext() if on_gpu else _marked_interpreter_launches()
-    with marks, profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * on_gpu) as prof:
+    with marks, profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * on_gpu,
+                        record_shapes=record_shapes) as prof:
         fn()
         if on_gpu:
             torch.cuda.synchronize()
     events = prof.events()
+    counted = _Counted()
+    counted.shapes = []
     if on_gpu:
-        return {"kernels": sum(map(_is_cuda_kernel, events)), "kernel_count_kind": "cuda_kernels"}
-    roots = [e for e in events if e.cpu_parent is None]
-    return {"kernels": sum(map(_aten_kernels, roots)), "kernel_count_kind": "cpu_aten_kernel_ops"}
+        counted.kind = "cuda_kernels"
+        counted.update(e.name for e in events if _is_cuda_kernel(e))
+        return counted
+    counted.kind = "cpu_aten_kernel_ops"
+    launching = []
+    for root in (e for e in events if e.cpu_parent is None):
+        _collect_launching(root, launching)
+    counted.update(e.name for e in launching)
+    counted.shapes = [(e.name, e.input_shapes) for e in launching]
+    return counted
+
+
+def _collect_launching(event, out: list) -> None:
+    """Append the kernel-launching calls in event's subtree to out: event itself if it launches one (an
+    aten op that is not kernel-free, or a marked Triton launch), else its children's (the outermost
+    call is the one a GPU dispatches to a kernel)."""
+    if event.name.startswith(TRITON_LAUNCH_PREFIX) or (
+            event.name.startswith("aten::") and not _launches_nothing_itself(event.name)):
+        out.append(event)
+        return
+    for child in event.cpu_children:
+        _collect_launching(child, out)
+
+
+GEMMS = ("aten::mm", "aten::addmm")
+MTA_MAX_TENSORS = {"aten::_fused_adam_": 36, "aten::_fused_adamw_": 36, "aten::_foreach_add_": 110}
+
+
+def _reduction_length(name: str, shapes) -> int | None:
+    """The contraction length K of a GEMM's recorded input shapes (mm: A [M, K], B [K, N]; addmm: bias, A, B)."""
+    operands = shapes[1:3] if name == "aten::addmm" else shapes[:2]
+    if len(operands) == 2 and all(len(s) == 2 for s in operands):
+        return operands[0][1]
+    return None
+
+
+def estimate_cuda_kernels(fn: Callable[[], object], *, rows: int, tensor_lists: int) -> dict:
+    """The CUDA kernels one fn() call (a training step run on CPU, Triton kernels in the interpreter)
+    would launch on a GPU: {"kernels": the CPU count, "cuda_estimate": it plus the modelled library
+    kernels, "cublas_split_k": GEMMs reducing over the rows activation rows, "multi_tensor_apply":
+    the extra launches for tensor_lists tensors} (see the module docstring)."""
+    counted = _profile(fn, "cpu", record_shapes=True)
+    split_k = sum(1 for name, shapes in counted.shapes
+                  if name in GEMMS and _reduction_length(name, shapes) == rows)
+    mta = sum(counted[name] * (_cdiv(tensor_lists, per_launch) - 1) for name, per_launch in MTA_MAX_TENSORS.items())
+    total = sum(counted.values())
+    return {"kernels": total, "cuda_estimate": total + split_k + mta, "cublas_split_k": split_k,
+            "multi_tensor_apply": mta, "kernel_count_kind": "cuda_estimate_from_cpu"}
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)

@@ -319,11 +319,12 @@ def randn(*shape: int, gen: torch.Generator, scale: float = 1.0, grad: bool = Tr
     return t.requires_grad_(grad)
 
 
-def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: tuple[tuple[str, bool], ...],
+def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: tuple[tuple, ...],
                measure: Callable[[int], dict]) -> int:
     """The command line of a bench/probe_*.py script: `--sizes S... --json OUT`; runs measure(S) for
-    each S under each (label, allow_tf32) of settings (the label in `column` of each row), prints a
-    line per row and writes {"gpu", "torch", "unit": "ms", "rows"} to --json. Exit 3 without a GPU."""
+    each S under each (label, allow_tf32) or (label, allow_tf32, autocast dtype) of settings (the
+    label in `column` of each row), prints a line per row and writes {"gpu", "torch", "unit": "ms",
+    "rows"} to --json. Exit 3 without a GPU."""
     import argparse
     import json
     import sys
@@ -337,10 +338,11 @@ def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: 
         print("error: this probe times CUDA kernels and needs a GPU", file=sys.stderr)
         return 3
     results = []
-    for label, allow in settings:
+    for label, allow, *cast in settings:
         torch.backends.cuda.matmul.allow_tf32 = allow
         for S in args.sizes:
-            row = {column: label, **measure(S)}
+            with torch.autocast("cuda", dtype=cast[0] if cast else None, enabled=bool(cast)):
+                row = {column: label, **measure(S)}
             results.append(row)
             print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
                            for key, value in row.items()), flush=True)

@@ -3,14 +3,16 @@ kept on chip (never written to memory), forward and backward.
 
 The alternative to ops/ffn.py's cuBLASLt epilogue path (which writes the hidden once and reads it
 back): on an H100 the FFN was bound by fp32 arithmetic under cuBLAS (2.40 ms fwd+bwd at S = 128),
-which these kernels can run on tensor cores with fp32-accurate tf32x3 dots, and under TF32 it was
-2.4x its HBM floor with the hidden through memory (bench/probe_ffn.py). Which path is faster is for
-a GPU to measure; the op's default stays the epilogue until one has.
+which these kernels run on tensor cores with fp32-accurate tf32x3 dots, and under TF32 it was
+2.4x its HBM floor with the hidden through memory (bench/probe_ffn.py). Dots: tf32x3 in fp32 mode,
+tf32 when TF32 matmuls are allowed, bf16 operands for bf16 (_common.dot_precision). Which path is
+faster is for a GPU to measure; "auto" takes these kernels in fp32 / TF32 / bf16 until one has
+(kernels/limits.py, FFN_AUTO_METHOD).
 
 Kernels (x [M, H_in], W1 [F, H_in], W2 [H_out, F], nn.Linear layout; H_in, H_out <= FFN_FUSED_MAX_H):
   _ffn_fwd_kernel     one program per BLOCK_M rows: x tile and the [BLOCK_M, H_out] accumulator in
                       registers; for each BLOCK_F slice of F: h = relu(x W1[f]^T + b1[f]) (on chip),
-                      acc += h W2[:, f]^T.
+                      acc += h W2[:, f]^T; y = acc + b2 (+ the residual, the FFNO block's x).
   _ffn_bwd_dx_kernel  one program per BLOCK_M rows: recomputes the pre-activation per F slice,
                       dh = (dy W2[:, f]) masked where it is <= 0, dx += dh W1[f].
   _ffn_bwd_dw_kernel  one program per (F slice, group of rows): recomputes h and dh over its rows and
@@ -31,11 +33,18 @@ from torch.library import wrap_triton
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
 from amg_fast.kernels.limits import FFN_FUSED_MAX_H
 
-__all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "FWD_CONFIG", "BWD_CONFIG"]
+__all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH_POLICY"]
 
-FWD_CONFIG = dict(BLOCK_M=64, BLOCK_F=32, num_warps=8)
-BWD_CONFIG = dict(BLOCK_M=64, BLOCK_F=32, num_warps=8)
-DW_PROGRAMS = 256  # (F slices) x (row groups) aimed at for the weight-gradient kernel
+# Tiles per device type: "fwd" / "bwd" the kernels' BLOCK_M, BLOCK_F and num_warps (untuned on a GPU),
+# "dw_programs" the (F slices) x (row groups) aimed at for the weight-gradient kernel. On CPU
+# (Triton's interpreter) every program and loop step costs a fixed overhead, so there the tiles are
+# as large as the shapes allow; tests patch in the "cuda" policy to run the GPU tiling.
+LAUNCH_POLICY = {
+    "cuda": {"fwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8), "bwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8),
+             "dw_programs": 256},
+    "cpu": {"fwd": dict(BLOCK_M=256, BLOCK_F=128, num_warps=4), "bwd": dict(BLOCK_M=256, BLOCK_F=128, num_warps=4),
+            "dw_programs": 1},
+}
 
 
 @triton.jit
@@ -73,9 +82,9 @@ def _pre_activation(x, w1_ptr, b1_ptr, fs, f_mask, ci, ci_mask, H_in, acc, DOT_P
 
 
 @triton.jit
-def _ffn_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, y_ptr, M, H_in, F, H_out,
-                    BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_O: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr):
+def _ffn_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, res_ptr, y_ptr, M, H_in, F, H_out,
+                    RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_F: tl.constexpr,
+                    BLOCK_O: tl.constexpr, DOT_PRECISION: tl.constexpr):
     rows, row_mask, ci, ci_mask, co, co_mask, x = _row_block(x_ptr, M, H_in, H_out, BLOCK_M, BLOCK_I, BLOCK_O)
     acc_t = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
     acc = tl.zeros((BLOCK_M, BLOCK_O), dtype=acc_t)
@@ -88,6 +97,8 @@ def _ffn_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, y_ptr, M, H_in, F, H_
         w2t = _tile(w2_ptr, fs, f_mask, co, co_mask, 1, F).to(x.dtype)  # W2^T slice [BLOCK_F, BLOCK_O]
         acc = tl.dot(h, w2t, acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
     y = acc + tl.load(b2_ptr + co, mask=co_mask, other=0.0).to(acc_t)[None, :]
+    if RESIDUAL:  # the FFNO block's x + FeedForward(...), added in the epilogue
+        y += _tile(res_ptr, rows, row_mask, co, co_mask, H_out, 1).to(acc_t)
     tl.store(y_ptr + rows[:, None] * H_out + co[None, :], y.to(y_ptr.dtype.element_ty),
              mask=row_mask[:, None] & co_mask[None, :])
 
@@ -176,18 +187,28 @@ def _check(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> tuple[int, in
     return M, h_in, hidden, h_out
 
 
-def _blocks(config: dict, h_in: int, h_out: int) -> dict:
-    return dict(config, BLOCK_I=next_pow2(h_in), BLOCK_O=next_pow2(h_out))
+def _policy(device: torch.device) -> dict:
+    return LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
 
 
-def feed_forward_fwd(x, w1, b1, w2, b2) -> torch.Tensor:
-    """y [M, H_out] = relu(x W1^T + b1) W2^T + b2 for contiguous x [M, H_in] and weights in x's dtype."""
+def _blocks(device: torch.device, which: str, M: int, h_in: int, h_out: int) -> dict:
+    """The launch tiles; BLOCK_M no larger than M needs on CPU (the interpreter's cost grows with the tile)."""
+    cfg = dict(_policy(device)[which], BLOCK_I=next_pow2(h_in), BLOCK_O=next_pow2(h_out))
+    if device.type == "cpu":
+        cfg["BLOCK_M"] = min(cfg["BLOCK_M"], next_pow2(M))
+    return cfg
+
+
+def feed_forward_fwd(x, w1, b1, w2, b2, residual=None) -> torch.Tensor:
+    """y [M, H_out] = relu(x W1^T + b1) W2^T + b2 (+ residual [M, H_out]) for contiguous x [M, H_in] and
+    weights in x's dtype; y in the residual's dtype when given (it may be wider than x's), else x's."""
     M, h_in, hidden, h_out = _check(x, w1, w2)
-    y = new_output((M, h_out), dtype=x.dtype, device=x.device)
+    y = new_output((M, h_out), dtype=x.dtype if residual is None else residual.dtype, device=x.device)
     if M > 0:
-        cfg = _blocks(FWD_CONFIG, h_in, h_out)
+        cfg = _blocks(x.device, "fwd", M, h_in, h_out)
         wrap_triton(_ffn_fwd_kernel)[(cdiv(M, cfg["BLOCK_M"]),)](
-            x, w1, b1, w2, b2, y, M, h_in, hidden, h_out, DOT_PRECISION=dot_precision(x.dtype, reduced=True), **cfg)
+            x, w1, b1, w2, b2, y if residual is None else residual, y, M, h_in, hidden, h_out,
+            RESIDUAL=residual is not None, DOT_PRECISION=dot_precision(x.dtype, reduced=True), **cfg)
     return y
 
 
@@ -202,11 +223,11 @@ def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Ten
     kernel not launched, without need_dx), and [dW1 | dW2 | db1 | db2] flattened in w1's dtype
     (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other)."""
     M, h_in, hidden, h_out = _check(x, w1, w2)
-    cfg = _blocks(BWD_CONFIG, h_in, h_out)
+    cfg = _blocks(x.device, "bwd", M, h_in, h_out)
     dots = dot_precision(x.dtype, reduced=True)
     dx = new_output((M, h_in) if need_dx else (0,), dtype=x.dtype, device=x.device)
     n_f = cdiv(hidden, cfg["BLOCK_F"])
-    groups = max(1, min(cdiv(M, cfg["BLOCK_M"]), DW_PROGRAMS // n_f))
+    groups = max(1, min(cdiv(M, cfg["BLOCK_M"]), _policy(x.device)["dw_programs"] // n_f))
     rows_per_group = cdiv(cdiv(M, groups), cfg["BLOCK_M"]) * cfg["BLOCK_M"]
     sizes = (hidden * h_in, h_out * hidden, hidden, h_out)
     part = new_output((groups, sum(sizes)), dtype=acc_dtype(x), device=x.device)

@@ -1,27 +1,33 @@
-"""Triton kernels for the adaptive memory gate fusion (op: amg_fast.ops.gate).
+"""Triton kernels for the adaptive memory gate (op: amg_fast.ops.gate), optionally with the S4D memory's
+readout folded in front of it (op: amg_fast.ops.readout_gate).
 
+    z      = GLU(a W_o^T + b_o)                 READOUT only: a [M, H], W_o [2H, H], b_o [2H];
+           = p1 * sigmoid(p2), p1, p2 the halves   GLU(p) = p[:, :H] * sigmoid(p[:, H:]) (F.glu)
     logits = z @ w_z.T + h @ w_h.T + b          h, z [M, H] (rows = all leading dims), w_z, w_h [H, H]
     s      = sigmoid(logits)
-    g      = s * chi[row // rows_per_batch]      chi 0-dim (broadcast) or [B]
-    out    = g * z + (1 - g) * h
+    g      = s * chi[row // rows_per_batch]      chi 0-dim (broadcast) or [B]; FREQ: chi = sigmoid(w1 v + b_omega)
+    out    = g * z + (1 - g) * h                 from v = log(omega + eps) (the frequency gate)
 
 Tiling: one program owns BLOCK_M rows and *all* H output columns (H padded to a power of two
-BLOCK_H and masked), so the gate is applied and out, g written once, with no logits in HBM.
-The reduction over H runs in BLOCK_K chunks. H is limited to GATE_MAX_H = 256 (kernels/limits.py): the [BLOCK_M, BLOCK_H]
-accumulators must fit in registers (the backward keeps two). Wider gates use backend="reference".
+BLOCK_H and masked), so the gate is applied and out written once, with no logits in HBM. The plain
+gate reduces over H in BLOCK_K chunks (H <= GATE_MAX_H = 256); with READOUT every product is one
+full-width tl.dot (H <= READOUT_MAX_H = 128: z is computed in registers, and a [BLOCK_H, BLOCK_H]
+weight must fit on chip). G_MEAN: instead of g [M, H] each program writes the sum of its g times
+1 / (M H), so the mean gate (all AMGFNO records of g) is one small sum and g never reaches HBM.
 
-Backward (no stored logits, no atomics), per row tile:
-  pass 1, full width:  recompute logits -> s, g; dg = dout (z - h) + dg_ext;
-                       dlogits = dg chi s (1 - s)  (stored, fp32 / fp64);
-                       per-tile partial sums of dlogits over rows (-> db) and per-row sums of dg s
-                       (-> dchi), stored and reduced in torch: deterministic, no atomics;
-                       dz = dout g, dh = dout (1 - g)  (register accumulators)
-  pass 2, over BLOCK_N chunks n of the logits columns (the reduction index of dlogits @ W):
-                       recompute logits[:, n] (reduction in BLOCK_KN chunks) -> dlogits[:, n];
-                       dz += dlogits[:, n] @ w_z[n, :], dh += dlogits[:, n] @ w_h[n, :]
-Pass 2 recomputes a chunk of the logits instead of slicing registers (Triton cannot index a
-register tile by column): ~1.5x the minimum GEMM work, for an op bound by HBM traffic.
-The weight gradients dlogits^T z, dlogits^T h are GEMMs over all rows, left to cuBLAS by the caller.
+Backward, per row tile (_gate_fusion_bwd_kernel; nothing stored by the forward, no atomics):
+  recompute (z,) logits -> s, g; dg = dout (z - h) + dg_ext; dlogits = dg chi s (1 - s), written
+  once (fp32 / fp64) for the weight gradients; dchi per row (FREQ: d(chi's logit) and its product
+  with v), written for the reduction; dz = dout g + dlogits @ w_z, dh = dout (1 - g) + dlogits @ w_h
+  (plain gate: after a barrier, dlogits is read back in BLOCK_N column chunks -- Triton cannot
+  slice a register tile -- instead of recomputing the logits; READOUT: full-width dots);
+  READOUT then dp1 = dz sigmoid(p2), dp2 = dz p1 sigmoid'(p2), da = dp1 W_o1 + dp2 W_o2, and z and
+  dp = [dp1 | dp2] are written for the readout's weight gradient.
+Weight gradients (_weight_grad_kernel, a split-K GEMM over the rows): per group of rows the partial
+sums of dW = dY^T [X1 | X2] and of db = colsum(dY) (and of extra per-row columns: dchi) into one
+[groups, P] buffer, reduced by one torch sum: dW_z, dW_h from (dlogits; z, h), dW_o from (dp; a).
+Deterministic, on tensor cores (tf32x3 in fp32) where cuBLAS's fp32 GEMMs would run on the CUDA
+cores; AMG_FAST_GATE_WGRAD=cublas (ops/gate.py) takes the two plain-gate ones to cuBLAS instead.
 
 Precision: tl.dot inputs are h's dtype (weights are cast to it in-kernel, so fp32 weights work
 with bf16 activations); accumulation is fp32, fp64 for fp64 inputs. fp32 dots: see _common.dot_precision.
@@ -33,9 +39,9 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
-from amg_fast.kernels.limits import GATE_MAX_H
+from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H
 
-__all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "check_width"]
+__all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "weight_grads", "check_width", "WGRAD_POLICY"]
 
 
 # ----------------------------------------------------------------------------- device helpers
@@ -48,31 +54,100 @@ def _load_tile(ptr, rows, row_mask, cols, col_mask, H):
 
 
 @triton.jit
-def _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr):
-    """logits[rows, cols] = z[rows] @ w_z[cols].T + h[rows] @ w_h[cols].T + b[cols]: [BLOCK_M, BLOCK_N].
+def _row_tile(M, H, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr):
+    """This program's rows [pid*BLOCK_M, +BLOCK_M) and all H columns: (rows, row_mask, cols, col_mask,
+    offsets, mask) with offsets / mask [BLOCK_M, BLOCK_H] into a row-major [M, H] tensor."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < M
+    cols = tl.arange(0, BLOCK_H)
+    col_mask = cols < H
+    return rows, row_mask, cols, col_mask, rows[:, None] * H + cols[None, :], row_mask[:, None] & col_mask[None, :]
 
-    Reduction over H in BLOCK_K chunks; weights are cast to the activations' dtype for tl.dot.
-    Masked rows/columns read zeros (padded columns give logits 0; callers mask them).
-    """
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if z_ptr.dtype.element_ty == tl.float64 else tl.float32)
+
+@triton.jit
+def _chunked_product(acc, x_ptr, w_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K: tl.constexpr,
+                     DOT_PRECISION: tl.constexpr):
+    """acc + x[rows] @ w[cols].T with x [M, H], w [H, H] read from memory in BLOCK_K chunks of the
+    reduction (weights cast to x's dtype for tl.dot)."""
     for k0 in range(0, H, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_mask = ks < H
-        z = _load_tile(z_ptr, rows, row_mask, ks, k_mask, H)                       # [BLOCK_M, BLOCK_K]
-        h = _load_tile(h_ptr, rows, row_mask, ks, k_mask, H)
-        w_z = _load_tile(wz_ptr, cols, col_mask, ks, k_mask, H).to(z.dtype)        # [BLOCK_N, BLOCK_K]
-        w_h = _load_tile(wh_ptr, cols, col_mask, ks, k_mask, H).to(z.dtype)
-        acc = tl.dot(z, tl.trans(w_z), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
-        acc = tl.dot(h, tl.trans(w_h), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
+        x = _load_tile(x_ptr, rows, row_mask, ks, k_mask, H)                       # [BLOCK_M, BLOCK_K]
+        w = _load_tile(w_ptr, cols, col_mask, ks, k_mask, H).to(x.dtype)          # [BLOCK_N, BLOCK_K]
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
+    return acc
+
+
+@triton.jit
+def _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr):
+    """logits[rows, cols] = z[rows] @ w_z[cols].T + h[rows] @ w_h[cols].T + b[cols]: [BLOCK_M, BLOCK_N]
+    from z and h in memory. Masked rows/columns read zeros (padded columns give logits 0; callers mask them)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if z_ptr.dtype.element_ty == tl.float64 else tl.float32)
+    acc = _chunked_product(acc, z_ptr, wz_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, DOT_PRECISION)
+    acc = _chunked_product(acc, h_ptr, wh_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, DOT_PRECISION)
     bias = tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(acc.dtype)
     return acc + bias[None, :]
 
 
 @triton.jit
+def _weight(w_ptr, cols, col_mask, H, dtype):
+    """The [H, H] row-major block at w_ptr as [BLOCK_H, BLOCK_H] in dtype (0 outside the masks)."""
+    return _load_tile(w_ptr, cols, col_mask, cols, col_mask, H).to(dtype)
+
+
+@triton.jit
+def _times_wt(x, w_ptr, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
+    """x @ w.T for x [BLOCK_M, BLOCK_H] in registers and w [H, H] (a row-major block of a weight), in acc_t."""
+    w = _weight(w_ptr, cols, col_mask, H, x.dtype)
+    return tl.dot(x, tl.trans(w), input_precision=DOT_PRECISION, out_dtype=acc_t)
+
+
+@triton.jit
+def _times_w(x, w_ptr, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
+    """x @ w for x [BLOCK_M, BLOCK_H] in registers and w [H, H] (the adjoint of _times_wt), in acc_t."""
+    w = _weight(w_ptr, cols, col_mask, H, x.dtype)
+    return tl.dot(x, w, input_precision=DOT_PRECISION, out_dtype=acc_t)
+
+
+@triton.jit
 def _sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def _glu_readout(a, wo_ptr, bo_ptr, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
+    """The S4D memory's readout z = GLU(a W_o^T + b_o) on a [BLOCK_M, BLOCK_H] (dot dtype): returns
+    (z, p1, sigmoid(p2)) in acc_t, p1 / p2 the first / second halves of the Linear's output."""
+    p1 = _times_wt(a, wo_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
+    p2 = _times_wt(a, wo_ptr + H * H, cols, col_mask, H, acc_t, DOT_PRECISION)
+    p1 += tl.load(bo_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
+    sg = _sigmoid(p2 + tl.load(bo_ptr + H + cols, mask=col_mask, other=0.0).to(acc_t)[None, :])
+    return p1 * sg, p1, sg
+
+
+@triton.jit
+def _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wo_ptr, bo_ptr, rows, row_mask, cols, col_mask, H,
+                 READOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr):
+    """(logits, z, h, p1, sigmoid(p2)) [BLOCK_M, BLOCK_H] in the accumulation dtype. READOUT: z_ptr
+    holds a and z = GLU(a W_o^T + b_o) is formed here (p1, sigmoid(p2) for the backward); else z is
+    read (p1, sigmoid(p2) are then z and 1, unused)."""
+    acc_t = tl.float64 if h_ptr.dtype.element_ty == tl.float64 else tl.float32
+    h_in = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H)
+    if READOUT:
+        a = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H)
+        z, p1, sg = _glu_readout(a, wo_ptr, bo_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
+        logits = _times_wt(z.to(h_in.dtype), wz_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
+        logits += _times_wt(h_in, wh_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
+        logits += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
+    else:
+        logits = _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
+                              BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+        z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
+        p1, sg = z, tl.zeros_like(z) + 1.0
+    return logits, z, h_in.to(acc_t), p1, sg
 
 
 @triton.jit
@@ -89,134 +164,175 @@ def _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride
     return chi, v
 
 
-@triton.jit
-def _dlogits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, dout_ptr, dg_ptr, chi, rows, row_mask, cols, col_mask,
-                  H, HAS_DG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """Recompute the gate on [rows, cols] and differentiate it: returns (s, dg, dlogits, dout).
-
-    chi: [BLOCK_M] (one value per row). dg = dout (z - h) + dg_ext; dlogits = dg chi s (1 - s).
-    All [BLOCK_M, BLOCK_N] in the accumulation dtype, 0 on masked rows and columns.
-    """
-    logits = _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
-                          BLOCK_M, BLOCK_N, BLOCK_K, DOT_PRECISION)
-    s = _sigmoid(logits)
-    z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
-    h = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
-    dout = _load_tile(dout_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
-    dg = dout * (z - h)
-    if HAS_DG:
-        dg += _load_tile(dg_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
-    dlogits = dg * chi[:, None] * s * (1.0 - s)
-    return s, dg, dlogits, dout
-
-
 # ----------------------------------------------------------------------------- kernels
 
 
 @triton.jit
 def _gate_fusion_fwd_kernel(
-    h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, chi_ptr,   # h, z [M, H]; w_z, w_h [H, H]; b [H]; chi [B] or [1]
+    h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, chi_ptr,   # h, z (READOUT: a) [M, H]; w_z, w_h [H, H]; b [H]; chi [B] or [1]
     w1_ptr, bo_ptr,                                 # FREQ: chi_ptr holds log(omega + eps); w1, b_omega 0-dim
-    out_ptr, g_ptr,                                 # out, g [M, H] in h's dtype
+    wout_ptr, bout_ptr,                             # READOUT: W_o [2H, H], b_o [2H]
+    out_ptr, g_ptr,                                 # out [M, H] in h's dtype; g [M, H] (G_MEAN: [n_programs], acc dtype)
     M, H, rows_per_batch, chi_stride,
-    FREQ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    FREQ: tl.constexpr, READOUT: tl.constexpr, G_MEAN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
+    BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns (padded to BLOCK_H)."""
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_mask = rows < M
-    cols = tl.arange(0, BLOCK_H)
-    col_mask = cols < H
-
-    logits = _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
-                          BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+    rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
+    logits, z, h, _, _ = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, rows, row_mask, cols,
+                                      col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
     chi, _ = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
-    chi = chi.to(logits.dtype)
-    g = _sigmoid(logits) * chi[:, None]
-    z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
-    h = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    g = _sigmoid(logits) * chi.to(logits.dtype)[:, None]
     out = g * z + (1.0 - g) * h
-
-    offsets = rows[:, None] * H + cols[None, :]
-    mask = row_mask[:, None] & col_mask[None, :]
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
-    tl.store(g_ptr + offsets, g.to(g_ptr.dtype.element_ty), mask=mask)
+    if G_MEAN:  # this program's share of the mean gate
+        share = tl.sum(tl.sum(tl.where(mask, g, 0.0), axis=1), axis=0) / (M.to(g.dtype) * H)
+        tl.store(g_ptr + tl.program_id(0), share.to(g_ptr.dtype.element_ty))
+    else:
+        tl.store(g_ptr + offsets, g.to(g_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _gate_fusion_bwd_kernel(
-    h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, chi_ptr,   # as in the forward
-    w1_ptr, bo_ptr,
+    h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, chi_ptr,   # as in the forward (READOUT: z_ptr holds a)
+    w1_ptr, bo_ptr, wout_ptr, bout_ptr,
     dout_ptr, dg_ptr,                               # upstream grads of out and g [M, H] (dg unused if not HAS_DG)
-    dz_ptr, dh_ptr,                                 # [M, H] in h's dtype
-    dlogits_ptr, db_tiles_ptr, dchi_rows_ptr,       # [M, H], [n_programs, H], [M] ([2, M] with FREQ): acc dtype
+    dz_ptr, dh_ptr,                                 # [M, H] in h's dtype (READOUT: dz_ptr receives da)
+    dlogits_ptr, dchi_ptr,                          # [M, H], [M, E] (E = 2 with FREQ, else 1): acc dtype
+    zsave_ptr, dp_ptr,                              # READOUT: z [M, H] in h's dtype, dp [M, 2H] acc dtype
     M, H, rows_per_batch, chi_stride,
-    FREQ: tl.constexpr, HAS_DG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_KN: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    FREQ: tl.constexpr, HAS_DG: tl.constexpr, READOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns; see the module docstring."""
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_mask = rows < M
-    cols = tl.arange(0, BLOCK_H)
-    col_mask = cols < H
-    offsets = rows[:, None] * H + cols[None, :]
-    mask = row_mask[:, None] & col_mask[None, :]
+    rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
+    logits, z, h, p1, sg = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, rows, row_mask,
+                                        cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
     chi, v = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
-    chi = chi.to(dlogits_ptr.dtype.element_ty)
-
-    # Pass 1, all columns: element-wise terms, dlogits and the partial sums for db and dchi.
-    s, dg, dlogits, dout = _dlogits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, dout_ptr, dg_ptr, chi, rows,
-                                         row_mask, cols, col_mask, H, HAS_DG, BLOCK_M, BLOCK_H, BLOCK_K,
-                                         DOT_PRECISION)
-    tl.store(dlogits_ptr + offsets, dlogits, mask=mask)
-    tl.store(db_tiles_ptr + tl.program_id(0) * H + cols, tl.sum(dlogits, axis=0), mask=col_mask)  # 0 on masked rows
-    dchi = tl.sum(tl.where(mask, dg * s, 0.0), axis=1)  # dL/dchi per row
-    if FREQ:  # through chi = sigmoid(w1 v + b_omega): rows 0 / 1 -> db_omega / dw1 partials
-        dchi_logit = dchi * chi * (1.0 - chi)
-        tl.store(dchi_rows_ptr + rows, dchi_logit, mask=row_mask)
-        tl.store(dchi_rows_ptr + M + rows, dchi_logit * v.to(dchi_logit.dtype), mask=row_mask)
-    else:
-        tl.store(dchi_rows_ptr + rows, dchi, mask=row_mask)
+    chi = chi.to(logits.dtype)
+    s = _sigmoid(logits)
     g = s * chi[:, None]
+    dout = _load_tile(dout_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    dg = dout * (z - h)
+    if HAS_DG:
+        dg += _load_tile(dg_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    dlogits = tl.where(mask, dg * chi[:, None] * s * (1.0 - s), 0.0)
+    tl.store(dlogits_ptr + offsets, dlogits, mask=mask)
+    dchi = tl.sum(tl.where(mask, dg * s, 0.0), axis=1)  # dL/dchi per row
+    if FREQ:  # through chi = sigmoid(w1 v + b_omega): columns 0 / 1 -> db_omega / dw1
+        dchi_logit = dchi * chi * (1.0 - chi)
+        tl.store(dchi_ptr + 2 * rows, dchi_logit, mask=row_mask)
+        tl.store(dchi_ptr + 2 * rows + 1, dchi_logit * v.to(dchi_logit.dtype), mask=row_mask)
+    else:
+        tl.store(dchi_ptr + rows, dchi, mask=row_mask)
     dz = dout * g
     dh = dout - dz
-
-    # Pass 2: dz += dlogits @ w_z, dh += dlogits @ w_h, reducing over chunks n of the logits columns.
-    dot_dtype = z_ptr.dtype.element_ty
-    for n0 in range(0, H, BLOCK_N):
-        ns = n0 + tl.arange(0, BLOCK_N)
-        n_mask = ns < H
-        _, _, dlogits_n, _ = _dlogits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, dout_ptr, dg_ptr, chi, rows,
-                                           row_mask, ns, n_mask, H, HAS_DG, BLOCK_M, BLOCK_N, BLOCK_KN,
-                                           DOT_PRECISION)
-        dlogits_n = dlogits_n.to(dot_dtype)                                             # [BLOCK_M, BLOCK_N]
-        w_z = _load_tile(wz_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)           # [BLOCK_N, BLOCK_H]
-        w_h = _load_tile(wh_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)
-        dz = tl.dot(dlogits_n, w_z, dz, input_precision=DOT_PRECISION, out_dtype=dz.dtype)
-        dh = tl.dot(dlogits_n, w_h, dh, input_precision=DOT_PRECISION, out_dtype=dh.dtype)
-
+    dot_dtype = h_ptr.dtype.element_ty
+    if READOUT:  # full-width dots on dlogits in registers, then back through the GLU and the Linear
+        dl = dlogits.to(dot_dtype)
+        dz += _times_w(dl, wz_ptr, cols, col_mask, H, dz.dtype, DOT_PRECISION)
+        dh += _times_w(dl, wh_ptr, cols, col_mask, H, dh.dtype, DOT_PRECISION)
+        dp1 = dz * sg
+        dp2 = dz * p1 * sg * (1.0 - sg)
+        da = _times_w(dp1.to(dot_dtype), wout_ptr, cols, col_mask, H, dz.dtype, DOT_PRECISION)
+        da += _times_w(dp2.to(dot_dtype), wout_ptr + H * H, cols, col_mask, H, dz.dtype, DOT_PRECISION)
+        dp_offsets = rows[:, None] * (2 * H) + cols[None, :]
+        tl.store(dp_ptr + dp_offsets, dp1, mask=mask)
+        tl.store(dp_ptr + dp_offsets + H, dp2, mask=mask)
+        tl.store(zsave_ptr + offsets, z.to(zsave_ptr.dtype.element_ty), mask=mask)
+        dz = da
+    else:  # dlogits @ w in chunks n of its columns, read back from memory (this program just wrote them)
+        tl.debug_barrier()
+        for n0 in range(0, H, BLOCK_N):
+            ns = n0 + tl.arange(0, BLOCK_N)
+            n_mask = ns < H
+            dl_n = _load_tile(dlogits_ptr, rows, row_mask, ns, n_mask, H).to(dot_dtype)   # [BLOCK_M, BLOCK_N]
+            w_z = _load_tile(wz_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)        # [BLOCK_N, BLOCK_H]
+            w_h = _load_tile(wh_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)
+            dz = tl.dot(dl_n, w_z, dz, input_precision=DOT_PRECISION, out_dtype=dz.dtype)
+            dh = tl.dot(dl_n, w_h, dh, input_precision=DOT_PRECISION, out_dtype=dh.dtype)
     tl.store(dz_ptr + offsets, dz.to(dz_ptr.dtype.element_ty), mask=mask)
     tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _weight_grad_kernel(
+    dy_ptr, x1_ptr, x2_ptr, e_ptr,                  # dY [M, O] (acc dtype), X1 [M, I1], X2 [M, I2], E [M, E] (acc)
+    part_ptr, part_stride,                          # part[group] = [dW1 (O x I1) | dW2 (O x I2) | db (O) | e (E)]
+    M, O, I1, I2, E, rows_per_group,
+    HAS_X2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_I: tl.constexpr,
+    E_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """Partial sums over the rows [group * rows_per_group, +rows_per_group) of dW = dY^T [X1 | X2],
+    db = colsum(dY) (written by the programs of the first X column block) and colsum(E) (by the
+    first program of the group). Grid (cdiv(O, BLOCK_O), X column blocks of X1 then X2, groups)."""
+    pid_o, pid_i, group = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n_i1 = tl.cdiv(I1, BLOCK_I)
+    if HAS_X2:
+        second = pid_i >= n_i1
+        x_ptr = tl.where(second, x2_ptr, x1_ptr)
+        width = tl.where(second, I2, I1)
+        i0 = tl.where(second, pid_i - n_i1, pid_i) * BLOCK_I
+        region = tl.where(second, O * I1, 0)
+    else:
+        x_ptr, width, i0, region = x1_ptr, I1, pid_i * BLOCK_I, 0
+    os = pid_o * BLOCK_O + tl.arange(0, BLOCK_O)
+    o_mask = os < O
+    cols = i0 + tl.arange(0, BLOCK_I)
+    i_mask = cols < width
+    es = tl.arange(0, E_PAD)
+    dot_dtype = x1_ptr.dtype.element_ty
+    acc_t = tl.float64 if dy_ptr.dtype.element_ty == tl.float64 else tl.float32
+    dw = tl.zeros((BLOCK_O, BLOCK_I), dtype=acc_t)
+    db = tl.zeros((BLOCK_O,), dtype=acc_t)
+    ee = tl.zeros((E_PAD,), dtype=acc_t)
+    first = group * rows_per_group
+    last = tl.minimum(first + rows_per_group, M)
+    for m0 in range(first, last, BLOCK_M):
+        rows = (m0 + tl.arange(0, BLOCK_M)).to(tl.int64)
+        row_mask = rows < last
+        dy = _load_tile(dy_ptr, rows, row_mask, os, o_mask, O)                          # [BLOCK_M, BLOCK_O]
+        x = tl.load(x_ptr + rows[:, None] * width + cols[None, :], mask=row_mask[:, None] & i_mask[None, :],
+                    other=0.0)
+        dw = tl.dot(tl.trans(dy.to(dot_dtype)), x.to(dot_dtype), dw, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        db += tl.sum(dy.to(acc_t), axis=0)
+        ee += tl.sum(_load_tile(e_ptr, rows, row_mask, es, es < E, E).to(acc_t), axis=0)
+    part = part_ptr + group.to(tl.int64) * part_stride
+    tl.store(part + region + os[:, None] * width + cols[None, :], dw, mask=o_mask[:, None] & i_mask[None, :])
+    tail = part + O * (I1 + I2)
+    tl.store(tail + os, db, mask=os < tl.where(pid_i == 0, O, 0))  # from the first X column block only
+    tl.store(tail + O + es, ee, mask=es < tl.where(pid_o + pid_i == 0, E, 0))  # from the first program only
 
 
 # ----------------------------------------------------------------------------- launchers
 
 
-def check_width(H: int) -> None:
-    """Raise a ValueError when H exceeds what one program's register tiles hold (GATE_MAX_H)."""
-    if H > GATE_MAX_H:
-        raise ValueError(f"gate_fusion Triton kernels support H <= {GATE_MAX_H} (all H output columns of a row tile "
+def check_width(H: int, readout: bool = False) -> None:
+    """Raise a ValueError when H exceeds what one program's register tiles hold (GATE_MAX_H; with the
+    readout folded in, READOUT_MAX_H)."""
+    limit, name = (READOUT_MAX_H, "memory_gate") if readout else (GATE_MAX_H, "gate_fusion")
+    if H > limit:
+        raise ValueError(f"{name} Triton kernels support H <= {limit} (all H output columns of a row tile "
                          f"live in one program), got H={H}; use backend='reference' for wider gates")
 
 
-# Tile choices. For H <= 128 in fp32/bf16 the configs are the fastest of a sweep at the paper
-# shape (R*S = 102400 rows, H = 128) on an H200 with triton 3.6; the others (fp64, H = 256) are
-# sized to stay well inside shared memory and registers. Every tl.dot dim is >= 16.
+# Tile choices. For H <= 128 in fp32/bf16 the plain-gate configs are the fastest of a sweep at the
+# paper shape (R*S = 102400 rows, H = 128) on an H200 with triton 3.6 (its backward then recomputed
+# the logits in pass 2); the others (fp64, H = 256, READOUT, the weight gradients) are sized to stay
+# inside shared memory and registers, untuned. Every tl.dot dim is >= 16.
 
 
-def _fwd_config(H: int, dtype: torch.dtype) -> dict:
+def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
+    """On CPU (Triton's interpreter: a fixed cost per program, and per op one proportional to the
+    tile) up to 256-row tiles, no larger than M needs; the GPU's elsewhere."""
+    return dict(config, BLOCK_M=min(256, next_pow2(M))) if device.type == "cpu" else config
+
+
+def _fwd_config(H: int, dtype: torch.dtype, readout: bool) -> dict:
     """Forward tiles for width H: BLOCK_M rows per program, BLOCK_K reduction chunk, launch options."""
     block_h = next_pow2(H)
+    if readout:
+        return {"BLOCK_M": 32, "BLOCK_K": block_h, "num_warps": 8 if block_h == 128 else 4, "num_stages": 1}
     if block_h <= 128 and dtype != torch.float64:
         return {"BLOCK_M": 64, "BLOCK_K": min(block_h, 64), "num_warps": 8 if block_h == 128 else 4,
                 "num_stages": 2}
@@ -224,21 +340,23 @@ def _fwd_config(H: int, dtype: torch.dtype) -> dict:
             "num_warps": 4 if block_h <= 64 else 8, "num_stages": 2}
 
 
-def _bwd_config(H: int, dtype: torch.dtype) -> dict:
-    """Backward tiles: BLOCK_K reduction chunk of pass 1, BLOCK_N logits-column chunk of pass 2 and
-    BLOCK_KN the reduction chunk of its logits recompute."""
+def _bwd_config(H: int, dtype: torch.dtype, readout: bool) -> dict:
+    """Backward tiles: BLOCK_K reduction chunk of the logits, BLOCK_N column chunk of dlogits @ W."""
     block_h = next_pow2(H)
+    if readout:
+        return {"BLOCK_M": 32, "BLOCK_K": block_h, "BLOCK_N": block_h, "num_warps": 8 if block_h == 128 else 4,
+                "num_stages": 1}
     if block_h <= 128 and dtype != torch.float64:
-        return {"BLOCK_M": 32, "BLOCK_K": min(block_h, 64), "BLOCK_N": min(block_h, 32),
-                "BLOCK_KN": min(block_h, 64), "num_warps": 4, "num_stages": 2}
+        return {"BLOCK_M": 32, "BLOCK_K": min(block_h, 64), "BLOCK_N": min(block_h, 32), "num_warps": 4,
+                "num_stages": 2}
     return {"BLOCK_M": 32, "BLOCK_K": min(block_h, 32 if block_h <= 128 else 16), "BLOCK_N": min(block_h, 32),
-            "BLOCK_KN": min(block_h, 32), "num_warps": 4 if block_h <= 64 else 8, "num_stages": 2}
+            "num_warps": 4 if block_h <= 64 else 8, "num_stages": 2}
 
 
-def _prepare(h, z, w_z, w_h, b, chi):
+def _prepare(h, z, w_z, w_h, b, chi, readout):
     """Flatten and make contiguous: (h2, z2 [M, H], w_z, w_h, b, chi1 [B or 1], scalars)."""
     H = h.shape[-1]
-    check_width(H)
+    check_width(H, readout is not None)
     h2 = h.reshape(-1, H).contiguous()
     z2 = z.to(h.dtype).reshape(-1, H).contiguous()
     M = h2.shape[0]
@@ -248,47 +366,106 @@ def _prepare(h, z, w_z, w_h, b, chi):
     return (h2, z2, w_z.contiguous(), w_h.contiguous(), b.contiguous(), chi.reshape(-1).contiguous()), scalars
 
 
-def _freq_args(chi, freq):
-    """(w1, b_omega, FREQ) kernel arguments: freq = (w1, b_omega) 0-dim, or None (chi given;
-    chi then stands in for the unused pointers)."""
-    if freq is None:
-        return chi, chi, False
-    return freq[0].reshape(()).contiguous(), freq[1].reshape(()).contiguous(), True
+def _extra_args(chi, freq, readout):
+    """(w1, b_omega, W_o, b_o, FREQ, READOUT) kernel arguments: freq = (w1, b_omega) 0-dim or None,
+    readout = (W_o [2H, H], b_o [2H]) or None (chi then stands in for the unused pointers)."""
+    w1, b_omega = (chi, chi) if freq is None else (freq[0].reshape(()).contiguous(), freq[1].reshape(()).contiguous())
+    w_out, b_out = (chi, chi) if readout is None else (readout[0].contiguous(), readout[1].contiguous())
+    return w1, b_omega, w_out, b_out, freq is not None, readout is not None
 
 
-def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None) -> tuple[torch.Tensor, torch.Tensor]:
+def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=False
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward gate. h, z [..., H] (z is cast to h's dtype); w_z, w_h [H, H]; b [H]; chi 0-dim or [B]
-    (B = h.shape[0]). Returns (out, g), both [..., H] in h's dtype. H <= GATE_MAX_H.
+    (B = h.shape[0]). Returns (out, g): out [..., H] in h's dtype; g [..., H] in h's dtype, or with
+    g_mean its mean (0-dim, fp32 / fp64: g is not written). H <= GATE_MAX_H.
     freq = (w1, b_omega) (0-dim): chi holds log(omega + eps) and the kernel applies the frequency
-    gate chi = sigmoid(w1 chi + b_omega) itself."""
-    inputs, sc = _prepare(h, z, w_z, w_h, b, chi)
-    w1, b_omega, is_freq = _freq_args(chi, freq)
+    gate chi = sigmoid(w1 chi + b_omega) itself. readout = (W_o [2H, H], b_o [2H]): z holds the S4D
+    memory's activations a and the kernel forms z = GLU(a W_o^T + b_o) (H <= READOUT_MAX_H)."""
+    inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
+    extra = _extra_args(chi, freq, readout)
+    config = _on_cpu(_fwd_config(sc["H"], h.dtype, readout is not None), h.device, sc["M"])
+    grid = (cdiv(sc["M"], config["BLOCK_M"]),)
     out = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
-    g = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
+    g = new_output(grid if g_mean else inputs[0].shape, dtype=acc_dtype(h) if g_mean else h.dtype, device=h.device)
     if sc["M"] > 0:
-        config = _fwd_config(sc["H"], h.dtype)
-        grid = (cdiv(sc["M"], config["BLOCK_M"]),)
         torch.library.wrap_triton(_gate_fusion_fwd_kernel)[grid](
-            *inputs, w1, b_omega, out, g, sc["M"], sc["H"], sc["rows_per_batch"], sc["chi_stride"],
-            FREQ=is_freq, BLOCK_H=next_pow2(sc["H"]), DOT_PRECISION=dot_precision(h.dtype), **config)
-    return out.view(h.shape), g.view(h.shape)
+            *inputs, *extra[:4], out, g, sc["M"], sc["H"], sc["rows_per_batch"], sc["chi_stride"],
+            FREQ=extra[4], READOUT=extra[5], G_MEAN=g_mean, BLOCK_H=next_pow2(sc["H"]),
+            DOT_PRECISION=dot_precision(h.dtype), **config)
+    return out.view(h.shape), (g.sum() if g_mean else g.view(h.shape))
 
 
-def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None):
-    """Backward through the gate, recomputing the logits. Arguments as gate_fusion_fwd, plus
-    dout [..., H] (grad of out) and dg [..., H] or None (grad of g; None means zeros).
+# The weight-gradient kernel: BLOCK_O x BLOCK_I output tiles, BLOCK_M rows per step, and how many
+# programs (tiles x row groups) to aim for; each row group writes one partial sum of every weight
+# gradient. On CPU (the interpreter) few, large programs run fastest.
+WGRAD_POLICY = {
+    "cuda": {"BLOCK_M": 64, "BLOCK_O": 64, "BLOCK_I": 64, "num_warps": 4, "programs": 512},
+    "cpu": {"BLOCK_M": 256, "BLOCK_O": 128, "BLOCK_I": 128, "num_warps": 4, "programs": 1},
+}
 
-    Returns (dz, dh, dlogits, db, dchi):
-      dz, dh   [..., H] in h's dtype: full gradients w.r.t. z and h;
-      dlogits  [M, H] (M = rows of h) in fp32 (fp64 for fp64 inputs): grad of the pre-sigmoid
-               logits, from which the caller forms dw_z = dlogits^T z and dw_h = dlogits^T h;
-      db       [H], dchi (chi's shape), same dtype: reduced in torch from per-program / per-row
-               partial sums the kernel writes (deterministic).
-    With freq = (w1, b_omega) (see gate_fusion_fwd) dchi is instead [2]: (db_omega, dw1), summed
-    over all rows (log(omega + eps) gets no gradient).
+
+def _wgrad_groups(M: int, tiles: int, device: torch.device) -> tuple[int, int]:
+    """(groups, rows_per_group) for the weight-gradient kernel: about policy["programs"] programs."""
+    policy = WGRAD_POLICY.get(device.type, WGRAD_POLICY["cuda"])
+    block_m = policy["BLOCK_M"]
+    groups = max(1, min(cdiv(M, block_m), cdiv(policy["programs"], tiles)))
+    rows_per_group = cdiv(cdiv(M, groups), block_m) * block_m
+    return cdiv(M, rows_per_group) if M > 0 else 1, rows_per_group
+
+
+def weight_grads(products, extra=None) -> torch.Tensor:
+    """Weight gradients as one flat tensor (acc dtype): for each (dY [M, O], X1 [M, I1], X2 [M, I2] or
+    None) of products, in order, [dY^T X1 (O x I1) | dY^T X2 (O x I2) | colsum(dY) (O)], then
+    colsum(extra) for extra [M, E] (or nothing). One launch per product (partial sums over groups of
+    rows into one buffer), one torch sum."""
+    policy = WGRAD_POLICY.get(products[0][0].device.type, WGRAD_POLICY["cuda"])
+    sizes = [dy.shape[1] * (x1.shape[1] + (0 if x2 is None else x2.shape[1]) + 1) for dy, x1, x2 in products]
+    n_extra = 0 if extra is None else extra.shape[1]
+    dy0 = products[0][0]
+    M, tiles = dy0.shape[0], 0
+    for dy, x1, x2 in products:
+        width = x1.shape[1] + (0 if x2 is None else x2.shape[1])
+        tiles = max(tiles, cdiv(dy.shape[1], policy["BLOCK_O"]) * cdiv(width, policy["BLOCK_I"]))
+    groups, rows_per_group = _wgrad_groups(M, tiles, dy0.device)
+    part = new_output((groups, sum(sizes) + n_extra), dtype=dy0.dtype, device=dy0.device)
+    if M == 0:
+        part.zero_()
+    offset = 0
+    for i, ((dy, x1, x2), size) in enumerate(zip(products, sizes)):
+        last = i == len(products) - 1
+        e = extra if (last and extra is not None) else dy
+        E = n_extra if (last and extra is not None) else 0
+        O, I1, I2 = dy.shape[1], x1.shape[1], 0 if x2 is None else x2.shape[1]
+        region = part[:, offset:]
+        n_i = cdiv(I1, policy["BLOCK_I"]) + cdiv(I2, policy["BLOCK_I"])
+        if M > 0:
+            torch.library.wrap_triton(_weight_grad_kernel)[(cdiv(O, policy["BLOCK_O"]), n_i, groups)](
+                dy, x1, x1 if x2 is None else x2, e, region, part.stride(0), M, O, I1, I2, E, rows_per_group,
+                HAS_X2=x2 is not None, E_PAD=next_pow2(max(E, 1), 2), DOT_PRECISION=dot_precision(x1.dtype),
+                BLOCK_M=policy["BLOCK_M"], BLOCK_O=policy["BLOCK_O"], BLOCK_I=policy["BLOCK_I"],
+                num_warps=policy["num_warps"])
+        offset += size + E
+    return part.sum(0)
+
+
+def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=None):
+    """Backward through the gate (and the readout), recomputing the forward. Arguments as
+    gate_fusion_fwd, plus dout [..., H] (grad of out) and dg [..., H] or None (grad of g; None means
+    zeros; must be None with readout).
+
+    Returns (dz, dh, dlogits, dchi_rows, saved) with
+      dz       [..., H] in h's dtype: the gradient w.r.t. z (with readout: w.r.t. a);
+      dh       [..., H] in h's dtype;
+      dlogits  [M, H] (M = rows of h), fp32 (fp64 for fp64 inputs): grad of the pre-sigmoid logits;
+      dchi_rows [M, E] in the same dtype: per-row dL/dchi (E = 1), or with freq the per-row
+               gradient of chi's logit and its product with log(omega + eps) (E = 2: db_omega, dw1);
+      saved    with readout (z [M, H] in h's dtype, dp [M, 2H] acc dtype: the GLU's input gradient),
+               else None.
+    The weight gradients are weight_grads' (or cuBLAS's) business.
     """
-    inputs, sc = _prepare(h, z, w_z, w_h, b, chi)
-    w1, b_omega, is_freq = _freq_args(chi, freq)
+    inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
+    extra = _extra_args(chi, freq, readout)
     M, H = sc["M"], sc["H"]
     acc = acc_dtype(h)
     dout2 = dout.to(h.dtype).reshape(M, H).contiguous()
@@ -296,17 +473,43 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None):
     dz = new_output((M, H), dtype=h.dtype, device=h.device)
     dh = new_output((M, H), dtype=h.dtype, device=h.device)
     dlogits = new_output((M, H), dtype=acc, device=h.device)
-    dchi_rows = new_output((2, M) if is_freq else (M,), dtype=acc, device=h.device)
-    config = _bwd_config(H, h.dtype)
-    grid = (cdiv(M, config["BLOCK_M"]),)
-    db_tiles = new_output((grid[0], H), dtype=acc, device=h.device)
+    dchi_rows = new_output((M, 2 if freq is not None else 1), dtype=acc, device=h.device)
+    zsave = new_output((M, H) if readout is not None else (0,), dtype=h.dtype, device=h.device)
+    dp = new_output((M, 2 * H) if readout is not None else (0,), dtype=acc, device=h.device)
+    config = _on_cpu(_bwd_config(H, h.dtype, readout is not None), h.device, M)
     if M > 0:
-        torch.library.wrap_triton(_gate_fusion_bwd_kernel)[grid](
-            *inputs, w1, b_omega, dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, db_tiles, dchi_rows,
+        torch.library.wrap_triton(_gate_fusion_bwd_kernel)[(cdiv(M, config["BLOCK_M"]),)](
+            *inputs, *extra[:4], dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, dchi_rows,
+            zsave if readout is not None else dz, dp if readout is not None else dlogits,
             M, H, sc["rows_per_batch"], sc["chi_stride"],
-            FREQ=is_freq, HAS_DG=dg2 is not None, BLOCK_H=next_pow2(H), DOT_PRECISION=dot_precision(h.dtype), **config)
-    if is_freq:
-        return dz.view(h.shape), dh.view(h.shape), dlogits, db_tiles.sum(0), dchi_rows.sum(1)
-    B = chi.shape[0] if chi.dim() == 1 else 1
-    dchi = dchi_rows.reshape(B, M // B).sum(1).reshape(chi.shape)
-    return dz.view(h.shape), dh.view(h.shape), dlogits, db_tiles.sum(0), dchi
+            FREQ=extra[4], HAS_DG=dg2 is not None, READOUT=extra[5], BLOCK_H=next_pow2(H),
+            DOT_PRECISION=dot_precision(h.dtype), **config)
+    saved = (zsave, dp) if readout is not None else None
+    return dz.view(h.shape), dh.view(h.shape), dlogits, dchi_rows, saved
+
+
+def gate_grads(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=None, cublas=False
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The whole backward: (dz, dh, grads) with dz (with readout: da) and dh as gate_fusion_bwd's and
+    grads one flat tensor in the accumulation dtype, [dW_z (H x H) | dW_h (H x H) | db (H)], then with
+    readout [dW_o (2H x H) | db_o (2H)], then dchi: chi's values (0-dim: 1, [B]: B), or with freq
+    (db_omega, dw1). cublas: dW_z, dW_h by torch GEMMs (not with readout)."""
+    dz, dh, dlogits, dchi_rows, saved = gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, freq, readout)
+    M, H = dlogits.shape
+    z2, h2 = z.to(h.dtype).reshape(M, H), h.reshape(M, H)
+    per_batch = chi.dim() == 1 and freq is None  # dchi per trajectory: a sum per block of rows
+    dchi_batch = dchi_rows.reshape(chi.shape[0], -1).sum(1) if per_batch else None
+    if cublas:  # bf16 activations: a bf16 GEMM with fp32 accumulation, as autocast's nn.Linear backward
+        if readout is not None:
+            raise ValueError("cublas weight gradients are for the plain gate (readout=None)")
+        gemm_dtype = torch.bfloat16 if h.dtype == torch.bfloat16 else dlogits.dtype
+        dl_t = dlogits.to(gemm_dtype).T
+        parts = [(dl_t @ z2.to(gemm_dtype)).flatten(), (dl_t @ h2.to(gemm_dtype)).flatten(), dlogits.sum(0),
+                 dchi_batch if per_batch else dchi_rows.sum(0)]
+        return dz, dh, torch.cat([p.to(dlogits.dtype) for p in parts])
+    if readout is None:
+        products = [(dlogits, z2, h2)]
+    else:  # z2 holds a: (dlogits; z formed and saved by the kernel, h) and (dp; a)
+        products = [(dlogits, saved[0], h2), (saved[1], z2, None)]
+    grads = weight_grads(products, None if per_batch else dchi_rows)
+    return dz, dh, torch.cat([grads, dchi_batch]) if per_batch else grads

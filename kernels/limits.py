@@ -1,4 +1,5 @@
-"""Algorithm thresholds and kernel limits of every op, in one place (imports nothing from triton).
+"""Algorithm thresholds, kernel limits and the environment switches of every op, in one place
+(imports nothing from triton).
 
 The ops (amg_fast.ops) read these to pick an algorithm for "auto" and to refuse what a kernel cannot
 take; the kernels' launchers read them to guard their own inputs. Measured values say where they
@@ -8,16 +9,24 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
-           "FFN_METHODS", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method"]
+import torch
 
-# s4d_scan(method=...): "toeplitz" (causal depthwise Toeplitz product with a kernel-built K) or
-# "scan" (sequential recurrence in registers). "auto" = toeplitz for T <= TOEPLITZ_MAX_T. Measured on
-# an H200 (B*T = 800, S = 128, H = 128, N = 32, fwd+bwd ms, toeplitz / scan): T=25 1.59 / 1.67,
-# T=50 1.79 / 1.53, T=100 1.91 / 1.51, T=200 2.87 / 1.52 (forward alone the crossover is near T=100:
-# 0.33 / 0.33). Training runs forward+backward, so the switch is at 32.
-S4D_METHODS = ("auto", "toeplitz", "scan")
+__all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
+           "READOUT_MAX_H", "GATE_WGRAD_METHODS", "MEMORY_READOUT_METHODS",
+           "FFN_METHODS", "FFN_AUTO_METHOD", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method",
+           "precision_mode", "gate_wgrad", "memory_readout"]
+
+# s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
+# a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
+# same product as a loop over the lag, the earlier kernels, any T) or "scan" (sequential recurrence in
+# registers). "auto" = toeplitz for T <= TOEPLITZ_MAX_T, else scan, unless $AMG_FAST_S4D_METHOD names
+# one of the three (how a GPU session times each). The crossover was measured on an H200 with the
+# lag-loop kernels (B*T = 800, S = 128, H = 128, N = 32, fwd+bwd ms, toeplitz / scan): T=25 1.59 /
+# 1.67, T=50 1.79 / 1.53, T=100 1.91 / 1.51, T=200 2.87 / 1.52 (forward alone near T=100: 0.33 /
+# 0.33); the batched dots are untimed, so it stays at 32 until a GPU re-measures it.
+S4D_METHODS = ("auto", "toeplitz", "toeplitz_loop", "scan")
 TOEPLITZ_MAX_T = 32
+TOEPLITZ_DOT_MAX_T = 64
 
 # spectral_conv1d(transform=...): "dft" (truncated DFT as a GEMM against cached bases) or "fft"
 # (torch.fft transforms, Triton mixing). "auto" = fft from S = TRANSFORM_FFT_MIN_S on (H200 sweep).
@@ -25,17 +34,39 @@ SPECTRAL_TRANSFORMS = ("auto", "dft", "fft")
 TRANSFORM_FFT_MIN_S = 512
 
 # gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
-# BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H.
+# BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H. With the S4D
+# memory's readout (Linear H -> 2H + GLU) folded in (ops/readout_gate.py) every product is one
+# full-width dot against an [H, H] weight block: H <= READOUT_MAX_H (the paper's width).
 GATE_MAX_H = 256
+READOUT_MAX_H = 128
+
+# The gate's weight gradients dW_z, dW_h = dlogits^T z, dlogits^T h: "triton" (a split-K kernel over
+# the rows, tf32x3 tensor-core dots in fp32 mode, partial sums reduced with db and dchi by one sum) or
+# "cublas" (two torch GEMMs, fp32 on the CUDA cores under matmul precision "highest"), by
+# $AMG_FAST_GATE_WGRAD; untimed, default triton.
+GATE_WGRAD_METHODS = ("triton", "cublas")
+
+# AMGFNO's memory readout and gate: "fused" (ops/readout_gate.py: GLU(Linear(a)) formed inside the
+# gate kernels, z never written; H <= READOUT_MAX_H) or "separate" (Linear, GLU, then the gate op),
+# by $AMG_FAST_MEMORY_READOUT; untimed, default fused.
+MEMORY_READOUT_METHODS = ("fused", "separate")
 
 # feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the
 # first one's epilogue) or "fused" (kernels/feed_forward.py: the hidden activation kept on chip,
-# recomputed in the backward). "auto" = epilogue (or $AMG_FAST_FFN_METHOD): the fused kernels are
-# not yet timed on a GPU (bench/probe_ffn.py compares the two). The fused kernels hold [BLOCK_M, H]
-# tiles of x, y, dy and dx on chip, so they take H_in, H_out <= FFN_FUSED_MAX_H (estimated: at H = 256
-# the dx kernel would need ~400 KB of shared memory with these blocks; raise it once a GPU has
-# compiled and tuned a wider case).
+# recomputed in the backward; tl.dot in tf32x3 for fp32 accuracy, tf32 when TF32 is allowed, bf16
+# operands under bf16). "auto" = $AMG_FAST_FFN_METHOD when set, else FFN_AUTO_METHOD[precision mode]
+# (precision_mode()). The table is a documented default, not a measurement: the H100 (2026-11-26)
+# timed only the epilogue path (fwd+bwd at S = 128: 2.40 ms in fp32, where cuBLAS runs fp32 on the
+# CUDA cores at 67 TFLOP/s, 1.10 ms under TF32 against an HBM floor of 0.45 with the hidden through
+# memory); the fused kernels put the fp32 mode on tensor cores (tf32x3, 1.5x the GEMM work for the
+# recompute, 3 MMAs per product) and never write the [rows, 4H] hidden, so they are the estimated
+# winner in fp32 and TF32 and the default in every mode that trains on a GPU; fp64 and fp16 keep cuBLAS.
+# bench/probe_ffn.py times both per mode (and their error against fp64); change the table by what it says.
+# The fused kernels hold [BLOCK_M, H] tiles of x, y, dy and dx on chip, so they take H_in, H_out <=
+# FFN_FUSED_MAX_H (estimated: at H = 256 the dx kernel would need ~400 KB of shared memory with these
+# blocks; raise it once a GPU has compiled and tuned a wider case); "auto" uses the epilogue beyond.
 FFN_METHODS = ("auto", "epilogue", "fused")
+FFN_AUTO_METHOD = {"fp32": "fused", "tf32": "fused", "bf16": "fused", "fp16": "epilogue", "fp64": "epilogue"}
 FFN_FUSED_MAX_H = 128  # the paper's width
 
 
@@ -45,11 +76,23 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def _env_choice(name: str, allowed: tuple[str, ...]) -> str | None:
+    """The value of environment variable `name` (one of allowed), or None when unset or empty."""
+    value = os.environ.get(name, "")
+    if value and value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value or None
+
+
 def s4d_method(method: str, T: int) -> str:
-    """The S4D forward algorithm, "toeplitz" or "scan", for method ("auto" resolved by T)."""
-    if _choice("method", method, S4D_METHODS) == "auto":
-        return "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
-    return method
+    """The S4D algorithm ("toeplitz", "toeplitz_loop" or "scan") for method: "auto" = the
+    AMG_FAST_S4D_METHOD environment variable when set, else toeplitz for T <= TOEPLITZ_MAX_T, else scan."""
+    if _choice("method", method, S4D_METHODS) != "auto":
+        return method
+    chosen = _env_choice("AMG_FAST_S4D_METHOD", S4D_METHODS[1:])
+    if chosen is not None:
+        return chosen
+    return "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
 
 
 def spectral_transform(transform: str, S: int) -> str:
@@ -59,13 +102,32 @@ def spectral_transform(transform: str, S: int) -> str:
     return transform
 
 
-def ffn_method(method: str) -> str:
-    """The feed-forward's Triton-backend path, "epilogue" or "fused", for method. "auto" = the
-    AMG_FAST_FFN_METHOD environment variable ("epilogue" or "fused"), else "epilogue": how a GPU
-    session times the whole training step with either path (the models call method="auto")."""
+def precision_mode(dtype: torch.dtype) -> str:
+    """The precision mode a GPU computes matmuls of this activation dtype in: "fp64", "bf16", "fp16",
+    and for fp32 "tf32" when TF32 matmuls are allowed (torch.backends.cuda.matmul.allow_tf32, i.e.
+    set_float32_matmul_precision("high")), else "fp32"."""
+    if dtype == torch.float32:
+        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32"
+    return {torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
+def ffn_method(method: str, dtype: torch.dtype = torch.float32, widths: tuple[int, ...] = ()) -> str:
+    """The feed-forward's Triton-backend path, "epilogue" or "fused", for method and activations of
+    dtype. "auto" = $AMG_FAST_FFN_METHOD ("epilogue" or "fused") when set, else the table
+    FFN_AUTO_METHOD for precision_mode(dtype); "epilogue" when a width (H_in, H_out) exceeds
+    FFN_FUSED_MAX_H. How a GPU session times the training step with either path (the models call "auto")."""
     if _choice("method", method, FFN_METHODS) != "auto":
         return method
-    chosen = os.environ.get("AMG_FAST_FFN_METHOD", "epilogue")
-    if chosen not in FFN_METHODS[1:]:
-        raise ValueError(f"AMG_FAST_FFN_METHOD must be one of {FFN_METHODS[1:]}, got {chosen!r}")
-    return chosen
+    chosen = _env_choice("AMG_FAST_FFN_METHOD", FFN_METHODS[1:]) or FFN_AUTO_METHOD[precision_mode(dtype)]
+    return "epilogue" if any(w > FFN_FUSED_MAX_H for w in widths) else chosen
+
+
+def gate_wgrad() -> str:
+    """How the gate's backward forms dW_z, dW_h: $AMG_FAST_GATE_WGRAD ("triton" or "cublas"), else "triton"."""
+    return _env_choice("AMG_FAST_GATE_WGRAD", GATE_WGRAD_METHODS) or "triton"
+
+
+def memory_readout() -> str:
+    """How AMGFNO runs its memory readout and gate: $AMG_FAST_MEMORY_READOUT ("fused" or "separate"),
+    else "fused"."""
+    return _env_choice("AMG_FAST_MEMORY_READOUT", MEMORY_READOUT_METHODS) or "fused"

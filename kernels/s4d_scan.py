@@ -9,8 +9,17 @@ Layout: u, y, dy are read as [B, T, C] with C = S*H, column col = s*H + h (conti
 time step of a column block is one coalesced row segment. All kernels are parallel over
 (batch, column blocks of BLOCK_C); time is handled inside the kernel:
 
-- toeplitz (short T): y[b, t, col] = sum_{l<=t} Kk[h, l] u[b, t-l, col] + d u, one program per
-  (b, column block, time block), a loop over the lag l loading shifted u tiles.
+- toeplitz (short T, the default): per channel h the causal convolution is one small matrix product,
+  y_h = L_h u_h with the lower-triangular Toeplitz L_h[t, j] = Kk[h, t - j] ([T_PAD, T_PAD]) and u_h
+  the [T, B*S] columns of that channel; a program takes BH channels x BN columns (n = b*S + s) x all T
+  and runs it as one batched tl.dot over the channels (tensor cores; every element of u read once).
+  The backward: du_h = L_h^T dy_h (another batched dot) and P_h = dy_h u_h^T summed over the
+  program's columns, whose diagonals are dKk[h, l] = sum_t P_h[t, t - l] (per-group partial sums).
+  GELU can be applied to y in the epilogue (and its derivative in the backward's prologue, y
+  recomputed by the same dot), so the S4D layer's activation costs no pass of its own.
+- toeplitz_loop (the earlier kernels, kept to compare on a GPU): one program per (b, column block,
+  time block), a loop over the lag l loading shifted u tiles, y[b, t, col] = sum_{l<=t} Kk[h, l]
+  u[b, t-l, col] + d u.
 - scan (long T): a sequential recurrence over t, complex state [BLOCK_C, N_PAD] in registers as
   split real/imag parts. The backward recomputes states (nothing stored): a forward-time sweep
   for the parameter gradients, a reverse-time sweep for du. Stable for any T since |lam| < 1 and
@@ -27,11 +36,13 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, new_output, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
+from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T
 
 __all__ = [
     "s4d_conv_kernel_fwd", "s4d_conv_kernel_bwd", "s4d_zoh_conv_kernel_fwd", "s4d_zoh_conv_kernel_bwd",
     "s4d_toeplitz_fwd", "s4d_toeplitz_bwd", "s4d_scan_fwd", "s4d_scan_bwd", "s4d_step_fwd",
+    "TOEPLITZ_DOT_POLICY",
 ]
 
 # Launch policy per device type. "tile": register budget of one program, in elements per
@@ -43,6 +54,14 @@ __all__ = [
 LAUNCH_POLICY = {
     "cuda": {"tile": 4096, "programs": 1024},
     "cpu": {"tile": 65536, "programs": 1},
+}
+# The batched-dot Toeplitz kernels: "elements" bounds each [BH, T_PAD, max(T_PAD, BN)] register tile
+# (BH channels: a power of two), BN columns per dot, "programs" as above (each backward group writes
+# one [H, T] partial sum of dKk). The backward holds ~6 such tiles (L, L^T, u, g, du, P; tf32x3 splits
+# the dot operands in two), hence 4096 elements over 8 warps. Untuned: the GPU sessions time them.
+TOEPLITZ_DOT_POLICY = {
+    "cuda": {"elements": 4096, "BN": 32, "num_warps": 8, "programs": 1024},
+    "cpu": {"elements": 131072, "BN": 64, "num_warps": 4, "programs": 1},
 }
 
 
@@ -134,16 +153,31 @@ def _store_conv_kernel(k_ptr, lr, li, cr, ci, hs, hmask, T):
 
 
 @triton.jit
-def _conv_kernel_grads(dk_ptr, lr, li, cr, ci, hs, hmask, pmask, T, FP64: tl.constexpr):
-    """Gradients of K = 2 Re(sum_n c lam^l) from dK [H, T] (complex grads as dL/dRe + i dL/dIm):
-    dc = sum_l 2 dK_l conj(lam^l), dlam = sum_l 2 dK_l conj(c l lam^(l-1)), with q = lam^l and
-    r = l lam^(l-1) advanced as r <- r lam + q, q <- q lam. Returns (dlam re/im, dc re/im)."""
+def _summed_partial(part_ptr, hs, hmask, H, T, G, lag, FP64: tl.constexpr, G_BLOCK: tl.constexpr):
+    """sum_g part[g, h, lag] for the channels hs ([BLOCK_H]) over the G partial sums part [G, H, T]
+    of dKk that the Toeplitz backward writes (one per group of columns)."""
+    total = _acc(tl.zeros_like(hs), FP64)
+    for g0 in range(0, G, G_BLOCK):
+        gs = g0 + tl.arange(0, G_BLOCK)
+        vals = tl.load(part_ptr + (gs[:, None].to(tl.int64) * H + hs[None, :]) * T + lag,
+                       mask=(gs < G)[:, None] & hmask[None, :], other=0.0)
+        total += tl.sum(_acc(vals, FP64), axis=0)
+    return total
+
+
+@triton.jit
+def _conv_kernel_grads(part_ptr, lr, li, cr, ci, hs, hmask, pmask, H, T, G, FP64: tl.constexpr,
+                       G_BLOCK: tl.constexpr):
+    """Gradients of K = 2 Re(sum_n c lam^l) from dK = sum_g part[g] ([G, H, T] partial sums; complex
+    grads as dL/dRe + i dL/dIm): dc = sum_l 2 dK_l conj(lam^l), dlam = sum_l 2 dK_l conj(c l lam^(l-1)),
+    with q = lam^l and r = l lam^(l-1) advanced as r <- r lam + q, q <- q lam. Returns (dlam re/im,
+    dc re/im)."""
     qr, qi = tl.where(pmask, 1.0, 0.0).to(lr.dtype), tl.zeros_like(lr)  # lam^0
     rr, ri = tl.zeros_like(lr), tl.zeros_like(lr)  # 0 * lam^-1
     dcr, dci = tl.zeros_like(lr), tl.zeros_like(lr)
     dlr, dli = tl.zeros_like(lr), tl.zeros_like(lr)
     for l in range(0, T):
-        g = 2.0 * _acc(tl.load(dk_ptr + hs.to(tl.int64) * T + l, mask=hmask, other=0.0), FP64)[:, None]
+        g = 2.0 * _summed_partial(part_ptr, hs, hmask, H, T, G, l, FP64, G_BLOCK)[:, None]
         dcr += g * qr
         dci -= g * qi
         fr, fi = cr * rr - ci * ri, cr * ri + ci * rr  # c l lam^(l-1)
@@ -152,6 +186,13 @@ def _conv_kernel_grads(dk_ptr, lr, li, cr, ci, hs, hmask, pmask, T, FP64: tl.con
         rr, ri = rr * lr - ri * li + qr, rr * li + ri * lr + qi
         qr, qi = qr * lr - qi * li, qr * li + qi * lr
     return dlr, dli, dcr, dci
+
+
+@triton.jit
+def _store_skip_grad(dd_ptr, part_ptr, hs, hmask, H, T, G, FP64: tl.constexpr, G_BLOCK: tl.constexpr):
+    """dd[h] = dK[h, 0] = sum_g part[g, h, 0]: the D skip's gradient is the lag-0 entry of dK."""
+    dd = _summed_partial(part_ptr, hs, hmask, H, T, G, 0, FP64, G_BLOCK)
+    tl.store(dd_ptr + hs, dd.to(dd_ptr.dtype.element_ty), mask=hmask)
 
 
 @triton.jit
@@ -166,15 +207,18 @@ def _s4d_conv_kernel_fwd_kernel(lam_ptr, c_ptr, k_ptr, H, N, T,
 
 
 @triton.jit
-def _s4d_conv_kernel_bwd_kernel(lam_ptr, c_ptr, dk_ptr, dlam_ptr, dc_ptr, H, N, T,
-                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
-    """(dlam, dc) [H, N, 2] of K = 2 Re(sum_n c lam^l) from dK [H, T]. Grid (cdiv(H, BLOCK_H),)."""
+def _s4d_conv_kernel_bwd_kernel(lam_ptr, c_ptr, part_ptr, dlam_ptr, dc_ptr, dd_ptr, H, N, T, G,
+                                FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr,
+                                G_BLOCK: tl.constexpr):
+    """(dlam, dc) [H, N, 2] of K = 2 Re(sum_n c lam^l) and dd [H] = dK[:, 0] from the G partial sums
+    of dK, part [G, H, T] (summed here). Grid (cdiv(H, BLOCK_H),)."""
     hs, hmask, n, pmask = _h_block(H, N, BLOCK_H, N_PAD)
     lr, li = _load_pair(lam_ptr, hs, n, N, pmask, FP64)
     cr, ci = _load_pair(c_ptr, hs, n, N, pmask, FP64)
-    dlr, dli, dcr, dci = _conv_kernel_grads(dk_ptr, lr, li, cr, ci, hs, hmask, pmask, T, FP64)
+    dlr, dli, dcr, dci = _conv_kernel_grads(part_ptr, lr, li, cr, ci, hs, hmask, pmask, H, T, G, FP64, G_BLOCK)
     _store_pair(dlam_ptr, dlr, dli, hs, n, N, pmask)
     _store_pair(dc_ptr, dcr, dci, hs, n, N, pmask)
+    _store_skip_grad(dd_ptr, part_ptr, hs, hmask, H, T, G, FP64, G_BLOCK)
 
 
 @triton.jit
@@ -190,10 +234,12 @@ def _s4d_zoh_conv_kernel_fwd_kernel(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, 
 
 
 @triton.jit
-def _s4d_zoh_conv_kernel_bwd_kernel(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, dk_ptr,
-                                    dlog_dt_ptr, dlog_a_re_ptr, da_im_ptr, dcc_ptr, H, N, T,
-                                    FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr):
-    """Gradients of the continuous parameters from dK [H, T]: (dlam, dc) as _conv_kernel_grads, then
+def _s4d_zoh_conv_kernel_bwd_kernel(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, part_ptr,
+                                    dlog_dt_ptr, dlog_a_re_ptr, da_im_ptr, dcc_ptr, dd_ptr, H, N, T, G,
+                                    FP64: tl.constexpr, BLOCK_H: tl.constexpr, N_PAD: tl.constexpr,
+                                    G_BLOCK: tl.constexpr):
+    """Gradients of the continuous parameters, and dd = dK[:, 0], from the G partial sums of dK
+    (part [G, H, T], summed here): (dlam, dc) as _conv_kernel_grads, then
     the chain rule through _zoh (complex grads as dL/dRe + i dL/dIm, g_x = g_y conj(dy/dx)):
     dC = dc conj(w); dw = dc conj(C); dlam' = dlam + dw conj(1/A); dz = dlam' conj(lam) (z = dt A);
     dA = dz dt - dw conj(w/A); dlog_dt = dt sum_n Re(conj(dz) A); dlog_A_real = Re(dA) Re(A);
@@ -201,7 +247,8 @@ def _s4d_zoh_conv_kernel_bwd_kernel(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, 
     hs, hmask, n, pmask = _h_block(H, N, BLOCK_H, N_PAD)
     dt, ar, ai, lr, li, wr, wi, big_cr, big_ci, cr, ci = _zoh(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr,
                                                              hs, hmask, n, N, pmask, FP64)
-    dlr, dli, dcr, dci = _conv_kernel_grads(dk_ptr, lr, li, cr, ci, hs, hmask, pmask, T, FP64)
+    dlr, dli, dcr, dci = _conv_kernel_grads(part_ptr, lr, li, cr, ci, hs, hmask, pmask, H, T, G, FP64, G_BLOCK)
+    _store_skip_grad(dd_ptr, part_ptr, hs, hmask, H, T, G, FP64, G_BLOCK)
     d_big_cr, d_big_ci = dcr * wr + dci * wi, dci * wr - dcr * wi  # dc conj(w)
     dwr, dwi = dcr * big_cr + dci * big_ci, dci * big_cr - dcr * big_ci  # dc conj(C)
     den = ar * ar + ai * ai
@@ -217,6 +264,118 @@ def _s4d_zoh_conv_kernel_bwd_kernel(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, 
     tl.store(dlog_a_re_ptr + off, (dar * ar).to(dlog_a_re_ptr.dtype.element_ty), mask=pmask)
     tl.store(da_im_ptr + off, dai.to(da_im_ptr.dtype.element_ty), mask=pmask)
     _store_pair(dcc_ptr, d_big_cr, d_big_ci, hs, n, N, pmask)
+
+
+# Toeplitz as batched matrix products ("toeplitz", the default short-T method)
+
+
+@triton.jit
+def _gelu(x):
+    """GELU (exact, erf form, as torch.nn.functional.gelu)."""
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def _gelu_grad(x):
+    """d GELU / dx = Phi(x) + x phi(x)."""
+    return 0.5 * (1.0 + tl.erf(x * 0.7071067811865476)) + x * tl.exp(-0.5 * x * x) * 0.3989422804014327
+
+
+@triton.jit
+def _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD: tl.constexpr, TRANSPOSED: tl.constexpr, FP64: tl.constexpr):
+    """[BH, T_PAD, T_PAD] in the accumulation dtype, for the channels hs, from Kk [H, T]: the causal
+    convolution's L[h, t, j] = Kk[h, t - j] (j <= t < T), or with TRANSPOSED its adjoint L^T[h, j, t];
+    0 outside (padded rows and columns included)."""
+    r = tl.arange(0, T_PAD)[None, :, None]
+    c = tl.arange(0, T_PAD)[None, None, :]
+    if TRANSPOSED:
+        lag = c - r
+    else:
+        lag = r - c
+    mask = hmask[:, None, None] & (lag >= 0) & (r < T) & (c < T)
+    return _acc(tl.load(k_ptr + hs[:, None, None] * T + lag, mask=mask, other=0.0), FP64)
+
+
+@triton.jit
+def _channel_block(H, BH: tl.constexpr):
+    """This program's BH channels (grid axis 1) and their mask."""
+    hs = tl.program_id(1) * BH + tl.arange(0, BH)
+    return hs, hs < H
+
+
+@triton.jit
+def _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD: tl.constexpr, BN: tl.constexpr):
+    """Offsets and mask [BH, T_PAD, BN] of x[b, t, s, h] in a contiguous [B, T, S, H] tensor for the
+    columns n = b*S + s in [n0, min(n0 + BN, n_end)) and the channels hs (h is the contiguous axis)."""
+    ns = n0 + tl.arange(0, BN)
+    b = ns // S
+    col = b.to(tl.int64) * T * S * H + (ns - b * S) * H
+    t = tl.arange(0, T_PAD)
+    off = col[None, None, :] + (t.to(tl.int64) * S * H)[None, :, None] + hs[:, None, None]
+    mask = hmask[:, None, None] & (t < T)[None, :, None] & (ns < n_end)[None, None, :]
+    return off, mask
+
+
+@triton.jit
+def _causal_conv(lmat, u, d, DOT_PRECISION: tl.constexpr):
+    """L u + d u per channel: lmat [BH, T_PAD, T_PAD], u [BH, T_PAD, BN], d [BH, 1, 1]."""
+    return tl.dot(lmat, u, input_precision=DOT_PRECISION, out_dtype=u.dtype) + d * u
+
+
+@triton.jit
+def _s4d_toeplitz_dot_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, S, H, NCOL, COLS_PER_GROUP,
+                                 GELU: tl.constexpr, FP64: tl.constexpr, BH: tl.constexpr, BN: tl.constexpr,
+                                 T_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """y = Kk * u + d u (then GELU when GELU) for the channels of grid axis 1 and the columns
+    [g * COLS_PER_GROUP, (g + 1) * COLS_PER_GROUP) of grid axis 0, BN at a time; u, y [B, T, S, H]
+    contiguous, NCOL = B*S columns; Kk [H, T]; d [H]."""
+    hs, hmask = _channel_block(H, BH)
+    lmat = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, False, FP64)
+    d = _acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
+    first = tl.program_id(0) * COLS_PER_GROUP
+    n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
+    for n0 in range(first, n_end, BN):
+        off, mask = _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD, BN)
+        y = _causal_conv(lmat, _acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64), d, DOT_PRECISION)
+        if GELU:
+            y = _gelu(y)
+        tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, T, S, H, NCOL, COLS_PER_GROUP,
+                                 GELU: tl.constexpr, FP64: tl.constexpr, BH: tl.constexpr, BN: tl.constexpr,
+                                 T_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Backward of _s4d_toeplitz_dot_fwd_kernel over the same program tiling: g = dy (times
+    GELU'(y), y recomputed, when GELU); du = L^T g + d g; and part[group, h, l] = sum over the
+    group's columns of sum_t g[t] u[t - l], the group's partial sum of dKk (l = 0 is also dd),
+    from P = g u^T accumulated over the columns ([BH, T_PAD, T_PAD]) and summed along its diagonals.
+    part [G, H, T] in the accumulation dtype."""
+    hs, hmask = _channel_block(H, BH)
+    lmat_t = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, True, FP64)
+    d = _acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
+    if GELU:
+        lmat = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, False, FP64)
+    p = tl.zeros((BH, T_PAD, T_PAD), dtype=d.dtype)
+    first = tl.program_id(0) * COLS_PER_GROUP
+    n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
+    for n0 in range(first, n_end, BN):
+        off, mask = _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD, BN)
+        u = _acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64)
+        g = _acc(tl.load(dy_ptr + off, mask=mask, other=0.0), FP64)
+        if GELU:
+            g = g * _gelu_grad(_causal_conv(lmat, u, d, DOT_PRECISION))
+        tl.store(du_ptr + off, _causal_conv(lmat_t, g, d, DOT_PRECISION).to(du_ptr.dtype.element_ty), mask=mask)
+        p = tl.dot(g, tl.permute(u, (0, 2, 1)), p, input_precision=DOT_PRECISION, out_dtype=p.dtype)
+    r = tl.arange(0, T_PAD)[None, :, None]
+    c = tl.arange(0, T_PAD)[None, None, :]
+    part = part_ptr + (tl.program_id(0).to(tl.int64) * H + hs) * T
+    for lag in range(0, T):
+        dk = tl.sum(tl.sum(tl.where(r - c == lag, p, 0.0), axis=2), axis=1)
+        tl.store(part + lag, dk.to(part_ptr.dtype.element_ty), mask=hmask)
+
+
+# Toeplitz as a loop over the lag ("toeplitz_loop")
 
 
 @triton.jit
@@ -438,18 +597,29 @@ def s4d_conv_kernel_fwd(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Ten
     return kk
 
 
-def s4d_conv_kernel_bwd(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dlam, dc) [H, N, 2] in lam's / c's dtype from dK [H, T]."""
-    dkk, lam, c = dkk.contiguous(), lam.contiguous(), c.contiguous()
-    H, N, T = lam.shape[0], lam.shape[1], dkk.shape[1]
-    acc = acc_dtype(lam, c, dkk)
+def _partials(part: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """The Toeplitz backward's dKk partial sums [G, H, T] (contiguous), G and the G_BLOCK the
+    parameter-gradient kernels sum them in."""
+    part = part.contiguous()
+    return part, part.shape[0], min(next_pow2(part.shape[0], 2), 64)
+
+
+def s4d_conv_kernel_bwd(part: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dlam, dc) [H, N, 2] in lam's / c's dtype and dd [H] = dK[:, 0] (accumulation dtype) from the
+    partial sums of dK, part [G, H, T] (s4d_toeplitz_bwd's), summed in the kernel: one launch."""
+    (part, G, G_BLOCK), lam, c = _partials(part), lam.contiguous(), c.contiguous()
+    H, N, T = lam.shape[0], lam.shape[1], part.shape[2]
+    acc = acc_dtype(lam, c, part)
     N_PAD = next_pow2(N, 2)
     BLOCK_H = _block_c(H, 8 * N_PAD, lam.device)
     dlam = new_output(lam.shape, dtype=acc, device=lam.device)
     dc = new_output(c.shape, dtype=acc, device=lam.device)
+    dd = new_output((H,), dtype=acc, device=lam.device)
     torch.library.wrap_triton(_s4d_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
-        lam, c, dkk, dlam, dc, H, N, T, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
-    return dlam.to(lam.dtype), dc.to(c.dtype)
+        lam, c, part, dlam, dc, dd, H, N, T, G, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD,
+        G_BLOCK=G_BLOCK)
+    return dlam.to(lam.dtype), dc.to(c.dtype), dd
 
 
 def _zoh_params(log_dt, log_A_real, A_imag, C):
@@ -471,24 +641,99 @@ def s4d_zoh_conv_kernel_fwd(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_im
     return kk
 
 
-def s4d_zoh_conv_kernel_bwd(dkk: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
+def s4d_zoh_conv_kernel_bwd(part: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
                             A_imag: torch.Tensor, C: torch.Tensor
-                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dlog_dt, dlog_A_real, dA_imag, dC), each in its parameter's dtype, from dK [H, T]: one launch."""
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dlog_dt, dlog_A_real, dA_imag, dC), each in its parameter's dtype, and dd [H] = dK[:, 0]
+    (accumulation dtype) from the partial sums of dK, part [G, H, T] (summed in the kernel): one launch."""
     params, H, N, acc, N_PAD = _zoh_params(log_dt, log_A_real, A_imag, C)
-    dkk = dkk.contiguous()
+    part, G, G_BLOCK = _partials(part)
     BLOCK_H = _block_c(H, 16 * N_PAD, C.device)
     grads = [new_output(p.shape, dtype=acc, device=C.device) for p in params]
+    dd = new_output((H,), dtype=acc, device=C.device)
     torch.library.wrap_triton(_s4d_zoh_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
-        *params, dkk, *grads, H, N, dkk.shape[1], FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
-    return tuple(g.to(p.dtype) for g, p in zip(grads, params))
+        *params, part, *grads, dd, H, N, part.shape[2], G, FP64=acc == torch.float64, BLOCK_H=BLOCK_H,
+        N_PAD=N_PAD, G_BLOCK=G_BLOCK)
+    return (*(g.to(p.dtype) for g, p in zip(grads, params)), dd)
 
 
-def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """y[b, t, s, h] = sum_{l <= t} kk[h, l] u[b, t-l, s, h] + d[h] u[b, t, s, h].
+def _dot_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict:
+    """Launch parameters of the batched-dot Toeplitz kernels (TOEPLITZ_DOT_POLICY): the grid
+    (column groups, channel blocks) and the kernel's tile sizes."""
+    policy = TOEPLITZ_DOT_POLICY.get(device.type, TOEPLITZ_DOT_POLICY["cuda"])
+    t_pad, bn = next_pow2(T), policy["BN"]
+    bh = min(next_pow2(H, 1), max(1, policy["elements"] // (t_pad * max(t_pad, bn))))
+    bh = 1 << (bh.bit_length() - 1)  # a power of two
+    ncol, n_h = B * S, cdiv(H, bh)
+    groups = max(1, min(cdiv(ncol, bn), cdiv(policy["programs"], n_h)))
+    cols_per_group = cdiv(cdiv(ncol, groups), bn) * bn
+    return {"grid": (cdiv(ncol, cols_per_group), n_h), "NCOL": ncol, "COLS_PER_GROUP": cols_per_group,
+            "BH": bh, "BN": bn, "T_PAD": t_pad, "num_warps": policy["num_warps"]}
 
-    u [B, T, S, H]; kk [H, T] (s4d_conv_kernel); d [H]. Returns y [B, T, S, H] in u's dtype.
+
+def _toeplitz_dots(u_dtype: torch.dtype, acc: torch.dtype) -> str:
+    """tl.dot precision of the batched-dot kernels, whose operands are in the accumulation dtype: as
+    _common.dot_precision for fp32 / fp64; "tf32" for bf16 / fp16 activations (exact on them: their
+    mantissas fit TF32's; only Kk is rounded to TF32)."""
+    return "tf32" if u_dtype in (torch.bfloat16, torch.float16) and acc == torch.float32 else dot_precision(acc)
+
+
+def _check_dot_length(T: int) -> None:
+    if T > TOEPLITZ_DOT_MAX_T:
+        raise ValueError(f"s4d method='toeplitz' (batched dots) takes T <= {TOEPLITZ_DOT_MAX_T} "
+                         f"(kernels.limits.TOEPLITZ_DOT_MAX_T), got T={T}; use method='scan' or 'toeplitz_loop'")
+
+
+def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: bool = False,
+                     loop: bool = False) -> torch.Tensor:
+    """y[b, t, s, h] = sum_{l <= t} kk[h, l] u[b, t-l, s, h] + d[h] u[b, t, s, h], then GELU if gelu.
+
+    u [B, T, S, H]; kk [H, T] (s4d_conv_kernel); d [H]. Returns y [B, T, S, H] in u's dtype. loop:
+    the lag-loop kernel ("toeplitz_loop", no GELU epilogue: gelu must be False) instead of the
+    batched dots (T <= TOEPLITZ_DOT_MAX_T).
     """
+    if loop:
+        if gelu:
+            raise ValueError("the toeplitz_loop kernels have no GELU epilogue (gelu=False)")
+        return _toeplitz_loop_fwd(u, kk, d)
+    u, B, T, C, H = _flat(u)
+    _check_dot_length(T)
+    kk, d = kk.contiguous(), d.contiguous()
+    y = new_output(u.shape, dtype=u.dtype, device=u.device)
+    tiling = _dot_tiling(B, T, C // H, H, u.device)
+    grid = tiling.pop("grid")
+    acc = acc_dtype(u, kk, d)
+    torch.library.wrap_triton(_s4d_toeplitz_dot_fwd_kernel)[grid](
+        u, kk, d, y, T, C // H, H, GELU=gelu, FP64=acc == torch.float64,
+        DOT_PRECISION=_toeplitz_dots(u.dtype, acc), **tiling)
+    return y
+
+
+def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: bool = False,
+                     loop: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of s4d_toeplitz_fwd (same gelu, loop). dy, u [B, T, S, H]; kk [H, T]; d [H] ->
+    (du [B, T, S, H] in u's dtype, part [G, H, T]: partial sums of dkk over groups of columns, in
+    the accumulation dtype; dkk = part.sum(0), dd = dkk[:, 0]; the parameter-gradient kernels sum them)."""
+    if loop:
+        if gelu:
+            raise ValueError("the toeplitz_loop kernels have no GELU epilogue (gelu=False)")
+        return _toeplitz_loop_bwd(dy, u, kk, d)
+    u, B, T, C, H = _flat(u)
+    _check_dot_length(T)
+    dy, kk, d = dy.contiguous(), kk.contiguous(), d.contiguous()
+    acc = acc_dtype(u, dy, kk, d)
+    tiling = _dot_tiling(B, T, C // H, H, u.device)
+    grid = tiling.pop("grid")
+    du = new_output(u.shape, dtype=u.dtype, device=u.device)
+    part = new_output((grid[0], H, T), dtype=acc, device=u.device)
+    torch.library.wrap_triton(_s4d_toeplitz_dot_bwd_kernel)[grid](
+        u, dy, kk, d, du, part, T, C // H, H, GELU=gelu, FP64=acc == torch.float64,
+        DOT_PRECISION=_toeplitz_dots(u.dtype, acc), **tiling)
+    return du, part
+
+
+def _toeplitz_loop_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """s4d_toeplitz_fwd by the lag-loop kernel (any T)."""
     u, B, T, C, H = _flat(u)
     kk, d = kk.contiguous(), d.contiguous()
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
@@ -499,13 +744,12 @@ def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torc
     return y
 
 
-def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor,
-                     d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients of s4d_toeplitz_fwd. dy, u [B, T, S, H]; kk [H, T]; d [H] ->
-    (du [B, T, S, H] in u's dtype, dkk [H, T] in kk's dtype, dd [H] in d's dtype).
+def _toeplitz_loop_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor,
+                       d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """s4d_toeplitz_bwd by the lag-loop kernel: (du, dkk [1, H, T] as a single partial sum).
 
-    The dkk partials take G * cdiv(T, BLOCK_T) * T * S * H accumulation-dtype elements (O(T^2)):
-    this form is meant for short T."""
+    The kernel's dkk partials take G * cdiv(T, BLOCK_T) * T * S * H accumulation-dtype elements
+    (O(T^2)), reduced here in torch: this form is meant for short T."""
     u, B, T, C, H = _flat(u)
     dy, kk, d = dy.contiguous(), kk.contiguous(), d.contiguous()
     acc = acc_dtype(u, dy, kk, d)
@@ -517,9 +761,7 @@ def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor,
     torch.library.wrap_triton(_s4d_toeplitz_bwd_kernel)[(n_c, G, n_t)](
         u, dy, kk, d, du, part, B, T, C, H, b_per,
         FP64=acc == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
-    dkk = part.sum(dim=(0, 1)).view(T, C // H, H).sum(dim=1).t()  # [H, T]
-    # copies: the outputs of a custom op must not alias one another
-    return du, dkk.to(kk.dtype), dkk[:, 0].to(d.dtype, copy=True)
+    return du, part.sum(dim=(0, 1)).view(T, C // H, H).sum(dim=1).t().contiguous()[None]  # [1, H, T]
 
 
 def s4d_scan_fwd(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,9 @@
 """Shared test helpers: tolerances per dtype, random inputs, readable ids."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -47,3 +50,12 @@ def run_results(**fields):
                    eval_time_s=1.0, checkpoint_time_s=0.5, precision="fp32", cuda_graph=False, fast_kernels=False,
                    device="cpu", world_size=1, ddp_ranks_agree=None)
     return RunResults(**{**made_up, **fields})
+
+
+def load_bench(name: str, alias: str | None = None):
+    """bench/<name>.py imported as a module named alias (default "bench_<name>"; bench/ is no package)."""
+    path = Path(__file__).parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(alias or f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -18,9 +18,11 @@ class FeedForward(nn.Sequential):
         super().__init__(nn.Linear(width, factor * width), nn.ReLU(), nn.Linear(factor * width, width))
         self.backend = backend
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """x [..., H] -> residual + FeedForward(x) (residual None: FeedForward(x))."""
         first, _, second = self
-        return feed_forward(x, first.weight, first.bias, second.weight, second.bias, backend=self.backend)
+        return feed_forward(x, first.weight, first.bias, second.weight, second.bias, residual=residual,
+                            backend=self.backend)
 
 
 class FFNOBlock(nn.Module):
@@ -32,7 +34,7 @@ class FFNOBlock(nn.Module):
         self.feed_forward = FeedForward(width, ff_factor, backend=backend)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.feed_forward(self.spectral(x))
+        return self.feed_forward(self.spectral(x), residual=x)  # x + b, the add in the fused kernel's epilogue
 
     def branch(self, x: torch.Tensor) -> torch.Tensor:
         """The block's update b = FeedForward(SpectralConv1d(x)) alone (forward is x + b); what

@@ -14,6 +14,7 @@ from torch import nn
 
 from amg_fast.ops import gate_fusion
 from amg_fast.ops.gate import frequency_gate, gate_fusion_freq
+from amg_fast.ops.readout_gate import memory_gate, memory_gate_freq
 
 __all__ = ["FixedFusion", "check_omega", "AdaptiveMemoryGate"]
 
@@ -136,16 +137,34 @@ class AdaptiveMemoryGate(nn.Module):
             return torch.ones((), dtype=self.w1.dtype, device=self.w1.device)
         return frequency_gate(log_omega, self.w1, self.b_omega)
 
-    def forward(self, h: torch.Tensor, z: torch.Tensor, omega=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """h, z [B, ..., H]; omega None (fixed buffer) or per-batch [B] -> (out, g) [B, ..., H].
-        The frequency gate runs inside the gate op (gate_fusion_freq)."""
+    def _gate_args(self, h: torch.Tensor, omega) -> tuple[tuple[torch.Tensor, ...], tuple | None]:
+        """((w_z, w_h, b), and (log(omega + eps), w1, b_omega) or None when the frequency gate is off),
+        in the parameters' own dtype: the ops compute in fp32 (fp64) whatever h's dtype, the kernels
+        cast their weight tiles themselves and the reference's Linears follow autocast, so under
+        bf16 autocast no cast kernels run for them (and chi is formed from the unrounded values)."""
         log_omega = self._log_omega(omega)
         if log_omega is not None and log_omega.dim() == 1 and log_omega.shape[0] != h.shape[0]:
             raise ValueError(f"omega per batch must have {h.shape[0]} values (one per trajectory), "
                              f"got {log_omega.shape[0]}")
-        dtype = h.dtype
-        weights = (self.w_z.to(dtype), self.w_h.to(dtype), self.b.to(dtype))
+        weights = (self.w_z, self.w_h, self.b)
         if log_omega is None:
-            return gate_fusion(h, z, *weights, torch.ones((), dtype=dtype, device=h.device), backend=self.backend)
-        return gate_fusion_freq(h, z, *weights, log_omega.to(dtype), self.w1.to(dtype), self.b_omega.to(dtype),
-                                backend=self.backend)
+            return weights, None
+        return weights, (log_omega, self.w1, self.b_omega)
+
+    def forward(self, h: torch.Tensor, z: torch.Tensor, omega=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """h, z [B, ..., H]; omega None (fixed buffer) or per-batch [B] -> (out, g) [B, ..., H].
+        The frequency gate runs inside the gate op (gate_fusion_freq)."""
+        weights, freq = self._gate_args(h, omega)
+        if freq is None:
+            return gate_fusion(h, z, *weights, torch.ones((), dtype=h.dtype, device=h.device), backend=self.backend)
+        return gate_fusion_freq(h, z, *weights, *freq, backend=self.backend)
+
+    def forward_readout(self, h: torch.Tensor, a: torch.Tensor, readout: nn.Linear, omega=None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """forward(h, GLU(readout(a)), omega) with the readout folded into the gate op (memory_gate):
+        h, a [B, ..., H]; readout: the memory's Linear(H, 2H) -> (out [B, ..., H], mean gate 0-dim)."""
+        weights, freq = self._gate_args(h, omega)
+        if freq is None:
+            return memory_gate(h, a, readout.weight, readout.bias, *weights,
+                               torch.ones((), dtype=h.dtype, device=h.device), backend=self.backend)
+        return memory_gate_freq(h, a, readout.weight, readout.bias, *weights, *freq, backend=self.backend)

@@ -54,14 +54,20 @@ class S4DMemory(nn.Module):
         """(log_dt [H], log_A_real [H, N], A_imag [H, N], C [H, N, 2])."""
         return self.log_dt, self.log_A_real, self.A_imag, self.C
 
-    def _readout(self, y: torch.Tensor) -> torch.Tensor:
-        return F.glu(self.output_linear(F.gelu(y)), dim=-1)
+    def readout(self, a: torch.Tensor) -> torch.Tensor:
+        """z = GLU(Linear_{H->2H}(a)) of the activations a = GELU(S4D(h)): [..., H] -> [..., H]."""
+        return F.glu(self.output_linear(a), dim=-1)
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        # the discretisation runs inside the K kernel on the Triton Toeplitz path (s4d_zoh_scan)
+    def activations(self, h: torch.Tensor) -> torch.Tensor:
+        """a = GELU(S4D(h)), h [B, T, S, H] -> [B, T, S, H] (what the readout takes; AMGFNO hands it to
+        the gate with the readout folded in). On the Triton Toeplitz path the discretisation runs inside
+        the K kernel and the GELU in the scan's epilogue (s4d_zoh_scan, activation="gelu")."""
         dtype = torch.promote_types(h.dtype, torch.float32)  # parameters' math in fp32 / fp64, never bf16
         params = tuple(p.to(dtype) for p in self._continuous_params())
-        return self._readout(s4d_zoh_scan(h, *params, self.D.to(dtype), backend=self.backend))
+        return s4d_zoh_scan(h, *params, self.D.to(dtype), backend=self.backend, activation="gelu")
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.readout(self.activations(h))
 
     def initial_state(self, h_t: torch.Tensor) -> torch.Tensor:
         """Zero state for a step input h_t [..., H] -> [..., H, N, 2]."""
@@ -71,4 +77,4 @@ class S4DMemory(nn.Module):
         """h_t [..., H], state [..., H, N, 2] -> (z_t [..., H], new state)."""
         lam, c = self.discretize()
         y, state = s4d_step(h_t, state, lam.to(h_t.dtype), c.to(h_t.dtype), self.D.to(h_t.dtype), backend=self.backend)
-        return self._readout(y), state
+        return self.readout(F.gelu(y)), state

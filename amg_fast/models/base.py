@@ -17,6 +17,7 @@ first non-finite input frame or prediction instead (one host sync per check; off
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -25,15 +26,26 @@ from torch import nn
 
 from amg_fast._checks import check_int_range, check_nonempty, check_rank, check_real_float, first_non_finite
 from amg_fast._nvtx import nvtx_range
+from amg_fast.kernels._common import tracing
 from amg_fast.layers import FFNOBlock
 from amg_fast.ops._backend import check_backend
 
 __all__ = ["grid_coordinates", "append_grid", "SequenceModel", "composed_linears", "FFNOBackbone"]
 
 
+def _grid(S: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    with torch.inference_mode(False):  # a normal tensor even when first built under inference mode
+        return (torch.arange(S, device=device, dtype=dtype) / S)[:, None]
+
+
+_cached_grid = functools.lru_cache(maxsize=32)(_grid)
+
+
 def grid_coordinates(S: int, like: torch.Tensor) -> torch.Tensor:
-    """Normalised grid x_r / L = r / S as [S, 1] on like's device and dtype."""
-    return (torch.arange(S, device=like.device, dtype=like.dtype) / S)[:, None]
+    """Normalised grid x_r / L = r / S as [S, 1] on like's device and dtype (read-only). Cached per
+    (S, dtype, device) in eager mode, so a training step spends no kernels on it; built afresh under
+    torch.compile / fake-tensor tracing."""
+    return (_grid if tracing() else _cached_grid)(S, like.dtype, like.device)
 
 
 def append_grid(u: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from amg_fast._nvtx import nvtx_range
+from amg_fast.kernels.limits import READOUT_MAX_H, memory_readout
 from amg_fast.layers import AdaptiveMemoryGate, FixedFusion, S4DMemory
 from amg_fast.models.base import FFNOBackbone
 
@@ -35,14 +36,16 @@ class MemoryFFNO(FFNOBackbone):
     def _tail(self, h):
         return self.decode(self.run_blocks(h, MEMORY_POSITION, len(self.blocks)))
 
-    def forward(self, u: torch.Tensor, **fuse_kwargs) -> torch.Tensor:
-        self.check_sequence(u)
-        h = self._head(u)  # [B, T, S, H]
+    def memory_and_fuse(self, h: torch.Tensor, **fuse_kwargs) -> torch.Tensor:
+        """h [B, T, S, H] -> fuse(h, memory(h)): the memory layer over the whole sequence, then the fusion."""
         with nvtx_range("amg_fast.model.memory"):
             z = self.memory(h)
         with nvtx_range("amg_fast.model.fuse"):
-            fused = self.fuse(h, z, **fuse_kwargs)
-        return self._tail(fused)
+            return self.fuse(h, z, **fuse_kwargs)
+
+    def forward(self, u: torch.Tensor, **fuse_kwargs) -> torch.Tensor:
+        self.check_sequence(u)
+        return self._tail(self.memory_and_fuse(self._head(u), **fuse_kwargs))  # h: [B, T, S, H]
 
     def initial_state(self, u0):
         return self.memory.initial_state(u0.new_zeros(u0.shape[:-1] + (self.width,)))
@@ -98,16 +101,31 @@ class AMGFNO1d(MemoryFFNO):
 
     def fuse(self, h, z, omega=None):
         out, g = self.gate(h, z, omega)
-        g_mean = g.detach().mean(dtype=torch.promote_types(g.dtype, torch.float32))
+        self._record_gate(g.detach().mean(dtype=torch.promote_types(g.dtype, torch.float32)))
+        return out
+
+    def memory_and_fuse(self, h, omega=None):
+        """As MemoryFFNO's, with the memory's readout GLU(Linear(a)) folded into the gate op
+        (memory_gate: z never materialised, g only as its mean) unless AMG_FAST_MEMORY_READOUT=separate
+        or the width exceeds READOUT_MAX_H; the same values either way."""
+        if memory_readout() != "fused" or self.width > READOUT_MAX_H:
+            return super().memory_and_fuse(h, omega=omega)
+        with nvtx_range("amg_fast.model.memory"):
+            a = self.memory.activations(h)
+        with nvtx_range("amg_fast.model.fuse"):
+            out, g_mean = self.gate.forward_readout(h, a, self.memory.output_linear, omega)
+        self._record_gate(g_mean)
+        return out
+
+    def _record_gate(self, g_mean: torch.Tensor) -> None:
         self._gate_sum = g_mean if self._gate_sum is None else self._gate_sum + g_mean
         self._gate_count += 1
-        return out
 
     def _reset_gate_record(self):
         self._gate_sum, self._gate_count = None, 0
 
-    def _close_gate_record(self):
-        self.last_gate_mean = self._gate_sum / self._gate_count
+    def _close_gate_record(self):  # one forward records one mean: no division (no kernel) then
+        self.last_gate_mean = self._gate_sum if self._gate_count == 1 else self._gate_sum / self._gate_count
 
     def forward(self, u: torch.Tensor, omega=None) -> torch.Tensor:
         self._reset_gate_record()

@@ -42,9 +42,10 @@ def _s4d_conv_kernel_fwd_op(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch
     return _s4d.s4d_conv_kernel_fwd(lam, c, T)
 
 @triton_op("amg_fast::s4d_conv_kernel_bwd", mutates_args=())
-def _s4d_conv_kernel_bwd_op(dkk: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
-                            ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _s4d.s4d_conv_kernel_bwd(dkk, lam, c)
+def _s4d_conv_kernel_bwd_op(part: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """part [G, H, T] (partial sums of dK) -> (dlam, dc [H, N, 2], dd [H])."""
+    return _s4d.s4d_conv_kernel_bwd(part, lam, c)
 
 @triton_op("amg_fast::s4d_zoh_conv_kernel_fwd", mutates_args=())
 def _s4d_zoh_conv_kernel_fwd_op(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_imag: torch.Tensor,
@@ -52,19 +53,22 @@ def _s4d_zoh_conv_kernel_fwd_op(log_dt: torch.Tensor, log_A_real: torch.Tensor, 
     return _s4d.s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
 
 @triton_op("amg_fast::s4d_zoh_conv_kernel_bwd", mutates_args=())
-def _s4d_zoh_conv_kernel_bwd_op(dkk: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
+def _s4d_zoh_conv_kernel_bwd_op(part: torch.Tensor, log_dt: torch.Tensor, log_A_real: torch.Tensor,
                                 A_imag: torch.Tensor, C: torch.Tensor
-                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _s4d.s4d_zoh_conv_kernel_bwd(dkk, log_dt, log_A_real, A_imag, C)
+                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """part [G, H, T] (partial sums of dK) -> (dlog_dt, dlog_A_real, dA_imag, dC, dd)."""
+    return _s4d.s4d_zoh_conv_kernel_bwd(part, log_dt, log_A_real, A_imag, C)
 
 @triton_op("amg_fast::s4d_toeplitz_fwd", mutates_args=())
-def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    return _s4d.s4d_toeplitz_fwd(u, kk, d)
+def _s4d_toeplitz_fwd_op(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: bool, loop: bool
+                         ) -> torch.Tensor:
+    return _s4d.s4d_toeplitz_fwd(u, kk, d, gelu, loop)
 
 @triton_op("amg_fast::s4d_toeplitz_bwd", mutates_args=())
-def _s4d_toeplitz_bwd_op(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _s4d.s4d_toeplitz_bwd(dy, u, kk, d)
+def _s4d_toeplitz_bwd_op(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: bool,
+                         loop: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (du, part [G, H, T]: partial sums of dK over groups of columns)."""
+    return _s4d.s4d_toeplitz_bwd(dy, u, kk, d, gelu, loop)
 
 @triton_op("amg_fast::s4d_scan_fwd", mutates_args=())
 def _s4d_scan_fwd_op(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
@@ -94,20 +98,38 @@ def _gate_fusion_fwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h
 @triton_op("amg_fast::gate_fusion_bwd", mutates_args=())
 def _gate_fusion_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
                         b: torch.Tensor, chi: torch.Tensor, dout: torch.Tensor, dg: torch.Tensor | None,
+                        w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None, cublas: bool = False
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Forward args + dout, dg [..., H] -> (dz, dh [..., H], grads: [dW_z | dW_h | db | dchi] flat,
+    dchi = chi's values or, with w1 and b_omega, (db_omega, dw1); fp32, fp64 for fp64 inputs)."""
+    return _gate.gate_grads(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega), None, cublas)
+
+@triton_op("amg_fast::memory_gate_fwd", mutates_args=())
+def _memory_gate_fwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor,
+                        w_z: torch.Tensor, w_h: torch.Tensor, b: torch.Tensor, chi: torch.Tensor,
                         w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None
-                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Forward args + dout, dg [..., H] -> (dz, dh [..., H], dlogits [M, H], db [H], dchi like chi,
-    or (db_omega, dw1) [2] with w1, b_omega); the last three in fp32 (fp64 for fp64 inputs)."""
-    return _gate.gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega))
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """h, a [..., H]; w_out [2H, H], b_out [2H]; gate args as gate_fusion_fwd's -> (out [..., H],
+    mean gate 0-dim): z = GLU(a w_out^T + b_out) formed in the kernel, g never written."""
+    return _gate.gate_fusion_fwd(h, a, w_z, w_h, b, chi, None if w1 is None else (w1, b_omega), (w_out, b_out), True)
+
+@triton_op("amg_fast::memory_gate_bwd", mutates_args=())
+def _memory_gate_bwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor,
+                        w_z: torch.Tensor, w_h: torch.Tensor, b: torch.Tensor, chi: torch.Tensor,
+                        dout: torch.Tensor, w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> (da, dh [..., H], grads: [dW_z | dW_h | db | dW_out | db_out | dchi] flat, as gate_fusion_bwd's)."""
+    return _gate.gate_grads(h, a, w_z, w_h, b, chi, dout, None, None if w1 is None else (w1, b_omega),
+                            (w_out, b_out))
 
 
 # ----------------------------------------------------------------------------- feed_forward (fused)
 
 @triton_op("amg_fast::feed_forward_fwd", mutates_args=())
 def _feed_forward_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
-                         b2: torch.Tensor) -> torch.Tensor:
-    """x [M, H_in] -> y [M, H_out], the hidden activation kept on chip."""
-    return _ffn.feed_forward_fwd(x, w1, b1, w2, b2)
+                         b2: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+    """x [M, H_in] -> y [M, H_out] (+ residual [M, H_out]), the hidden activation kept on chip."""
+    return _ffn.feed_forward_fwd(x, w1, b1, w2, b2, residual)
 
 @triton_op("amg_fast::feed_forward_bwd", mutates_args=())
 def _feed_forward_bwd_op(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,

@@ -1,4 +1,4 @@
-"""The FFNO feed-forward: y = relu(x W1^T + b1) W2^T + b2, x [..., H_in] -> y [..., H_out].
+"""The FFNO feed-forward: y = relu(x W1^T + b1) W2^T + b2 (+ residual), x [..., H_in] -> y [..., H_out].
 
 Reads top to bottom: validation -> reference -> autograd Function -> public op.
 
@@ -9,9 +9,12 @@ does the GEMMs) runs the first GEMM with cuBLASLt's bias + ReLU epilogue (torch.
 so the hidden activation is written once and no ReLU kernel runs; its backward (one autograd node,
 saving x and the hidden activation) masks the hidden gradient with one threshold_backward kernel.
 The alternative, method="fused" (FusedFeedForwardFn over kernels/feed_forward.py), keeps the hidden
-activation on chip: one kernel forward, two backward (recomputing it), plus one reduction. Which of
-the two is faster is for a GPU to measure (bench/probe_ffn.py); "auto" is the epilogue path until
-then (docs/kernels.md).
+activation on chip: one kernel forward, two backward (recomputing it), plus one reduction; its dots
+are tf32x3 (fp32-accurate, on tensor cores) in fp32 mode, tf32 when TF32 matmuls are allowed, bf16
+under bf16. "auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the fused kernels in
+fp32 / TF32 / bf16 until a GPU measures otherwise: bench/probe_ffn.py) or $AMG_FAST_FFN_METHOD.
+residual (the FFNO block's x in x + FeedForward(...)) is added in the fused kernel's epilogue (one
+activation pass fewer); on the other paths it is one add.
 """
 from __future__ import annotations
 
@@ -19,14 +22,15 @@ import torch
 import torch.nn.functional as F
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
-from amg_fast.kernels.limits import ffn_method
+from amg_fast.kernels.limits import FFN_METHODS, ffn_method
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "FusedFeedForwardFn", "check_feed_forward_args"]
 
 
-def check_feed_forward_args(x, w1, b1, w2, b2) -> None:
-    """x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F]; b2 [H_out] (nn.Linear convention)."""
+def check_feed_forward_args(x, w1, b1, w2, b2, residual=None) -> None:
+    """x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F]; b2 [H_out] (nn.Linear convention); residual
+    None or [..., H_out] like the output."""
     for name, t in (("x", x), ("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2)):
         check_real_float(name, t)
     check_same_device(x=x, w1=w1, b1=b1, w2=w2, b2=b2)
@@ -38,11 +42,16 @@ def check_feed_forward_args(x, w1, b1, w2, b2) -> None:
     check_rank("w2", w2, 2, "[H_out, F]")
     check_shape("w2", w2, (w2.shape[0], hidden), f"[H_out, F] with F = {hidden}")
     check_shape("b2", b2, (w2.shape[0],), f"[H_out] with H_out = {w2.shape[0]}")
+    if residual is not None:
+        check_real_float("residual", residual)
+        check_same_device(x=x, residual=residual)
+        check_shape("residual", residual, (*x.shape[:-1], w2.shape[0]), "[..., H_out], the output's shape")
 
 
-def feed_forward_ref(x, w1, b1, w2, b2) -> torch.Tensor:
-    """Pure PyTorch: F.linear(relu(F.linear(x, w1, b1)), w2, b2). x [..., H_in] -> [..., H_out]."""
-    return F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+def feed_forward_ref(x, w1, b1, w2, b2, residual=None) -> torch.Tensor:
+    """Pure PyTorch: F.linear(relu(F.linear(x, w1, b1)), w2, b2) (+ residual). x [..., H_in] -> [..., H_out]."""
+    y = F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+    return y if residual is None else residual + y
 
 
 class FeedForwardFn(torch.autograd.Function):
@@ -73,15 +82,18 @@ class FeedForwardFn(torch.autograd.Function):
 
 
 class FusedFeedForwardFn(torch.autograd.Function):
-    """x [M, H_in] (2-D), weights as feed_forward's -> y [M, H_out]; all in one dtype; H_in, H_out
-    <= kernels.limits.FFN_FUSED_MAX_H. Saves x and the weights only: the backward kernels recompute
-    the hidden activation (torch.ops.amg_fast.feed_forward_{fwd,bwd})."""
+    """x [M, H_in] (2-D), weights as feed_forward's (any float dtype: rounded to x's in the kernels;
+    gradients in the weights' dtype), residual [M, H_out] or None -> y [M, H_out]
+    (+ residual), in the residual's dtype when there is one (fp32 under bf16 autocast: x + y promotes,
+    as in the reference), else x's; H_in, H_out <= kernels.limits.FFN_FUSED_MAX_H. Saves x and the
+    weights only: the backward kernels recompute the hidden activation (torch.ops.amg_fast.feed_forward_{fwd,bwd});
+    the residual's gradient is dy itself."""
 
     @staticmethod
-    def forward(ctx, x, w1, b1, w2, b2):
+    def forward(ctx, x, w1, b1, w2, b2, residual=None):
         ctx.save_for_backward(x, w1, b1, w2)
         return triton_ops().feed_forward_fwd(x.contiguous(), w1.contiguous(), b1.contiguous(), w2.contiguous(),
-                                             b2.contiguous())
+                                             b2.contiguous(), None if residual is None else residual.contiguous())
 
     @staticmethod
     def backward(ctx, dy):
@@ -91,24 +103,39 @@ class FusedFeedForwardFn(torch.autograd.Function):
         need_dx = ctx.needs_input_grad[0]
         dx, flat = triton_ops().feed_forward_bwd(dy.contiguous(), x.contiguous(), w1.contiguous(), b1.contiguous(),
                                                  w2.contiguous(), need_dx)
-        return (dx if need_dx else None, *split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
+        weight_grads = split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0])
+        need = ctx.needs_input_grad  # 6 entries when apply()'d with a residual argument (a tensor or None)
+        residual_grad = (dy if need[5] else None,) if len(need) > 5 else ()
+        return (dx if need_dx else None, *weight_grads, *residual_grad)
 
 
-def feed_forward(x, w1, b1, w2, b2, *, backend: str = "auto", method: str = "auto") -> torch.Tensor:
-    """relu(x W1^T + b1) W2^T + b2. x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F]; b2 [H_out].
-    Returns [..., H_out] in x's dtype (under autocast: the autocast dtype, as nn.Linear).
+def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", method: str = "auto") -> torch.Tensor:
+    """relu(x W1^T + b1) W2^T + b2 (+ residual). x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F];
+    b2 [H_out]; residual None or [..., H_out]. Returns [..., H_out] in x's dtype (under autocast: the
+    autocast dtype, as nn.Linear).
 
-    backend: "reference" = Linear, ReLU, Linear; "triton" (or "auto" on CUDA) = one of two fused
-    paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's epilogue, one
-    autograd node; the same GEMMs as the reference) or "fused" (FusedFeedForwardFn: Triton kernels
-    that keep the hidden activation on chip; H_in, H_out <= 128). "auto" = "epilogue".
+    backend: "reference" = Linear, ReLU, Linear (then + residual); "triton" (or "auto" on CUDA) = one
+    of two fused paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's
+    epilogue, one autograd node; the same GEMMs as the reference; residual added after) or "fused"
+    (FusedFeedForwardFn: Triton kernels that keep the hidden activation on chip and add the residual
+    in their epilogue; H_in, H_out <= 128). "auto" = $AMG_FAST_FFN_METHOD, else per precision mode
+    kernels.limits.FFN_AUTO_METHOD (fused in fp32 / TF32 / bf16), the epilogue for wider layers.
     """
-    check_feed_forward_args(x, w1, b1, w2, b2)
-    function = FusedFeedForwardFn if ffn_method(method) == "fused" else FeedForwardFn
+    check_feed_forward_args(x, w1, b1, w2, b2, residual)
+    if method not in FFN_METHODS:
+        raise ValueError(f"method must be one of {FFN_METHODS}, got {method!r}")
 
     def fused(x_):
         dtype = x_.dtype  # the autocast dtype under autocast (fp64 stays), as nn.Linear computes
-        y = function.apply(x_.reshape(-1, x_.shape[-1]), *(t.to(dtype) for t in (w1, b1, w2, b2)))
+        x2 = x_.reshape(-1, x_.shape[-1])
+        res2 = None if residual is None else residual.reshape(-1, w2.shape[0])  # its own dtype: x + y promotes
+        if ffn_method(method, dtype, (w1.shape[1], w2.shape[0])) == "fused":
+            # weights in their own dtype: the kernels round their tiles to x's dtype (as a cast would)
+            # and return fp32 gradients for fp32 weights (no cast kernels under autocast)
+            y = FusedFeedForwardFn.apply(x2, w1, b1, w2, b2, res2)
+        else:
+            y = FeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)))
+            y = y if res2 is None else res2 + y
         return y.reshape(*x_.shape[:-1], w2.shape[0])
 
-    return run_op("feed_forward", backend, x, lambda: feed_forward_ref(x, w1, b1, w2, b2), fused)
+    return run_op("feed_forward", backend, x, lambda: feed_forward_ref(x, w1, b1, w2, b2, residual), fused)

@@ -10,24 +10,24 @@ import torch.nn.functional as F
 
 from amg_fast._checks import (acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape,
                               check_unit_interval)
-from amg_fast.kernels.limits import GATE_MAX_H
+from amg_fast.kernels.limits import GATE_MAX_H, gate_wgrad
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate", "check_gate_fusion_args",
-           "GateFusionFn"]
+           "check_frequency_gate_args", "GateFusionFn", "split_gate_grads", "chi_grads"]
 
 
-def check_gate_fusion_args(h, z, w_z, w_h, b, chi, chi_name: str = "chi") -> None:
+def check_gate_fusion_args(h, z, w_z, w_h, b, chi, chi_name: str = "chi", z_name: str = "z") -> None:
     """h, z [..., H] (no empty dimension); w_z, w_h [H, H]; b [H]; chi 0-dim, or [B] with one value per
-    h.shape[0] (chi_name: what errors call it). A gate weight chi must also be finite and in [0, 1]
-    (checked with one host sync, except while compiling or capturing); log_omega is not range-checked."""
-    for name, t in (("h", h), ("z", z), ("w_z", w_z), ("w_h", w_h), ("b", b), (chi_name, chi)):
+    h.shape[0] (chi_name, z_name: what errors call them). A gate weight chi must also be finite and in
+    [0, 1] (checked with one host sync, except while compiling or capturing); log_omega is not range-checked."""
+    for name, t in (("h", h), (z_name, z), ("w_z", w_z), ("w_h", w_h), ("b", b), (chi_name, chi)):
         check_real_float(name, t)
-    check_same_device(h=h, z=z, w_z=w_z, w_h=w_h, b=b, **{chi_name: chi})
+    check_same_device(h=h, w_z=w_z, w_h=w_h, b=b, **{z_name: z, chi_name: chi})
     check_rank("h", h, range(1, 16), "[..., H]")
     check_nonempty("h", h, "[..., H]")
     if z.shape != h.shape:
-        raise ValueError(f"z must have the shape of h {tuple(h.shape)}, got {tuple(z.shape)}")
+        raise ValueError(f"{z_name} must have the shape of h {tuple(h.shape)}, got {tuple(z.shape)}")
     H = h.shape[-1]
     check_shape("w_z", w_z, (H, H), "[H, H], nn.Linear convention")
     check_shape("w_h", w_h, (H, H), "[H, H], nn.Linear convention")
@@ -40,6 +40,14 @@ def check_gate_fusion_args(h, z, w_z, w_h, b, chi, chi_name: str = "chi") -> Non
         )
     if chi_name == "chi":
         check_unit_interval("chi", chi)  # a gate weight: g = sigmoid(.) * chi must stay in [0, 1]
+
+
+def check_frequency_gate_args(h, w1, b_omega) -> None:
+    """w1, b_omega: real 0-dim tensors on h's device (the frequency gate's learnable scalars)."""
+    for name, t in (("w1", w1), ("b_omega", b_omega)):
+        check_real_float(name, t)
+        check_shape(name, t, (), "a 0-dim tensor")
+    check_same_device(h=h, w1=w1, b_omega=b_omega)
 
 
 def _broadcast_chi(chi: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -62,13 +70,33 @@ def gate_fusion_ref(h, z, w_z, w_h, b, chi) -> tuple[torch.Tensor, torch.Tensor]
     return out.to(h.dtype), g.to(h.dtype)
 
 
+def split_gate_grads(grads: torch.Tensor, H: int, readout: bool = False) -> tuple[torch.Tensor, ...]:
+    """The gate backward's flat gradients -> views (dW_z [H, H], dW_h [H, H], db [H], then with readout
+    dW_out [2H, H], db_out [2H], and last the dchi values)."""
+    sizes = [H * H, H * H, H] + ([2 * H * H, 2 * H] if readout else [])
+    parts = grads.split(sizes + [grads.numel() - sum(sizes)])
+    shapes = [(H, H), (H, H), (H,)] + ([(2 * H, H), (2 * H,)] if readout else [])
+    return tuple(p.view(shape) for p, shape in zip(parts, shapes)) + (parts[-1],)
+
+
+def chi_grads(dchi: torch.Tensor, ctx, chi, w1, b_omega, first: int) -> tuple:
+    """(dchi, dw1, db_omega) for the Function's inputs chi (or log_omega), w1, b_omega at positions
+    first, first + 1, first + 2: without w1, dchi (chi's shape); with w1 and b_omega, dchi holds
+    (db_omega, dw1) and log_omega gets none."""
+    need = ctx.needs_input_grad
+    if w1 is None:
+        return dchi.reshape(chi.shape).to(chi.dtype) if need[first] else None, None, None
+    return None, dchi[1].to(w1.dtype) if need[first + 1] else None, dchi[0].to(b_omega.dtype) if need[first + 2] else None
+
+
 class GateFusionFn(torch.autograd.Function):
     """Autograd over the Triton kernels. h, z [..., H] (one dtype); w_z, w_h [H, H]; b [H];
     chi 0-dim or [B] -> (out, g) [..., H] in h's dtype.
 
-    Saves only the inputs: the backward kernel recomputes the logits. It returns dz, dh, db, dchi
-    and the logits' gradient dlogits [M, H]; the weight gradients dlogits^T z, dlogits^T h are
-    GEMMs over the M rows, left to cuBLAS. Each gradient comes back in its input's dtype.
+    Saves only the inputs: the backward kernel recomputes the logits and writes dz, dh and dlogits;
+    the weight gradients dlogits^T z, dlogits^T h (and db, dchi) come from a split-K Triton kernel
+    over the rows, or cuBLAS with AMG_FAST_GATE_WGRAD=cublas (kernels/limits.py), all in one flat
+    tensor. Each gradient comes back in its input's dtype.
 
     With w1 and b_omega (0-dim) the frequency gate is folded in: chi holds log(omega + eps) (no
     gradient) and the kernels form chi = sigmoid(w1 chi + b_omega) and the w1, b_omega gradients.
@@ -78,28 +106,19 @@ class GateFusionFn(torch.autograd.Function):
     def forward(ctx, h, z, w_z, w_h, b, chi, w1=None, b_omega=None):
         out, g = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
         ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega)
+        ctx.cublas = gate_wgrad() == "cublas"
+        ctx.set_materialize_grads(False)  # g unused (AMGFNO keeps its detached mean): dg None, not a zeros kernel
         return out, g
 
     @staticmethod
     def backward(ctx, dout, dg):
         h, z, w_z, w_h, b, chi, w1, b_omega = ctx.saved_tensors
-        dz, dh, dlogits, db, dchi = triton_ops().gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega)
+        dout = torch.zeros_like(h) if dout is None else dout
+        dz, dh, grads = triton_ops().gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega, ctx.cublas)
+        dw_z, dw_h, db, dchi = split_gate_grads(grads, h.shape[-1])
         need = ctx.needs_input_grad
-        H, M = h.shape[-1], dlogits.shape[0]
-        # dW = dlogits^T x over all M rows (cuBLAS). bf16 activations: a bf16 GEMM with fp32
-        # accumulation, as autocast's own nn.Linear backward does; else in dlogits' dtype (fp16
-        # too: a sum over M rows can pass fp16's range).
-        gemm_dtype = torch.bfloat16 if h.dtype == torch.bfloat16 else dlogits.dtype
-        dlogits_t = dlogits.to(gemm_dtype).T if (need[2] or need[3]) else None
-
-        def weight_grad(x, w):  # [H, M] @ [M, H] -> [H, H] in w's dtype
-            return (dlogits_t @ x.reshape(M, H).to(gemm_dtype)).to(w.dtype)
-
-        grads = (dh, dz, weight_grad(z, w_z) if need[2] else None, weight_grad(h, w_h) if need[3] else None,
-                 db.to(b.dtype) if need[4] else None)
-        if w1 is None:
-            return grads + (dchi.to(chi.dtype) if need[5] else None, None, None)
-        return grads + (None, dchi[1].to(w1.dtype) if need[6] else None, dchi[0].to(b_omega.dtype) if need[7] else None)
+        return (dh, dz, dw_z.to(w_z.dtype) if need[2] else None, dw_h.to(w_h.dtype) if need[3] else None,
+                db.to(b.dtype) if need[4] else None, *chi_grads(dchi, ctx, chi, w1, b_omega, 5))
 
 
 def gate_fusion(h, z, w_z, w_h, b, chi, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,8 +158,5 @@ def gate_fusion_freq(h, z, w_z, w_h, b, log_omega, w1, b_omega, *, backend: str 
     w1, b_omega: 0-dim. Other arguments and the result as gate_fusion's.
     """
     check_gate_fusion_args(h, z, w_z, w_h, b, log_omega, chi_name="log_omega")
-    for name, t in (("w1", w1), ("b_omega", b_omega)):
-        check_real_float(name, t)
-        check_shape(name, t, (), "a 0-dim tensor")
-    check_same_device(h=h, w1=w1, b_omega=b_omega)
+    check_frequency_gate_args(h, w1, b_omega)
     return _dispatch(h, z, w_z, w_h, b, log_omega, (w1, b_omega), backend)

@@ -5,25 +5,34 @@ causal convolution y = K * u + d u with the time-invariant kernel K[h, l] = 2 Re
 (the state-spaces s4d.py formulation, FFT of length 2T); s4d_step is the recurrent form used for
 rollout, one step costing O(1) in the history length.
 
-The Triton backend (kernels/s4d_scan.py) has two forward methods, both parallel over (b, s, h):
-"toeplitz" for short T (the causal depthwise Toeplitz product with K = s4d_conv_kernel built by a
-kernel, whose backward kernel gives the lam and c gradients from dK) and "scan" for long T (a sequential
-recurrence in registers whose backward recomputes the states, stable for any T). "auto" picks
-toeplitz for T <= TOEPLITZ_MAX_T (kernels/limits.py, measured).
+The Triton backend (kernels/s4d_scan.py) has three methods, all parallel over (b, s, h):
+"toeplitz" for short T (per channel the causal Toeplitz matrix of K = s4d_conv_kernel applied as
+batched tl.dots; K built by a kernel, whose backward kernel gives the lam and c gradients, and dd,
+from the partial sums of dK), "toeplitz_loop" (the same product as a loop over the lag: the earlier
+kernels, kept to compare) and "scan" for long T (a sequential recurrence in registers whose backward
+recomputes the states, stable for any T). "auto" picks toeplitz for T <= TOEPLITZ_MAX_T
+(kernels/limits.py), or what $AMG_FAST_S4D_METHOD names. activation="gelu" returns GELU(y): on the
+toeplitz method the GELU runs in the kernel's epilogue (and its derivative in the backward's
+prologue), elsewhere as a torch op after.
+u may carry extra spatial axes, [B, T, X, Y, ..., H]: they are folded into S (the scan runs over
+time at every grid point).
 Reads top to bottom: validation -> reference -> autograd Functions over the Triton kernels
 (torch.ops.amg_fast.s4d_*, registered in ops/_triton_ops.py) -> public ops.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from amg_fast._checks import acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape
 from amg_fast.kernels.limits import S4D_METHODS, s4d_method
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["s4d_scan", "s4d_zoh_scan", "s4d_step", "s4d_scan_ref", "s4d_step_ref", "s4d_conv_kernel",
-           "s4d_discretize", "check_s4d_scan_args", "check_s4d_zoh_params", "S4DConvKernelFn",
-           "S4DZohConvKernelFn", "S4DToeplitzFn", "S4DScanFn", "S4DStepFn"]
+           "s4d_discretize", "check_s4d_scan_args", "check_s4d_zoh_params", "S4DToeplitzFn", "S4DScanFn",
+           "S4DStepFn", "ACTIVATIONS"]
+
+ACTIVATIONS = (None, "gelu")
 
 def _check_params(lam, c, d, H: int) -> None:
     for name, t in (("lam", lam), ("c", c), ("d", d)):
@@ -37,13 +46,30 @@ def _check_params(lam, c, d, H: int) -> None:
     check_shape("d", d, (H,), "[H]")
 
 
-def check_s4d_scan_args(u, lam, c, d) -> None:
-    """u [B, T, S, H]; lam, c [H, N, 2]; d [H]."""
+U_LAYOUT = "[B, T, S, H] or [B, T, X, Y, ..., H], time is dim 1"
+
+
+def _check_u(u) -> None:
     check_real_float("u", u)
-    check_rank("u", u, 4, "[B, T, S, H], time is dim 1")
-    check_nonempty("u", u, "[B, T, S, H], time is dim 1")
+    check_rank("u", u, range(4, 16), U_LAYOUT)
+    check_nonempty("u", u, U_LAYOUT)
+
+
+def check_s4d_scan_args(u, lam, c, d) -> None:
+    """u [B, T, S, H] (or [B, T, X, Y, ..., H]); lam, c [H, N, 2]; d [H]."""
+    _check_u(u)
     _check_params(lam, c, d, u.shape[-1])
     check_same_device(u=u, lam=lam, c=c, d=d)
+
+
+def _check_activation(activation) -> None:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+
+def _spatial_folded(u: torch.Tensor) -> torch.Tensor:
+    """u [B, T, X, Y, ..., H] -> [B, T, X*Y*..., H] (a view when it can be)."""
+    return u if u.dim() == 4 else u.reshape(u.shape[0], u.shape[1], -1, u.shape[-1])
 
 
 def s4d_conv_kernel(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
@@ -55,7 +81,10 @@ def s4d_conv_kernel(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
 
 
 def s4d_scan_ref(u, lam, c, d) -> torch.Tensor:
-    """Pure-PyTorch reference. u [B, T, S, H] -> y [B, T, S, H] in u's dtype (computes in >= fp32)."""
+    """Pure-PyTorch reference. u [B, T, S, H] (or [B, T, X, Y, ..., H]) -> y of u's shape and dtype
+    (computes in >= fp32)."""
+    if u.dim() > 4:
+        return s4d_scan_ref(_spatial_folded(u), lam, c, d).reshape(u.shape)
     dtype = acc_dtype(u, lam, c, d)
     u_, T = u.to(dtype), u.shape[1]
     kernel = s4d_conv_kernel(lam.to(dtype), c.to(dtype), T)  # [H, T]
@@ -108,52 +137,33 @@ def _needed(ctx, *grads):
     return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad))
 
 
-class S4DConvKernelFn(torch.autograd.Function):
-    """K [H, T] = 2 Re(sum_n c lam^l) (s4d_conv_kernel) from lam, c [H, N, 2] in one kernel, and
-    (dlam, dc) from dK in one kernel: two launches instead of ~20 small torch ops per step."""
-
-    @staticmethod
-    def forward(ctx, lam, c, T):
-        ctx.save_for_backward(lam, c)
-        return triton_ops().s4d_conv_kernel_fwd(lam, c, T)
-
-    @staticmethod
-    def backward(ctx, dkk):
-        lam, c = ctx.saved_tensors
-        dlam, dc = triton_ops().s4d_conv_kernel_bwd(dkk, lam, c)
-        return _needed(ctx, dlam, dc, None)
-
-
-class S4DZohConvKernelFn(torch.autograd.Function):
-    """K [H, T] straight from the continuous parameters (log_dt [H], log_A_real, A_imag [H, N],
-    C [H, N, 2]): the ZOH discretisation folded into the K kernel, forward and backward, so the ~9
-    small complex ops of s4d_discretize and their backward cost no launches."""
-
-    @staticmethod
-    def forward(ctx, log_dt, log_A_real, A_imag, C, T):
-        ctx.save_for_backward(log_dt, log_A_real, A_imag, C)
-        return triton_ops().s4d_zoh_conv_kernel_fwd(log_dt, log_A_real, A_imag, C, T)
-
-    @staticmethod
-    def backward(ctx, dkk):
-        return _needed(ctx, *triton_ops().s4d_zoh_conv_kernel_bwd(dkk, *ctx.saved_tensors), None)
-
-
 class S4DToeplitzFn(torch.autograd.Function):
-    """y = causal depthwise Toeplitz product (u [B, T, S, H], kk [H, T]) + d [H] * u, Triton kernels.
+    """y = Kk * u + d u (GELU(...) with gelu), the causal Toeplitz form, with Kk [H, T] built in a
+    kernel from the S4D parameters. u [B, T, S, H]; d [H]; kind "poles": params = (lam, c) [H, N, 2];
+    kind "zoh": params = (log_dt [H], log_A_real, A_imag [H, N], C [H, N, 2]) (the ZOH discretisation
+    folded into the Kk kernel, forward and backward). loop: the lag-loop kernels (no GELU).
 
-    Backward (one kernel): du by the anti-causal correlation with kk; dkk and dd from per-program
-    partial sums reduced in torch (deterministic)."""
+    Forward: Kk (one kernel), the product (one kernel). Backward: du and per-group partial sums of
+    dKk (one kernel); every parameter gradient and dd from those partials (one kernel). Four
+    launches for the layer's whole S4D, discretisation and D skip included."""
 
     @staticmethod
-    def forward(ctx, u, kk, d):
-        ctx.save_for_backward(u, kk, d)
-        return triton_ops().s4d_toeplitz_fwd(u, kk, d)
+    def forward(ctx, u, d, kind, gelu, loop, *params):
+        ops = triton_ops()
+        build = ops.s4d_conv_kernel_fwd if kind == "poles" else ops.s4d_zoh_conv_kernel_fwd
+        kk = build(*params, u.shape[1])
+        ctx.save_for_backward(u, d, kk, *params)
+        ctx.kind, ctx.gelu, ctx.loop = kind, gelu, loop
+        return ops.s4d_toeplitz_fwd(u, kk, d, gelu, loop)
 
     @staticmethod
     def backward(ctx, dy):
-        u, kk, d = ctx.saved_tensors
-        return _needed(ctx, *triton_ops().s4d_toeplitz_bwd(dy, u, kk, d))
+        u, d, kk, *params = ctx.saved_tensors
+        ops = triton_ops()
+        du, part = ops.s4d_toeplitz_bwd(dy, u, kk, d, ctx.gelu, ctx.loop)
+        grads = (ops.s4d_conv_kernel_bwd if ctx.kind == "poles" else ops.s4d_zoh_conv_kernel_bwd)(part, *params)
+        *dparams, dd = grads
+        return _needed(ctx, du, dd.to(d.dtype), None, None, None, *dparams)
 
 
 class S4DScanFn(torch.autograd.Function):
@@ -211,12 +221,18 @@ class S4DStepFn(torch.autograd.Function):
                        dd.to(d.dtype))
 
 
-def _s4d_triton(u, d, method: str, poles, conv_kernel) -> torch.Tensor:
-    """The Triton forward chosen by method ("auto" | "toeplitz" | "scan", kernels.limits.s4d_method):
-    the scan kernel on poles() = (lam, c), or the Toeplitz kernel on conv_kernel(T) = K [H, T]."""
-    if s4d_method(method, u.shape[1]) == "scan":
-        return S4DScanFn.apply(u, *poles(), d)
-    return S4DToeplitzFn.apply(u, conv_kernel(u.shape[1]), d)
+def _s4d_triton(u, d, method: str, activation, kind: str, params: tuple, poles) -> torch.Tensor:
+    """The Triton path for u [B, T, S, H] by method (kernels.limits.s4d_method): the Toeplitz kernels
+    on Kk built from params (kind "poles" or "zoh"; GELU in the epilogue on "toeplitz"), or the scan
+    kernel on poles() = (lam, c), with GELU after it."""
+    chosen = s4d_method(method, u.shape[1])
+    if chosen == "toeplitz":
+        return S4DToeplitzFn.apply(u, d, kind, activation == "gelu", False, *params)
+    if chosen == "toeplitz_loop":
+        y = S4DToeplitzFn.apply(u, d, kind, False, True, *params)
+    else:
+        y = S4DScanFn.apply(u, *poles(), d)
+    return F.gelu(y) if activation == "gelu" else y
 
 
 def _check_method(method: str) -> None:
@@ -224,55 +240,66 @@ def _check_method(method: str) -> None:
         raise ValueError(f"method must be one of {S4D_METHODS}, got {method!r}")
 
 
+def _run_s4d(u, d, backend: str, method: str, activation, kind: str, params: tuple, reference, poles
+             ) -> torch.Tensor:
+    """run_op for both public scans: extra spatial axes folded into S, the parameters cast to the
+    accumulation dtype on the Triton path, the result back in u's shape."""
+    folded = _spatial_folded(u)
+
+    def triton(u_):
+        dtype = acc_dtype(u_, d, *params)
+        return _s4d_triton(u_, d, method, activation, kind, tuple(p.to(dtype) for p in params), poles)
+
+    def ref():
+        y = reference(folded)
+        return F.gelu(y) if activation == "gelu" else y
+
+    return run_op("s4d_scan", backend, folded, ref, triton).reshape(u.shape)
+
+
 # ----------------------------------------------------------------------------- public ops
 
 
-def s4d_scan(u, lam, c, d, *, backend: str = "auto", method: str = "auto") -> torch.Tensor:
+def s4d_scan(u, lam, c, d, *, backend: str = "auto", method: str = "auto", activation: str | None = None
+             ) -> torch.Tensor:
     """Diagonal S4D recurrence over time for every (b, s, h), started from x_{-1} = 0.
 
-    u: real [B, T, S, H]; lam, c: real [H, N, 2] (complex pole and folded readout);
-    d: real [H]. Returns y [B, T, S, H] in u's dtype (under autocast with the Triton backend: the
-    autocast dtype).
-    method (Triton backend only; the reference ignores it): "auto" | "toeplitz" | "scan" forces the
-    forward algorithm; "auto" = toeplitz for T <= TOEPLITZ_MAX_T (kernels/limits.py), else scan.
-    Results agree to rounding.
+    u: real [B, T, S, H] (or [B, T, X, Y, ..., H]: every grid point is scanned over time); lam, c:
+    real [H, N, 2] (complex pole and folded readout); d: real [H]. Returns y of u's shape in u's
+    dtype (under autocast with the Triton backend: the autocast dtype); activation="gelu" returns
+    GELU(y) (fused into the Toeplitz kernels).
+    method (Triton backend only; the reference ignores it): "auto" | "toeplitz" | "toeplitz_loop" |
+    "scan" forces the algorithm; "auto" = $AMG_FAST_S4D_METHOD if set, else toeplitz for T <=
+    TOEPLITZ_MAX_T (kernels/limits.py), else scan. Results agree to rounding.
     """
     check_s4d_scan_args(u, lam, c, d)
     _check_method(method)
-
-    def conv_kernel(T):
-        dtype = acc_dtype(u, lam, c, d)
-        return S4DConvKernelFn.apply(lam.to(dtype), c.to(dtype), T)
-
-    return run_op("s4d_scan", backend, u, lambda: s4d_scan_ref(u, lam, c, d),
-                  lambda u_: _s4d_triton(u_, d, method, lambda: (lam, c), conv_kernel))
+    _check_activation(activation)
+    return _run_s4d(u, d, backend, method, activation, "poles", (lam, c),
+                    lambda u4: s4d_scan_ref(u4, lam, c, d), lambda: (lam, c))
 
 
-def s4d_zoh_scan(u, log_dt, log_A_real, A_imag, C, d, *, backend: str = "auto", method: str = "auto"
-                 ) -> torch.Tensor:
+def s4d_zoh_scan(u, log_dt, log_A_real, A_imag, C, d, *, backend: str = "auto", method: str = "auto",
+                 activation: str | None = None) -> torch.Tensor:
     """The S4D layer's op from its continuous parameters: s4d_scan(u, *s4d_discretize(log_dt,
-    log_A_real, A_imag, C), d, backend=backend, method=method).
+    log_A_real, A_imag, C), d, backend=backend, method=method, activation=activation).
 
-    u: real [B, T, S, H]; log_dt [H]; log_A_real, A_imag [H, N]; C real [H, N, 2]; d [H]. Returns y
-    [B, T, S, H] as s4d_scan does. With the Triton backend's Toeplitz method the discretisation runs
-    inside the kernel that builds K (forward and backward: one launch each instead of ~25 small ops).
+    u: real [B, T, S, H] (or [B, T, X, Y, ..., H]); log_dt [H]; log_A_real, A_imag [H, N]; C real
+    [H, N, 2]; d [H]. Returns y as s4d_scan does. With the Triton backend's Toeplitz methods the
+    discretisation runs inside the kernel that builds K (forward and backward: one launch each
+    instead of ~25 small ops), and the D skip's gradient comes out of the same backward kernel.
     """
-    check_real_float("u", u)
-    check_rank("u", u, 4, "[B, T, S, H], time is dim 1")
+    _check_u(u)
     H = u.shape[-1]
     check_s4d_zoh_params(log_dt, log_A_real, A_imag, C, H)
     check_real_float("d", d)
     check_shape("d", d, (H,), "[H]")
     check_same_device(u=u, log_dt=log_dt, log_A_real=log_A_real, A_imag=A_imag, C=C, d=d)
     _check_method(method)
+    _check_activation(activation)
     params = (log_dt, log_A_real, A_imag, C)
-
-    def conv_kernel(T):
-        dtype = acc_dtype(u, *params, d)
-        return S4DZohConvKernelFn.apply(*(p.to(dtype) for p in params), T)
-
-    return run_op("s4d_scan", backend, u, lambda: s4d_scan_ref(u, *s4d_discretize(*params), d),
-                  lambda u_: _s4d_triton(u_, d, method, lambda: s4d_discretize(*params), conv_kernel))
+    return _run_s4d(u, d, backend, method, activation, "zoh", params,
+                    lambda u4: s4d_scan_ref(u4, *s4d_discretize(*params), d), lambda: s4d_discretize(*params))
 
 
 def s4d_step(u_t, state, lam, c, d, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,5 +1,7 @@
 """Whole models with backend="triton" equal backend="reference": forward, every gradient, rollout,
 and 30 training steps whose loss curves agree. On CPU the kernels run in Triton's interpreter."""
+import importlib
+
 import pytest
 import torch
 from helpers import rel_err
@@ -65,3 +67,33 @@ def test_amgfno_training_curves_agree(kdev, gen):
         curves.append(torch.tensor(losses))
     assert curves[0][-1] < 0.5 * curves[0][0]  # it learns
     assert rel_err(curves[1], curves[0]) <= 1e-2, (curves[0], curves[1])
+
+
+@pytest.mark.parametrize("backend", ["triton", "reference"])
+def test_amgfno_memory_readout_switch_changes_no_value(backend, kdev, gen, poisoned, monkeypatch):
+    """AMG_FAST_MEMORY_READOUT=fused (the readout GLU(Linear) inside the gate op, memory_gate) and
+    =separate (Linear, GLU, gate_fusion) give the same output, gradients and mean gate; the fused
+    path is the one the model takes by default."""
+    memory_gate_mod = importlib.import_module("amg_fast.ops.readout_gate")
+
+    torch.manual_seed(0)
+    model = get_model("amgfno", width=16, modes=9, omega=0.3, backend=backend).to(kdev).double()
+    with torch.no_grad():  # the gate's weights start at zero: perturb them so every term shows
+        for p in model.gate.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=gen, dtype=p.dtype).to(kdev))
+    u = torch.randn(2, 5, 32, 1, generator=gen, dtype=torch.float64).to(kdev)
+    calls = []
+    monkeypatch.setattr(memory_gate_mod, "memory_gate_ref",
+                        (lambda f: lambda *a: calls.append("ref") or f(*a))(memory_gate_mod.memory_gate_ref))
+    monkeypatch.setattr(memory_gate_mod.MemoryGateFn, "apply",
+                        (lambda f: lambda *a: calls.append("fn") or f(*a))(memory_gate_mod.MemoryGateFn.apply))
+    results = {}
+    for mode in ("fused", "separate"):
+        monkeypatch.setenv("AMG_FAST_MEMORY_READOUT", mode)
+        model.zero_grad()
+        out = model(u)
+        out.square().sum().backward()
+        results[mode] = [out, model.last_gate_mean] + [p.grad.clone() for p in model.parameters()]
+    assert calls == ["fn" if backend == "triton" else "ref"]  # once, in the fused run
+    for got, want in zip(results["fused"], results["separate"]):
+        assert rel_err(got, want) <= 1e-10

@@ -54,16 +54,21 @@ def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, method, gen, 
 def test_fused_gradcheck(function, gen, kdev):
     inputs = [t.reshape(-1, t.shape[-1]) if t.dim() > 2 else t for t in make_inputs((4,), 3, 6, 2, gen, device=kdev)]
     assert torch.autograd.gradcheck(function.apply, inputs)
+    if function is FusedFeedForwardFn:  # with the residual in the epilogue
+        residual = torch.randn(4, 2, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
+        assert torch.autograd.gradcheck(function.apply, (*inputs, residual))
 
 
 def test_fused_kernels_reduce_over_several_row_groups(gen, kdev, monkeypatch):
-    """More rows than one group holds: the weight gradients are the sum of several programs'
-    partial sums (DW_PROGRAMS lowered so that even a small M splits), each program looping over
-    one or more row blocks (the last one partial), and still the reference's."""
+    """The GPU tiling (whatever device runs the test), with more rows than one group holds: the
+    weight gradients are the sum of several programs' partial sums (dw_programs lowered so that even
+    a small M splits), each program looping over one or more row blocks (the last one partial), and
+    still the reference's."""
     from amg_fast.kernels import feed_forward as kernels
 
     for programs, rows in ((8, 200), (3, 333)):  # 4 groups of one row block; 3 groups of 2 blocks (2nd partial)
-        monkeypatch.setattr(kernels, "DW_PROGRAMS", programs)  # F = 32: one F slice, `programs` row groups
+        # F = 32: one F slice, `programs` row groups
+        monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], dw_programs=programs))
         inputs = make_inputs((rows,), 16, 32, 16, gen, torch.float64, kdev)
         dy = torch.randn(rows, 16, generator=gen, dtype=torch.float64).to(kdev)
         got = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method="fused"), inputs, dy)
@@ -84,10 +89,11 @@ def test_fused_gradients_for_weights_only(method, gen, kdev):
 
 
 def test_fused_under_bf16_autocast_follows_nn_linear(gen, kdev):
-    """Under autocast the output is bf16 (as nn.Linear gives) and the gradients keep the fp32 weights' dtype."""
+    """Under autocast the output is bf16 (as nn.Linear gives) and the gradients keep the fp32 weights'
+    dtype (the epilogue path: the fused kernels' bf16 runs only on a GPU, below)."""
     inputs = make_inputs((4, 16), 16, 64, 16, gen, torch.float32, kdev)
     with torch.autocast(kdev.type, dtype=torch.bfloat16):
-        y = feed_forward(*inputs, backend="triton")
+        y = feed_forward(*inputs, backend="triton", method="epilogue")
         y_ref = feed_forward_ref(*inputs)
     assert y.dtype == y_ref.dtype == torch.bfloat16
     assert rel_err(y.float(), y_ref.float()) <= 2e-2
@@ -139,18 +145,53 @@ def test_fused_kernels_under_bf16_autocast_gpu(gen, kdev):
     assert [g.dtype for g in grads] == [torch.float32] * 5 and all(torch.isfinite(g).all() for g in grads)
 
 
-def test_auto_method_follows_the_environment(monkeypatch):
-    """method="auto" (what the models call) is the epilogue path unless AMG_FAST_FFN_METHOD says
-    otherwise; a bad value is named."""
-    from amg_fast.kernels.limits import ffn_method
+def test_auto_method_follows_the_precision_table_and_the_environment(monkeypatch):
+    """method="auto" (what the models call) takes FFN_AUTO_METHOD's path for the precision mode (fp32
+    vs TF32 allowed, bf16, fp64), the epilogue for widths above the fused kernels' limit, and whatever
+    AMG_FAST_FFN_METHOD names; explicit methods win; a bad value is named."""
+    from amg_fast.kernels import limits
+    from amg_fast.kernels.limits import ffn_method, precision_mode
 
     monkeypatch.delenv("AMG_FAST_FFN_METHOD", raising=False)
-    assert ffn_method("auto") == "epilogue" and ffn_method("fused") == "fused"
+    monkeypatch.setitem(limits.FFN_AUTO_METHOD, "fp32", "fused")
+    monkeypatch.setitem(limits.FFN_AUTO_METHOD, "tf32", "epilogue")
+    matmul, allowed = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
+    try:
+        matmul.allow_tf32 = False
+        assert precision_mode(torch.float32) == "fp32" and ffn_method("auto", torch.float32) == "fused"
+        assert ffn_method("auto", torch.float32, (128, 256)) == "epilogue"  # wider than FFN_FUSED_MAX_H
+        matmul.allow_tf32 = True
+        assert precision_mode(torch.float32) == "tf32" and ffn_method("auto", torch.float32) == "epilogue"
+    finally:
+        matmul.allow_tf32 = allowed
+    assert precision_mode(torch.bfloat16) == "bf16" and precision_mode(torch.float64) == "fp64"
+    assert ffn_method("auto", torch.float64) == limits.FFN_AUTO_METHOD["fp64"] == "epilogue"
+    assert ffn_method("fused", torch.float64) == "fused"
     monkeypatch.setenv("AMG_FAST_FFN_METHOD", "fused")
-    assert ffn_method("auto") == "fused" and ffn_method("epilogue") == "epilogue"
+    assert ffn_method("auto", torch.float32) == "fused" and ffn_method("epilogue") == "epilogue"
     monkeypatch.setenv("AMG_FAST_FFN_METHOD", "cublas")
     with pytest.raises(ValueError, match=r"AMG_FAST_FFN_METHOD must be one of \('epilogue', 'fused'\), got 'cublas'"):
         ffn_method("auto")
+
+
+@pytest.mark.parametrize("method", ["epilogue", "fused"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_residual_is_added(method, dtype, gen, kdev, poisoned):
+    """residual + FeedForward(x) (the FFNO block's x + b; in the fused kernel's epilogue): the output
+    and every gradient, the residual's included, equal the reference's."""
+    inputs = make_inputs((3, 7), 16, 64, 16, gen, dtype, kdev)
+    residual = torch.randn(3, 7, 16, generator=gen, dtype=torch.float64).to(kdev, dtype).requires_grad_()
+    dy = torch.randn(3, 7, 16, generator=gen, dtype=torch.float64).to(kdev)
+    y, grads = value_and_grads(lambda *a: feed_forward(*a[:5], residual=a[5], backend="triton", method=method),
+                               (*inputs, residual), dy)
+    y_ref, grads_ref = value_and_grads(lambda *a: feed_forward_ref(*a[:5], a[5]),
+                                       [t.detach().double().requires_grad_() for t in (*inputs, residual)], dy)
+    tol = RTOL[dtype] if dtype == torch.float64 else 1e-5
+    for name, a, b in zip(("y", "dx", "dw1", "db1", "dw2", "db2", "dresidual"), (y, *grads), (y_ref, *grads_ref)):
+        assert a.dtype == dtype and rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+    assert rel_err(feed_forward_ref(*inputs, residual), residual + feed_forward_ref(*inputs)) == 0
+    with pytest.raises(ValueError, match=r"residual must have shape \(3, 7, 16\)"):
+        feed_forward(*inputs, residual=residual[:, :3])
 
 
 def test_a_model_step_runs_the_fused_kernels_when_asked(gen, kdev, monkeypatch):

@@ -89,17 +89,56 @@ def test_gradcheck_float64(chi_shape, kdev, gen):
 
 
 def test_launcher_bwd_without_g_grad_matches_autograd(kdev, poisoned, gen):
-    """gate_fusion_bwd(dg=None) treats the grad of g as zeros."""
-    from amg_fast.kernels.gate_fusion import gate_fusion_bwd
+    """gate_grads(dg=None) treats the grad of g as zeros; its flat gradients split into dW_z, dW_h, db, dchi."""
+    from amg_fast.kernels.gate_fusion import gate_grads
 
     args = make_args((3, 5, 48), (3,), torch.float64, gen, kdev)
     dout = torch.randn(3, 5, 48, generator=gen, dtype=torch.float64).to(kdev)
-    dz, dh, dlogits, db, dchi = gate_fusion_bwd(*[a.detach() for a in args], dout, None)
+    dz, dh, grads = gate_grads(*[a.detach() for a in args], dout, None)
+    dw_z, dw_h, db, dchi = gate_fusion_mod.split_gate_grads(grads, 48)
     out, _ = gate_fusion_ref(*args)
-    dh_ref, dz_ref, dw_z_ref, _, db_ref, dchi_ref = torch.autograd.grad((out * dout).sum(), args)
-    assert rel_err(dz, dz_ref) <= 1e-12 and rel_err(dh, dh_ref) <= 1e-12
-    assert rel_err(dlogits.T @ args[1].detach().reshape(-1, 48), dw_z_ref) <= 1e-12
-    assert rel_err(db, db_ref) <= 1e-12 and rel_err(dchi, dchi_ref) <= 1e-12
+    dh_ref, dz_ref, dw_z_ref, dw_h_ref, db_ref, dchi_ref = torch.autograd.grad((out * dout).sum(), args)
+    for name, got, want in (("dz", dz, dz_ref), ("dh", dh, dh_ref), ("dw_z", dw_z, dw_z_ref), ("dw_h", dw_h, dw_h_ref),
+                            ("db", db, db_ref), ("dchi", dchi, dchi_ref)):
+        assert rel_err(got, want) <= 1e-12, name
+
+
+@pytest.mark.parametrize("chi_shape,freq", [((), False), ((3,), False), ((3,), True)], ids=["chi0", "chiB", "freq"])
+@pytest.mark.parametrize("wgrad", ["cublas", "triton-gpu-tiling"])
+def test_weight_gradient_paths(chi_shape, freq, wgrad, kdev, poisoned, gen, monkeypatch):
+    """AMG_FAST_GATE_WGRAD=cublas (torch GEMMs for dW_z, dW_h) and the split-K Triton kernel with the
+    CUDA tiling (several row groups, output tiles and a ragged last group), against the reference."""
+    from amg_fast.kernels import gate_fusion as gate_kernels
+
+    if wgrad == "cublas":
+        monkeypatch.setenv("AMG_FAST_GATE_WGRAD", "cublas")
+    else:
+        monkeypatch.setitem(gate_kernels.WGRAD_POLICY, kdev.type, dict(gate_kernels.WGRAD_POLICY["cuda"], programs=16))
+    if freq:
+        args = freq_args((3, 7, 10, 80), chi_shape, torch.float64, gen, kdev)
+        seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+        got = freq_forward_and_grads(args, "triton", seed)
+        want = freq_forward_and_grads([a.detach().requires_grad_(a.requires_grad) for a in args], "reference", seed)
+        pairs = zip((got[0], got[1], *got[2]), (want[0], want[1], *want[2]))
+    else:
+        args = make_args((3, 7, 10, 80), chi_shape, torch.float64, gen, kdev)
+        seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+        out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
+        out_ref, g_ref, grads_ref = reference_in_float64(args, seed)
+        pairs = zip((out, g, *grads), (out_ref, g_ref, *grads_ref))
+    for i, (a, b) in enumerate(pairs):
+        assert rel_err(a.cpu(), b.cpu()) <= 1e-10, f"output/gradient {i}: rel err {rel_err(a.cpu(), b.cpu()):.1e}"
+
+
+def test_extra_spatial_axes(kdev, poisoned, gen):
+    """h, z [B, T, X, Y, H] with chi [B] (issue 22: the gate is pointwise over any grid)."""
+    args = make_args((2, 3, 4, 5, 16), (2,), torch.float64, gen, kdev)
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
+    out_ref, g_ref, grads_ref = reference_in_float64(args, seed)
+    assert out.shape == (2, 3, 4, 5, 16)
+    for a, b in zip((out, g, *grads), (out_ref, g_ref, *grads_ref)):
+        assert rel_err(a, b) <= 1e-10
 
 
 def test_non_contiguous_inputs(kdev, poisoned, gen):

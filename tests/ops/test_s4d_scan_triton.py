@@ -1,6 +1,7 @@
-"""Triton S4D kernels (kernels/s4d_scan.py) vs the PyTorch reference: forward and gradients of both
-forward methods ("toeplitz", "scan"), gradcheck through each autograd Function, non-contiguous
-inputs, T = 4096 stability, the one-step rollout kernel, the GPU tiling (run on CPU), clear errors.
+"""Triton S4D kernels (kernels/s4d_scan.py) vs the PyTorch reference: forward and gradients of the
+methods ("toeplitz": batched dots, "scan"; "toeplitz_loop" on fewer cases), the fused GELU, extra
+spatial axes, gradcheck through each autograd Function, non-contiguous inputs, T = 4096 stability,
+the one-step rollout kernel, the GPU tiling (run on CPU), clear errors.
 
 Without a GPU the kernels run in Triton's interpreter on CPU tensors (fp32/fp64 only); tests
 marked gpu (bf16, torch.compile with Inductor) run only where CUDA is present.
@@ -8,6 +9,7 @@ marked gpu (bf16, torch.compile with Inductor) run only where CUDA is present.
 import importlib
 import math
 
+import torch.nn.functional as F
 import pytest
 import torch
 from helpers import RTOL, ids, rel_err
@@ -76,6 +78,54 @@ def test_forward_and_gradients_match_reference(B, T, S, H, N, method, dtype, kde
     assert_matches(got, reference_fp64(inputs, dy), RTOL[dtype])
 
 
+LOOP_CASES = [(3, 25, 48, 16, 5), (1, 26, 32, 128, 32)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("B,T,S,H,N", LOOP_CASES, ids=[ids(B=b, T=t, S=s, H=h, N=n) for b, t, s, h, n in LOOP_CASES])
+def test_toeplitz_loop_matches_reference(B, T, S, H, N, dtype, kdev, poisoned, gen):
+    """The lag-loop kernels (kept to compare with the batched dots on a GPU)."""
+    inputs = make_inputs(B, T, S, H, N, gen, kdev, dtype)
+    dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method="toeplitz_loop"), inputs, dy)
+    assert_matches(got, reference_fp64(inputs, dy), RTOL[dtype])
+
+
+def gelu_reference_fp64(inputs, dy):
+    return value_and_grads(lambda *a: F.gelu(s4d_scan_ref(*a)), [t.detach().cpu().double() for t in inputs],
+                           dy.cpu().double())
+
+
+@pytest.mark.parametrize("method", ("toeplitz", "toeplitz_loop", "scan"))
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_gelu_activation_matches_reference(method, dtype, kdev, poisoned, gen):
+    """activation="gelu": in the Toeplitz kernel's epilogue (its derivative in the backward's
+    prologue), a torch op after the other methods; all equal GELU of the reference."""
+    inputs = make_inputs(3, 25, 7, 16, 6, gen, kdev, dtype)
+    dy = torch.randn(3, 25, 7, 16, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method, activation="gelu"), inputs, dy)
+    assert_matches(got, gelu_reference_fp64(inputs, dy), RTOL[dtype])
+    ref = value_and_grads(lambda *a: s4d_scan(*a, backend="reference", activation="gelu"), inputs, dy)
+    assert_matches(ref, gelu_reference_fp64(inputs, dy), RTOL[dtype])
+
+
+@pytest.mark.parametrize("method", ("toeplitz", "scan"))
+def test_extra_spatial_axes_fold_into_rows(method, kdev, poisoned, gen):
+    """u [B, T, X, Y, H] (issue 22): every grid point scanned over time, as the 4-D op on [B, T, X*Y, H]."""
+    B, T, X, Y, H, N = 2, 9, 3, 5, 16, 4
+    u, lam, c, d = make_inputs(B, T, X * Y, H, N, gen, kdev)
+    u5 = u.reshape(B, T, X, Y, H)
+    dy = torch.randn(B, T, X, Y, H, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method, activation="gelu"),
+                          (u5, lam, c, d), dy)
+    assert got[0].shape == (B, T, X, Y, H) and got[1][0].shape == (B, T, X, Y, H)
+    want = gelu_reference_fp64((u, lam, c, d), dy.reshape(B, T, X * Y, H))
+    assert_matches((got[0].reshape(B, T, X * Y, H), (got[1][0].reshape(B, T, X * Y, H), *got[1][1:])), want,
+                   RTOL[torch.float64])
+    ref5 = s4d_scan(u5.cpu(), lam.cpu(), c.cpu(), d.cpu(), backend="reference")
+    assert ref5.shape == u5.shape and rel_err(ref5.reshape(B, T, X * Y, H), s4d_scan_ref(u, lam, c, d)) < 1e-12
+
+
 def test_auto_method_switches_at_toeplitz_max_t(kdev, gen, monkeypatch):
     calls = []
     for fn_name in ("S4DToeplitzFn", "S4DScanFn"):
@@ -86,6 +136,14 @@ def test_auto_method_switches_at_toeplitz_max_t(kdev, gen, monkeypatch):
     monkeypatch.setattr(limits, "TOEPLITZ_MAX_T", 2)
     s4d_scan(u, lam, c, d, backend="triton")
     assert calls == ["S4DToeplitzFn", "S4DScanFn"]
+    calls.clear()
+    monkeypatch.setenv("AMG_FAST_S4D_METHOD", "toeplitz")  # the environment overrides "auto" (GPU timing)
+    s4d_scan(u, lam, c, d, backend="triton")
+    monkeypatch.setenv("AMG_FAST_S4D_METHOD", "fft")
+    with pytest.raises(ValueError, match=r"AMG_FAST_S4D_METHOD must be one of \('toeplitz', 'toeplitz_loop', "
+                                         r"'scan'\), got 'fft'"):
+        s4d_scan(u, lam, c, d, backend="triton")
+    assert calls == ["S4DToeplitzFn"]
 
 
 def test_mixed_dtypes_follow_u_and_parameters(kdev, poisoned, gen):
@@ -102,11 +160,16 @@ def test_mixed_dtypes_follow_u_and_parameters(kdev, poisoned, gen):
 # ----------------------------------------------------------------------------- gradcheck (fp64)
 
 
-def test_gradcheck_toeplitz_fn(kdev, poisoned, gen):
-    u = torch.randn(2, 4, 3, 2, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
-    kk = torch.randn(2, 4, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
-    d = torch.randn(2, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
-    assert torch.autograd.gradcheck(s4d_mod.S4DToeplitzFn.apply, (u, kk, d), fast_mode=True)
+@pytest.mark.parametrize("kind", ("poles", "zoh"))
+@pytest.mark.parametrize("gelu,loop", [(False, False), (True, False), (False, True)],
+                         ids=["dots", "dots-gelu", "loop"])
+def test_gradcheck_toeplitz_fn(kind, gelu, loop, kdev, poisoned, gen):
+    """Through S4DToeplitzFn: u, d and every parameter (the K kernels' backward from partial sums)."""
+    u, lam, c, d = make_inputs(2, 4, 3, 2, 3, gen, kdev)
+    params = (lam, c) if kind == "poles" else make_continuous(2, 3, gen, kdev)
+    inputs = tuple(t.requires_grad_() for t in (u, d, *params))
+    assert torch.autograd.gradcheck(lambda u_, d_, *p: s4d_mod.S4DToeplitzFn.apply(u_, d_, kind, gelu, loop, *p),
+                                    inputs, fast_mode=True)
 
 
 def test_gradcheck_scan_fn(kdev, poisoned, gen):
@@ -123,7 +186,7 @@ def test_gradcheck_step_fn(kdev, poisoned, gen):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_gradcheck_public_op(method, kdev, poisoned, gen):
-    """Through s4d_scan, so lam and c also reach the Toeplitz path through S4DConvKernelFn."""
+    """Through s4d_scan, so lam and c also reach the Toeplitz path's K kernels."""
     inputs = tuple(t.requires_grad_() for t in make_inputs(1, 4, 2, 2, 2, gen, kdev))
     assert torch.autograd.gradcheck(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, fast_mode=True)
 
@@ -208,17 +271,20 @@ def test_rollout_of_steps_equals_scan(kdev, poisoned, gen):
 
 @pytest.mark.parametrize(
     "B,T,S,H,programs",
-    [(3, 40, 5, 7, 1024), (3, 26, 3, 5, 2)],
-    ids=["several-column-and-time-blocks", "uneven-batch-groups"],
+    [(3, 40, 5, 7, 1024), (3, 26, 3, 5, 2), (2, 26, 40, 5, 2)],
+    ids=["several-column-and-time-blocks", "uneven-batch-groups", "uneven-column-groups"],
 )
 def test_gpu_launch_policy(B, T, S, H, programs, kdev, poisoned, gen, monkeypatch):
-    """The CUDA block sizes (several column / time blocks, partial last blocks) and batch groups of
-    unequal size (B = 3 in groups of 2), whatever device runs the test."""
+    """The CUDA block sizes (several column / time / channel blocks, partial last blocks), batch
+    groups of unequal size (B = 3 in groups of 2) and, for the batched dots, column groups of unequal
+    size (80 columns in groups of 64), whatever device runs the test."""
     monkeypatch.setitem(s4d_kernels.LAUNCH_POLICY, kdev.type, {"tile": 4096, "programs": programs})
+    monkeypatch.setitem(s4d_kernels.TOEPLITZ_DOT_POLICY, kdev.type,
+                        dict(s4d_kernels.TOEPLITZ_DOT_POLICY["cuda"], programs=programs))
     inputs = make_inputs(B, T, S, H, 32, gen, kdev)
     dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
     want = reference_fp64(inputs, dy)
-    for method in METHODS:
+    for method in ("toeplitz", "toeplitz_loop", "scan"):
         got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method=method), inputs, dy)
         assert_matches(got, want, RTOL[torch.float64])
     u, lam, c, d = inputs
@@ -249,9 +315,23 @@ def test_triton_backend_without_interpreter_on_cpu_raises(monkeypatch):
         s4d_step(u[:, 0], torch.zeros(1, 3, 4, 2, 2), lam, c, d, backend="triton")
 
 
-def test_unknown_method_rejected():
-    with pytest.raises(ValueError, match=r"method must be one of \('auto', 'toeplitz', 'scan'\), got 'fft'"):
-        s4d_scan(torch.zeros(1, 2, 3, 4), torch.zeros(4, 2, 2), torch.zeros(4, 2, 2), torch.zeros(4), method="fft")
+def test_unknown_method_or_activation_rejected():
+    args = (torch.zeros(1, 2, 3, 4), torch.zeros(4, 2, 2), torch.zeros(4, 2, 2), torch.zeros(4))
+    with pytest.raises(ValueError, match=r"method must be one of \('auto', 'toeplitz', 'toeplitz_loop', 'scan'\), "
+                                         r"got 'fft'"):
+        s4d_scan(*args, method="fft")
+    with pytest.raises(ValueError, match=r"activation must be one of \(None, 'gelu'\), got 'relu'"):
+        s4d_scan(*args, activation="relu")
+    with pytest.raises(ValueError, match=r"u must have rank 4 or 5 or"):
+        s4d_scan(torch.zeros(2, 3, 4), *args[1:])
+
+
+def test_batched_dots_refuse_long_sequences(kdev, gen):
+    """method="toeplitz" holds [T, T] matrices on chip: T > TOEPLITZ_DOT_MAX_T is refused by name."""
+    u, lam, c, d = make_inputs(1, limits.TOEPLITZ_DOT_MAX_T + 1, 1, 2, 2, gen, kdev)
+    with pytest.raises(ValueError, match=r"method='toeplitz' \(batched dots\) takes T <= 64 .*got T=65; use "
+                                         r"method='scan' or 'toeplitz_loop'"):
+        s4d_scan(u, lam, c, d, backend="triton", method="toeplitz")
 
 
 # ----------------------------------------------------------------------------- GPU only
@@ -292,8 +372,7 @@ def test_torch_compile_matches_eager(method, kdev, gen):
     assert_matches(compiled, (eager[0].cpu().double(), [g.cpu().double() for g in eager[1]]), 1e-5)
     # below the public op (validation, logging, nvtx): kernel launches and autograd trace in one graph
     def below_public_op(u, lam, c, d):
-        return s4d_mod._s4d_triton(u, d, method, lambda: (lam, c),
-                                   lambda T: s4d_mod.S4DConvKernelFn.apply(lam, c, T))
+        return s4d_mod._s4d_triton(u, d, method, None, "poles", (lam, c), lambda: (lam, c))
 
     full = torch.compile(below_public_op, fullgraph=True)
     assert_matches(value_and_grads(full, inputs, dy), (eager[0].cpu().double(), [g.cpu().double() for g in eager[1]]),
@@ -303,26 +382,35 @@ def test_torch_compile_matches_eager(method, kdev, gen):
 # ----------------------------------------------------------------------------- the Toeplitz path's kernel K
 
 
-@pytest.mark.parametrize("H,N,T", [(16, 32, 25), (5, 3, 1), (7, 5, 32), (3, 2, 130)],
-                         ids=["H16-N32-T25", "H5-N3-T1", "H7-N5-T32", "H3-N2-T130"])
+def split_into_partials(dk: torch.Tensor, groups: int, gen) -> torch.Tensor:
+    """dk [H, T] as `groups` random partial sums [G, H, T] that add up to it (what the Toeplitz
+    backward hands the K kernels' backward)."""
+    part = torch.randn((groups,) + tuple(dk.shape), generator=gen, dtype=torch.float64)
+    part[-1] = dk - part[:-1].sum(0)
+    return part
+
+
+def kernel_op_grads(bwd, dk, params, groups, gen, device, dtype):
+    """The K kernels' backward op on dk split into partial sums: (parameter grads..., dd)."""
+    return bwd(split_into_partials(dk, groups, gen).to(device=device, dtype=dtype), *params)
+
+
+@pytest.mark.parametrize("H,N,T,G", [(16, 32, 25, 3), (5, 3, 1, 1), (7, 5, 32, 70), (3, 2, 130, 2)],
+                         ids=["H16-N32-T25-G3", "H5-N3-T1-G1", "H7-N5-T32-G70", "H3-N2-T130-G2"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
-def test_conv_kernel_fn_matches_s4d_conv_kernel(H, N, T, dtype, kdev, poisoned, gen):
-    """K = 2 Re(sum_n c lam^l) and its lam, c gradients from the two kernels equal the torch formula."""
+def test_conv_kernel_ops_match_s4d_conv_kernel(H, N, T, G, dtype, kdev, poisoned, gen):
+    """K = 2 Re(sum_n c lam^l) from its kernel; the lam, c gradients and dd = dK[:, 0] from the
+    backward kernel, which sums G partial sums of dK itself, equal the torch formula's."""
     _, lam, c, _ = make_inputs(1, 1, 1, H, N, gen, kdev, dtype)
-    lam, c = lam.detach().requires_grad_(), c.detach().requires_grad_()
-    kk = s4d_mod.S4DConvKernelFn.apply(lam, c, T)
-    kk_ref = s4d_conv_kernel(lam.double(), c.double(), T)
-    dk = torch.randn(H, T, generator=gen, dtype=torch.float64).to(kdev)
-    grads = torch.autograd.grad(kk, (lam, c), dk.to(kk.dtype))
-    grads_ref = torch.autograd.grad(kk_ref, (lam, c), dk)
+    ops = s4d_mod.triton_ops()
+    kk = ops.s4d_conv_kernel_fwd(lam, c, T)
+    lam_ref, c_ref = (t.detach().cpu().double().requires_grad_() for t in (lam, c))
+    kk_ref = s4d_conv_kernel(lam_ref, c_ref, T)
+    dk = torch.randn(H, T, generator=gen, dtype=torch.float64)
+    dlam, dc, dd = kernel_op_grads(ops.s4d_conv_kernel_bwd, dk, (lam, c), G, gen, kdev, dtype)
+    grads_ref = torch.autograd.grad(kk_ref, (lam_ref, c_ref), dk)
     tol = RTOL[dtype] if dtype == torch.float64 else 1e-5
-    assert_matches((kk, grads), (kk_ref, grads_ref), tol, names=("K", "dlam", "dc"))
-
-
-def test_conv_kernel_fn_gradcheck(kdev, gen):
-    _, lam, c, _ = make_inputs(1, 1, 1, 3, 2, gen, kdev)
-    inputs = (lam.detach().requires_grad_(), c.detach().requires_grad_())
-    assert torch.autograd.gradcheck(lambda a, b: s4d_mod.S4DConvKernelFn.apply(a, b, 6), inputs)
+    assert_matches((kk, (dlam, dc, dd)), (kk_ref, (*grads_ref, dk[:, 0])), tol, names=("K", "dlam", "dc", "dd"))
 
 
 # ----------------------------------------------------------------------------- ZOH discretisation folded into K
@@ -365,27 +453,25 @@ def test_s4d_discretize_matches_explicit_formula(gen):
             assert abs(complex(*c[h, n].tolist()) - c_hn) < 1e-12
 
 
-@pytest.mark.parametrize("H,N,T", [(16, 32, 25), (5, 3, 1), (7, 5, 32)], ids=["H16-N32-T25", "H5-N3-T1", "H7-N5-T32"])
+@pytest.mark.parametrize("H,N,T,G", [(16, 32, 25, 4), (5, 3, 1, 1), (7, 5, 32, 2)],
+                         ids=["H16-N32-T25-G4", "H5-N3-T1-G1", "H7-N5-T32-G2"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
-def test_zoh_conv_kernel_fn_matches_reference(H, N, T, dtype, kdev, poisoned, gen):
-    """K from the continuous parameters in one kernel, and all four parameter gradients, equal
-    s4d_conv_kernel(*s4d_discretize(...)) computed in fp64."""
-    params = [p.requires_grad_() for p in make_continuous(H, N, gen, kdev, dtype)]
+def test_zoh_conv_kernel_ops_match_reference(H, N, T, G, dtype, kdev, poisoned, gen):
+    """K from the continuous parameters in one kernel, and all four parameter gradients (and dd)
+    from G partial sums of dK in one kernel, equal s4d_conv_kernel(*s4d_discretize(...)) in fp64."""
+    params = make_continuous(H, N, gen, kdev, dtype)
     params_ref = [p.detach().cpu().double().requires_grad_() for p in params]
-    kk = s4d_mod.S4DZohConvKernelFn.apply(*params, T)
+    ops = s4d_mod.triton_ops()
+    kk = ops.s4d_zoh_conv_kernel_fwd(*params, T)
     kk_ref = s4d_conv_kernel(*s4d_mod.s4d_discretize(*params_ref), T)
     dk = torch.randn(H, T, generator=gen, dtype=torch.float64)
-    grads = torch.autograd.grad(kk, params, dk.to(device=kdev, dtype=kk.dtype))
+    *grads, dd = kernel_op_grads(ops.s4d_zoh_conv_kernel_bwd, dk, params, G, gen, kdev, dtype)
     grads_ref = torch.autograd.grad(kk_ref, params_ref, dk)
     torch_fp32 = value_and_grads(lambda *p: s4d_conv_kernel(*s4d_mod.s4d_discretize(*p), T),
                                  [p.detach().float() for p in params_ref], dk)
     assert_zoh_matches((kk, grads), (kk_ref, grads_ref), torch_fp32, dtype,
                        names=("K", "dlog_dt", "dlog_A_real", "dA_imag", "dC"))
-
-
-def test_zoh_conv_kernel_fn_gradcheck(kdev, gen):
-    params = tuple(p.requires_grad_() for p in make_continuous(3, 2, gen, kdev))
-    assert torch.autograd.gradcheck(lambda *p: s4d_mod.S4DZohConvKernelFn.apply(*p, 6), params)
+    assert rel_err(dd, dk[:, 0]) <= (RTOL[dtype] if dtype == torch.float64 else 1e-6)
 
 
 @pytest.mark.parametrize("method", METHODS)

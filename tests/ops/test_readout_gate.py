@@ -1,0 +1,191 @@
+"""memory_gate / memory_gate_freq (the S4D readout GLU(Linear(a)) folded into the gate kernels) on
+Triton against the reference, and the reference against the formula written out.
+
+Without a GPU the kernels run in Triton's interpreter on CPU tensors (fp32 / fp64). Every kernel
+output buffer starts as NaN (fixture `poisoned`).
+"""
+import importlib
+
+import pytest
+import torch
+from helpers import RTOL, rel_err
+
+from amg_fast.kernels import gate_fusion as gate_kernels
+from amg_fast.ops import memory_gate, memory_gate_freq, memory_gate_ref
+
+NAMES = ("h", "a", "w_out", "b_out", "w_z", "w_h", "b")
+
+
+def make_args(shape, dtype, gen, device):
+    """(h, a, w_out [2H, H], b_out [2H], w_z, w_h [H, H], b [H]) with pre-activations of order one,
+    leaves requiring grad."""
+    H = shape[-1]
+
+    def rand(*s, scale=1.0):
+        return (torch.randn(*s, generator=gen, dtype=torch.float64) * scale).to(device, dtype).requires_grad_()
+
+    return [rand(*shape), rand(*shape), rand(2 * H, H, scale=H ** -0.5), rand(2 * H, scale=0.3),
+            rand(H, H, scale=H ** -0.5), rand(H, H, scale=H ** -0.5), rand(H, scale=0.5)]
+
+
+def chi_args(kind, B, dtype, gen, device):
+    """The gate-weight arguments: ("chi0" | "chiB", chi) or ("freq0" | "freqB", log_omega, w1, b_omega)."""
+    shape = () if kind.endswith("0") else (B,)
+    if kind.startswith("chi"):
+        return [torch.rand(shape, generator=gen, dtype=torch.float64).to(device, dtype).requires_grad_()]
+    omega = 1e-4 + 0.7 * torch.rand(shape, generator=gen, dtype=torch.float64)
+    w1, b_omega = (torch.tensor(v + 0.3 * float(torch.randn((), generator=gen)), dtype=dtype, device=device)
+                   for v in (2.0, 3.8))
+    return [torch.log(omega + 1e-8).to(device, dtype), w1.requires_grad_(), b_omega.requires_grad_()]
+
+
+def run(args, gate, backend, dout):
+    """(out, g_mean) and the gradients of <out, dout> w.r.t. every input that requires grad."""
+    op = memory_gate if len(gate) == 1 else memory_gate_freq
+    out, g_mean = op(*args, *gate, backend=backend)
+    leaves = [t for t in args + gate if t.requires_grad]
+    return out, g_mean, torch.autograd.grad((out * dout.to(out)).sum(), leaves)
+
+
+def in_float64(tensors):
+    return [t.detach().cpu().double().requires_grad_(t.requires_grad) for t in tensors]
+
+
+def test_reference_equals_formula_written_out(gen):
+    """z = (a W1^T + b1) sigmoid(a W2^T + b2); g = sigmoid(z w_z^T + h w_h^T + b) chi; out = g z + (1 - g) h."""
+    h, a, w_out, b_out, w_z, w_h, b = (t.detach() for t in make_args((2, 3, 16), torch.float64, gen, "cpu"))
+    chi = torch.tensor([0.3, 0.8], dtype=torch.float64)
+    z = (a @ w_out[:16].T + b_out[:16]) * torch.sigmoid(a @ w_out[16:].T + b_out[16:])
+    g = torch.sigmoid(z @ w_z.T + h @ w_h.T + b) * chi[:, None, None]
+    out, g_mean = memory_gate_ref(h, a, w_out, b_out, w_z, w_h, b, chi)
+    assert rel_err(out, g * z + (1 - g) * h) <= 1e-14 and abs(float(g_mean) - float(g.mean())) <= 1e-15
+
+
+CASES = [((1, 25, 8, 16), "chi0"), ((3, 4, 10, 48), "chiB"), ((2, 3, 8, 128), "freq0"), ((3, 2, 7, 48), "freqB")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("shape,kind", CASES, ids=[f"H{s[-1]}-{k}" for s, k in CASES])
+def test_forward_and_all_grads_match_reference(shape, kind, dtype, kdev, poisoned, gen):
+    args = make_args(shape, dtype, gen, kdev)
+    gate = chi_args(kind, shape[0], dtype, gen, kdev)
+    dout = torch.randn(shape, generator=gen, dtype=torch.float64)
+    out, g_mean, grads = run(args, gate, "triton", dout.to(kdev))
+    out_ref, g_mean_ref, grads_ref = run(in_float64(args), in_float64(gate), "reference", dout)
+    assert out.dtype == dtype and out.shape == shape and not g_mean.requires_grad
+    assert g_mean.shape == () and g_mean.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    tol = RTOL[dtype]
+    assert rel_err(out, out_ref) <= tol and rel_err(g_mean, g_mean_ref) <= tol
+    names = NAMES + (("chi",) if kind.startswith("chi") else ("w1", "b_omega"))
+    for name, grad, ref, leaf in zip(names, grads, grads_ref, [t for t in args + gate if t.requires_grad]):
+        assert grad.dtype == leaf.dtype and torch.isfinite(grad).all(), name
+        assert rel_err(grad, ref) <= tol, f"d{name}: rel err {rel_err(grad, ref):.2e}"
+
+
+def test_gpu_tiling_of_the_weight_gradients(kdev, poisoned, gen, monkeypatch):
+    """The CUDA tiling of the split-K weight-gradient kernel (several row groups, a ragged last one,
+    two output row blocks of the [2H, H] readout weight), whatever device runs the test."""
+    monkeypatch.setitem(gate_kernels.WGRAD_POLICY, kdev.type, dict(gate_kernels.WGRAD_POLICY["cuda"], programs=24))
+    args = make_args((3, 5, 9, 48), torch.float64, gen, kdev)
+    gate = chi_args("freqB", 3, torch.float64, gen, kdev)
+    dout = torch.randn(3, 5, 9, 48, generator=gen, dtype=torch.float64)
+    got = run(args, gate, "triton", dout.to(kdev))
+    want = run(in_float64(args), in_float64(gate), "reference", dout)
+    for a, b in zip((got[0], got[1], *got[2]), (want[0], want[1], *want[2])):
+        assert rel_err(a, b) <= 1e-10
+
+
+@pytest.mark.parametrize("kind", ["chi0", "freqB"])
+def test_gradcheck_float64(kind, kdev, gen):
+    """fp64 gradcheck through MemoryGateFn (random directions over every input)."""
+    args = make_args((2, 1, 16), torch.float64, gen, kdev)
+    gate = chi_args(kind, 2, torch.float64, gen, kdev)
+    op = memory_gate if kind.startswith("chi") else memory_gate_freq
+    fixed = {i: t for i, t in enumerate(args + gate) if not t.requires_grad}  # log_omega takes no gradient
+    leaves = [t for t in args + gate if t.requires_grad]
+
+    def fn(*xs):
+        it = iter(xs)
+        return op(*[fixed[i] if i in fixed else next(it) for i in range(len(args + gate))], backend="triton")[0]
+
+    assert torch.autograd.gradcheck(fn, leaves, fast_mode=True)
+
+
+def test_width_over_limit_is_refused_by_triton_and_auto_falls_back(kdev, gen, monkeypatch):
+    args = [t.detach() for t in make_args((2, 3, 144), torch.float64, gen, kdev)]
+    chi = torch.tensor(0.5, dtype=torch.float64, device=kdev)
+    with pytest.raises(ValueError, match=r"memory_gate Triton kernels support H <= 128 .*got H=144"):
+        memory_gate(*args, chi, backend="triton")
+    monkeypatch.setattr(importlib.import_module("amg_fast.ops._backend"), "resolve_backend",
+                        lambda op, backend, device: "triton")
+    out, g_mean = memory_gate(*args, chi, backend="auto")
+    out_ref, g_mean_ref = memory_gate_ref(*args, chi)
+    assert torch.equal(out, out_ref) and torch.equal(g_mean, g_mean_ref)
+
+
+def test_bad_arguments_are_named(gen):
+    h, a, w_out, b_out, w_z, w_h, b = (t.detach() for t in make_args((2, 3, 16), torch.float32, gen, "cpu"))
+    chi = torch.tensor(0.5)
+    with pytest.raises(ValueError, match=r"a must have the shape of h \(2, 3, 16\), got \(2, 3, 8\)"):
+        memory_gate(h, a[..., :8], w_out, b_out, w_z, w_h, b, chi)
+    with pytest.raises(ValueError, match=r"w_out must have shape \(32, 16\)"):
+        memory_gate(h, a, w_out[:16], b_out, w_z, w_h, b, chi)
+    with pytest.raises(ValueError, match=r"b_out must have shape \(32,\)"):
+        memory_gate(h, a, w_out, b_out[:16], w_z, w_h, b, chi)
+    with pytest.raises(ValueError, match="w1"):
+        memory_gate_freq(h, a, w_out, b_out, w_z, w_h, b, chi, torch.ones(1), torch.ones(()))
+
+
+@pytest.mark.gpu
+def test_bf16_autocast_close_to_fp64_reference(kdev, gen):
+    """Under bf16 autocast: bf16 activations, fp32 weights cast in-kernel, chi in fp32; gradients in
+    the leaves' dtype, within bf16 rounding of the fp64 reference."""
+    args = make_args((2, 25, 32, 128), torch.float32, gen, kdev)
+    gate = chi_args("freq0", 2, torch.float32, gen, kdev)
+    dout = torch.randn(2, 25, 32, 128, generator=gen, dtype=torch.float64)
+    with torch.autocast(kdev.type, dtype=torch.bfloat16):
+        out, g_mean, grads = run(args, gate, "triton", dout.to(kdev))
+    assert out.dtype == torch.bfloat16 and g_mean.dtype == torch.float32
+    out_ref, g_mean_ref, grads_ref = run(in_float64(args), in_float64(gate), "reference", dout)
+    assert rel_err(out, out_ref) <= 1e-2 and rel_err(g_mean, g_mean_ref) <= 1e-2
+    for grad, ref in zip(grads, grads_ref):
+        assert grad.dtype == torch.float32 and rel_err(grad, ref) <= 3e-2
+
+
+@pytest.mark.gpu
+def test_torch_compile_matches_eager(kdev, gen):
+    """torch.compile traces MemoryGateFn and its custom ops (the CUDA-graph / compiled step's path)."""
+    args = make_args((2, 25, 32, 128), torch.float32, gen, kdev)
+    gate = chi_args("freq0", 2, torch.float32, gen, kdev)
+
+    def step(*a):
+        out, g_mean = memory_gate_freq(*a, backend="triton")
+        return out.square().mean() + g_mean
+
+    leaves = [t for t in args + gate if t.requires_grad]
+    eager = step(*args, *gate)
+    compiled = torch.compile(step)(*args, *gate)
+    assert rel_err(compiled, eager) <= 1e-5
+    for got, ref in zip(torch.autograd.grad(compiled, leaves), torch.autograd.grad(eager, leaves)):
+        assert rel_err(got, ref) <= 1e-5
+
+
+@pytest.mark.gpu
+def test_amgfno_compiled_step_matches_eager_gpu(kdev, gen):
+    """A whole AMGFNO forward + backward on the Triton backend, compiled (what the graphed and the
+    compiled training steps run: the fused feed-forward, S4D with its GELU, the readout gate) equals eager."""
+    from amg_fast.models import get_model
+
+    torch.manual_seed(0)
+    model = get_model("amgfno", width=128, modes=16, omega=0.2, backend="triton").to(kdev)
+    u = torch.randn(2, 6, 32, 1, generator=gen).to(kdev)
+
+    def loss(m):
+        return (m(u[:, :-1]) - u[:, 1:]).square().mean()
+
+    eager = loss(model)
+    grads = torch.autograd.grad(eager, list(model.parameters()))
+    compiled = loss(torch.compile(model))
+    grads_c = torch.autograd.grad(compiled, list(model.parameters()))
+    assert rel_err(compiled, eager) <= 1e-4
+    assert all(rel_err(a, b) <= 1e-3 for a, b in zip(grads_c, grads))
