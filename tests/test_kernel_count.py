@@ -22,7 +22,8 @@ STEP_KERNEL_CEILING = 272
 STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward went uncounted
 # The same step on the Triton backend (kernels in the interpreter, one count per launch): 164 before
 # the S4D discretisation moved into the K kernel, 138 after, 130 with the frequency gate inside the
-# gate kernels, 126 with the feed-forward's ReLU in its first GEMM's epilogue. Ceiling 126 + ~5%.
+# gate kernels, 126 with the feed-forward's ReLU in its first GEMM's epilogue, 130 with the spectral
+# conv's copy of W into real / imaginary planes (one per forward; AMG_FAST_SPECTRAL_WEIGHT_PLANES=0: 126).
 TRITON_STEP_KERNEL_CEILING = 132
 TRITON_STEP_KERNEL_FLOOR = 60
 
