@@ -36,24 +36,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import spectral_precision as emu  # noqa: E402
 
 MODES = ("tf32", "bf16", "tf32x3")
-VARIANTS = {  # name: (transform, DFT_GEMM); each with mixing gauss and four
-    "dft": ("dft", "triton"), "dft-torchgemm": ("dft", "torch"), "fft": ("fft", "triton")}
+VARIANTS = ["dft-gauss", "dft-four", "dft-torchgemm", "dft-torchgemm-four", "fft-gauss", "fft-four"]  # kernels.VARIANTS
 EMULATED = {"tf32": "tf32", "bf16": "bf16", "tf32x3": "tf32x3"}  # tf32: truncated operands (Hopper's MMA)
 EMULATED_ROWS = 64
 
 
 @contextlib.contextmanager
-def switches(mode: str, mix: str, gemm: str):
-    """The kernels' module switches for one case, restored afterwards."""
-    from amg_fast.kernels import spectral_conv as k
-
-    saved = (k.REDUCED_PRECISION_DOTS, k.MIX_METHOD, k.DFT_GEMM, torch.backends.cuda.matmul.allow_tf32)
-    k.REDUCED_PRECISION_DOTS, k.MIX_METHOD, k.DFT_GEMM = mode != "tf32x3", mix, gemm
+def precision(mode: str):
+    """TF32 allowed for "tf32" (else not), restored afterwards."""
+    saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     try:
-        yield k
+        yield
     finally:
-        k.REDUCED_PRECISION_DOTS, k.MIX_METHOD, k.DFT_GEMM, torch.backends.cuda.matmul.allow_tf32 = saved
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def exact_with_grads(x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -70,7 +66,8 @@ def as_pairs(spec: torch.Tensor) -> torch.Tensor:
 
 
 def kernel_stages(k, x, w, exact, transform: str) -> dict[str, float]:
-    """Each stage of the Triton path alone, fed the exact input of that stage (cast as the kernels store it)."""
+    """Each stage of the Triton path alone (k: the kernels module), fed the exact input of that stage (cast
+    as the kernels store it)."""
     R, S, H = x.shape
     K = w.shape[0]
     fft = transform == "fft"
@@ -139,7 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[128, 1024, 32], help="S values (default 128 1024 32)")
     p.add_argument("--rows", type=int, nargs="+", default=[800, 8], help="rows R (default 800 8)")
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="precision modes")
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), help="transform variants")
+    p.add_argument("--variants", nargs="+", default=VARIANTS, help=f"kernel variants (default {' '.join(VARIANTS)})")
     p.add_argument("--width", type=int, default=128, help="channels H (default 128)")
     p.add_argument("--json", help="write the rows to this JSON file")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
@@ -151,6 +148,11 @@ def main(argv=None) -> int:
     if args.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         print("error: --device cpu runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1", file=sys.stderr)
         return 3
+    from amg_fast.kernels import spectral_conv as k
+
+    unknown = sorted(set(args.variants) - set(k.VARIANTS))
+    if unknown:
+        p.error(f"--variants: unknown {unknown}; known: {sorted(k.VARIANTS)}")
     dev = args.device
     g = torch.Generator(device=dev).manual_seed(0)
     rows, H = [], args.width
@@ -170,25 +172,26 @@ def main(argv=None) -> int:
                 x, w = inputs["bf16" if mode == "bf16" else "fp32"]
                 ex = exact["bf16" if mode == "bf16" else "fp32"]
                 n = min(R, EMULATED_ROWS)
-                for mix in ("gauss", "four"):
-                    expected = {tr: emu.expected_errors(x[:n].float(), w.float(), EMULATED[mode], mix, tr)
-                                for tr in {VARIANTS[v][0] for v in args.variants}}
-                    for name, (transform, gemm) in ((v, VARIANTS[v]) for v in args.variants):
-                        row = {"mode": mode, "S": S, "R": R, "variant": name, "mix": mix}
-                        with switches(mode, mix, gemm) as k:
-                            try:
-                                measured = {**kernel_stages(k, x, w, ex, transform), **whole_op(x, w, dy, ex, transform)}
-                            except Exception as err:  # report and go on: one broken variant must not hide the rest
-                                row["error"] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"
-                                print(" ".join(f"{k_}={v}" for k_, v in row.items()), flush=True)
-                                rows.append(row)
-                                continue
+                expected = {}  # per (transform, product form): the emulated errors of these inputs
+                for name in args.variants:
+                    transform, mix = k.VARIANTS[name][:2]
+                    if (transform, mix) not in expected:
+                        expected[transform, mix] = emu.expected_errors(x[:n].float(), w.float(), EMULATED[mode], mix,
+                                                                       transform)
+                    row = {"mode": mode, "S": S, "R": R, "variant": name}
+                    with precision(mode), k.use_variant(name, reduced=mode != "tf32x3"):
+                        try:
+                            measured = {**kernel_stages(k, x, w, ex, transform), **whole_op(x, w, dy, ex, transform)}
+                        except Exception as err:  # report and go on: one broken variant must not hide the rest
+                            row["error"] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"
+                            measured = None
+                    if measured is not None:
                         row.update(measured)
-                        row.update({f"expected_{stage}": err for stage, err in expected[transform].items()})
-                        row["verdict"] = verdict(measured, expected[transform])
-                        rows.append(row)
-                        print(" ".join(f"{k_}={v:.2e}" if isinstance(v, float) else f"{k_}={v}"
-                                       for k_, v in row.items()), flush=True)
+                        row.update({f"expected_{stage}": err for stage, err in expected[transform, mix].items()})
+                        row["verdict"] = verdict(measured, expected[transform, mix])
+                    rows.append(row)
+                    print(" ".join(f"{k_}={v:.2e}" if isinstance(v, float) else f"{k_}={v}" for k_, v in row.items()),
+                          flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"gpu": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu (interpreter)", "torch": torch.__version__, "rows": rows}, fh, indent=1)

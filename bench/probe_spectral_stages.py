@@ -14,7 +14,6 @@ Usage: python bench/probe_spectral_stages.py [--sizes 32 128 1024] [--json OUT] 
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -23,35 +22,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _providers import graph_replay, probe_main  # noqa: E402
 
-# name: (transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES)
-VARIANTS = {
-    "dft-gauss": ("dft", "gauss", "triton", True),
-    "dft-four": ("dft", "four", "triton", True),
-    "dft-gauss-wview": ("dft", "gauss", "triton", False),
-    "dft-torchgemm": ("dft", "gauss", "torch", True),
-    "fft-gauss": ("fft", "gauss", "triton", True),
-    "fft-four": ("fft", "four", "triton", True),
-    "fft-gauss-wview": ("fft", "gauss", "triton", False),
-}
+VARIANTS = ["dft-gauss", "dft-four", "dft-gauss-wview", "dft-torchgemm", "fft-gauss", "fft-four", "fft-gauss-wview"]
 
 
 def graph_ms(fn) -> float | None:
     """Median ms of fn replayed from a CUDA graph (bench/_providers.py's graph_replay)."""
     return graph_replay(fn)["graph_ms"]
-
-
-@contextlib.contextmanager
-def variant(name: str, reduced: bool):
-    """Set the kernels' switches for a variant (restored afterwards); yields its transform."""
-    from amg_fast.kernels import spectral_conv as k
-
-    transform, mix, gemm, planes = VARIANTS[name]
-    saved = (k.MIX_METHOD, k.DFT_GEMM, k.WEIGHT_PLANES, k.REDUCED_PRECISION_DOTS)
-    k.MIX_METHOD, k.DFT_GEMM, k.WEIGHT_PLANES, k.REDUCED_PRECISION_DOTS = mix, gemm, planes, reduced
-    try:
-        yield transform
-    finally:
-        k.MIX_METHOD, k.DFT_GEMM, k.WEIGHT_PLANES, k.REDUCED_PRECISION_DOTS = saved
 
 
 def fwd_and_fwd_bwd(fn, x, w) -> dict[str, float | None]:
@@ -72,13 +48,13 @@ def stages(S: int, rows: int = 800, width: int = 128) -> dict:
     w = (torch.randn(K, width, width, 2, device="cuda") / width).requires_grad_()
     out: dict = {"S": S, "K": K, "auto_transform": spectral_transform("auto", S)}
     for name in VARIANTS:
-        with variant(name, reduced) as transform:
+        with k.use_variant(name, reduced) as transform:
             for mode, ms in fwd_and_fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w).items():
                 out[f"{name}.{mode}"] = ms
     if reduced:  # bf16 activations and weights, bf16 MMAs
         xb, wb = (t.detach().bfloat16().requires_grad_() for t in (x, w))
         for name in ("dft-gauss", "fft-gauss", "dft-torchgemm"):
-            with variant(name, True) as transform:
+            with k.use_variant(name, True) as transform:
                 out[f"bf16.{name}.fwd+bwd"] = fwd_and_fwd_bwd(
                     lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb)["fwd+bwd"]
     for mode, ms in fwd_and_fwd_bwd(spectral_conv1d_ref, x, w).items():

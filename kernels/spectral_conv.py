@@ -43,6 +43,7 @@ output (16 x 128 x 128 fp32 = 1 MB at the paper's S = 128) or recompute the spec
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import os
 
@@ -78,6 +79,20 @@ DFT_GEMM = os.environ.get("AMG_FAST_SPECTRAL_DFT_GEMM", "triton")
 # for the backward: unit-stride W tiles) or read in place from weight [K, H_in, H_out, 2] (stride-2 tiles, no
 # copy, one launch fewer). AMG_FAST_SPECTRAL_WEIGHT_PLANES = 1 | 0, read at import.
 WEIGHT_PLANES = os.environ.get("AMG_FAST_SPECTRAL_WEIGHT_PLANES", "1") != "0"
+
+# Named combinations of the switches above: (transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES). What the probes
+# time and check and the tests cover (use_variant).
+VARIANTS = {
+    "dft-gauss": ("dft", "gauss", "triton", True),
+    "dft-four": ("dft", "four", "triton", True),
+    "dft-gauss-wview": ("dft", "gauss", "triton", False),
+    "dft-torchgemm": ("dft", "gauss", "torch", True),
+    "dft-torchgemm-four": ("dft", "four", "torch", True),
+    "fft-gauss": ("fft", "gauss", "triton", True),
+    "fft-four": ("fft", "four", "triton", True),
+    "fft-gauss-wview": ("fft", "gauss", "triton", False),
+    "fft-four-wview": ("fft", "four", "triton", False),
+}
 
 # Launch configurations (block sizes are capped by the problem size, min 16 for tl.dot); module-level so a
 # sweep (bench/probe_spectral_stages.py --sweep) can override them. Mixing: BLOCK_O = 128 covers the
@@ -302,6 +317,21 @@ def _spectral_conv1d_dweight_kernel(
 # ---------------------------------------------------------------------------------------------
 # Precision, bases, layouts
 # ---------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def use_variant(name: str, reduced: bool | None = None):
+    """Within the block, the module switches of VARIANTS[name] (and REDUCED_PRECISION_DOTS = reduced unless
+    None); restored afterwards. Yields the variant's transform ("dft" or "fft")."""
+    global MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, REDUCED_PRECISION_DOTS
+    transform, mix, gemm, planes = VARIANTS[name]
+    saved = MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, REDUCED_PRECISION_DOTS
+    MIX_METHOD, DFT_GEMM, WEIGHT_PLANES = mix, gemm, planes
+    REDUCED_PRECISION_DOTS = REDUCED_PRECISION_DOTS if reduced is None else reduced
+    try:
+        yield transform
+    finally:
+        MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, REDUCED_PRECISION_DOTS = saved
+
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:
     """Dtype of bases and the "dft" path's spectra: the accumulation dtype (_common.acc_dtype: fp64 for

@@ -7,6 +7,8 @@ inputs (an fp32 reference carries errors of its own: cuFFT's C2R on a GPU), at a
 allows TF32 dots. Output buffers are poisoned with NaN (`poisoned` fixture), so an element a kernel
 fails to write fails the comparison.
 """
+import contextlib
+
 import pytest
 import torch
 from helpers import RTOL, dft_matrix_spectral_conv, ids, rel_err
@@ -15,26 +17,15 @@ from amg_fast.kernels import spectral_conv as kernels
 from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
 from amg_fast.ops.spectral_conv import SpectralConv1dFn
 
-# Every kernel variant a switch selects (docs/kernels.md): transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES.
-VARIANTS = {
-    "dft-gauss": ("dft", "gauss", "triton", True),
-    "dft-four": ("dft", "four", "triton", True),
-    "dft-torchgemm": ("dft", "gauss", "torch", True),
-    "fft-gauss": ("fft", "gauss", "triton", True),
-    "fft-four-wview": ("fft", "four", "triton", False),
-}
+# Every kernel variant a switch selects (docs/kernels.md); fft-gauss-wview / dft-torchgemm-four add nothing new.
+VARIANTS = ["dft-gauss", "dft-four", "dft-gauss-wview", "dft-torchgemm", "fft-gauss", "fft-four-wview"]
 
 
 @pytest.fixture
-def variant(monkeypatch):
-    """Select a variant by name (module switches restored afterwards); returns its transform."""
-    def select(name: str) -> str:
-        transform, mix, gemm, planes = VARIANTS[name]
-        monkeypatch.setattr(kernels, "MIX_METHOD", mix)
-        monkeypatch.setattr(kernels, "DFT_GEMM", gemm)
-        monkeypatch.setattr(kernels, "WEIGHT_PLANES", planes)
-        return transform
-    return select
+def variant():
+    """Select a variant of kernels.VARIANTS by name (switches restored afterwards); returns its transform."""
+    with contextlib.ExitStack() as stack:
+        yield lambda name: stack.enter_context(kernels.use_variant(name))
 
 
 def _inputs(lead, S, K, h_in, h_out, dtype, device, gen):
@@ -71,7 +62,7 @@ def test_triton_matches_reference_fp32(S, K, H, kdev, gen, poisoned):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
-@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("name", VARIANTS)
 def test_every_variant_matches_the_dft_oracle(name, dtype, variant, kdev, gen, poisoned):
     """Each variant against the explicit DFT matrix: S = 48 with the Nyquist mode, H_in = 24 and H_out = 40
     (masked channel tiles), fp32 and fp64."""
