@@ -1,8 +1,9 @@
 """Triton kernels for the truncated-rFFT spectral convolution (amg_fast.ops.spectral_conv1d).
 
 The op y = irfft(W . rfft(x, dim)[:K]) (norm="ortho") along any axis `dim` of x [P..., S, Q..., H]
-is three stages. Every tensor is seen as rows r = p * inner + q over the axes before (P, merged) and
-after (Q, merged) the transform axis, read in place through two strides (no transpose copies):
+is three stages. Every tensor is seen as rows r = p * inner + q over two groups of the other axes
+(the axes before | after dim when each merges into one stride, see row_split), read in place through
+two strides (no transpose copies):
 
   analysis   X[r, m, i] = sum_s A[m, s] x[r, s, i]    A [2K, S]: rows 2k, 2k+1 = cos, -sin of mode k
   mixing     Y[r, k, o] = sum_i X[r, k, i] W[k, i, o]  complex, per mode k: [rows, H_in] x [H_in, H_out]
@@ -21,9 +22,10 @@ have (mode 0 and S/2; cuFFT's C2R does not ignore them, pytorch#154496) -- no re
 Mixing. Per mode a complex GEMM on tensor cores, in one of two forms (MIX_METHOD): "four" real dots
 (re = a c - b d, im = a d + b c for X = a + ib, W = c + id) or Gauss's "gauss" 3 (k1 = (a + b) c,
 k2 = a (d - c), k3 = b (c + d); re = k1 - k3, im = k1 + k2), 25% fewer MMAs for a slightly larger
-cancellation error (docs/kernels.md: ~1.1-1.2x the four-product error in every mode). W is read as
-real and imaginary planes [2, K, H_in, H_out] (one copy of W per forward, saved for the backward),
-so each W tile is a unit-stride load; the sums feeding the Gauss products are formed in fp32.
+cancellation error (docs/kernels.md: 1.0-1.4x the four-product error, emulated per mode). W is read
+as real and imaginary planes [2, K, H_in, H_out] (weight_planes: with WEIGHT_PLANES one copy per
+forward, made by the autograd Function and kept for the backward, so each W tile is a unit-stride
+load; else a view of weight); the sums feeding the Gauss products are formed in fp32.
 
 Backward. With dY = G^T dy = a_k (A dy), the chain rule gives dx = G ((A dy) W^H) and
 dW[k] = a_k X[k]^H (A dy)[k]: the same analysis and synthesis (or rfft / irfft) as the forward, the
