@@ -349,6 +349,12 @@ def _dots(dtype: torch.dtype) -> str:
     return dot_precision(dtype, reduced=REDUCED_PRECISION_DOTS)
 
 
+def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:
+    """input_precision of the mixing / dweight dots on dtype tiles: _dots(dtype), or "tf32" (the value
+    bf16 dots have always compiled with; ignored for them) when the operands are rounded to bf16."""
+    return "tf32" if bf16_operands else _dots(dtype)
+
+
 def _mix_is_gauss() -> bool:
     return _choice("AMG_FAST_SPECTRAL_MIX (kernels.spectral_conv.MIX_METHOD)", MIX_METHOD, MIX_METHODS) == "gauss"
 
@@ -493,7 +499,7 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
         spec, planes, out, P * Q, Q, K, C_in, C_out, S // 2 if S % 2 == 0 else -1,
         *in_strides, s_wp, s_wk, s_wi, s_wo, *out_strides,
         CONJ=adjoint, GAUSS=_mix_is_gauss(), PAIRED_IN=paired_in, PAIRED_OUT=paired_out,
-        BF16_OPERANDS=bf16_operands, DOT_PRECISION=_dots(planes.dtype), **cfg,
+        BF16_OPERANDS=bf16_operands, DOT_PRECISION=_operand_precision(planes.dtype, bf16_operands), **cfg,
     )
 
 
@@ -518,7 +524,7 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight
         spec_x, spec_dy, dw, R, Q, h_in, h_out, S // 2 if S % 2 == 0 else -1, rows_per_split,
         *x_strides, *y_strides, *dw.stride(),
         GAUSS=_mix_is_gauss(), PAIRED_X=paired_x, PAIRED_Y=paired_y, BF16_OPERANDS=bf16_operands,
-        DOT_PRECISION=_dots(acc), **cfg,
+        DOT_PRECISION=_operand_precision(acc, bf16_operands), **cfg,
     )
     return dw[0] if split == 1 else dw.sum(0).to(weight_dtype)
 
