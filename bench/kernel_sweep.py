@@ -56,8 +56,9 @@ def sweep_spectral_configs(sizes, rows=800, width=128, quick=False):
 
     spaces = {
         "TRANSFORM_CONFIG": dict(BLOCK_M=[64, 128], BLOCK_J=[16, 32, 64], BLOCK_N=[64, 128], num_warps=[4, 8]),
-        "MIX_CONFIG": dict(BLOCK_R=[32, 64, 128], BLOCK_I=[32, 64], BLOCK_O=[64, 128], num_warps=[4, 8]),
-        "DWEIGHT_CONFIG": dict(BLOCK_R=[32, 64], BLOCK_I=[32, 64, 128], BLOCK_O=[64, 128], num_warps=[4, 8]),
+        "MIX_CONFIG": dict(BLOCK_R=[32, 64, 128], BLOCK_I=[16, 32, 64], BLOCK_O=[64, 128], num_warps=[4, 8]),
+        "DWEIGHT_CONFIG": dict(BLOCK_R=[32, 64], BLOCK_I=[32, 64, 128], BLOCK_O=[64, 128], SPLIT_R=[1, 4],
+                               num_warps=[4, 8]),
     }
     results = []
     for S in sizes:

@@ -1,13 +1,16 @@
-"""Where the spectral conv's time goes, stage by stage (CUDA only; not a pytest file).
+"""Where the spectral conv's time goes, stage by stage and variant by variant (CUDA only; not a pytest file).
 
-Times each stage of the Triton path (analysis, mixing, synthesis; in the backward also the
-dweight kernel and the adjoint mixing) and of the eager reference (rfft, complex einsum, irfft),
-each replayed from a CUDA graph (GPU time without launch cost; triton.testing.do_bench median),
-at rows R = B*T = 800, H = 128, K = S/2, for fp32 with fp32-accurate dots ("tf32x3") and with
-TF32 allowed ("tf32"). Written to explain the 0.67x of the Triton path at S = 1024, where its
-transforms go through torch.fft and only the mixing is Triton.
+At rows R = B*T = 800, H = 128, K = S/2, each timing a CUDA-graph replay (GPU time without launch cost;
+triton.testing.do_bench median, ms):
+- every variant of the Triton path, forward and forward + backward: transform dft (Triton or cuBLAS
+  GEMMs, AMG_FAST_SPECTRAL_DFT_GEMM) or fft, mixing gauss or four (AMG_FAST_SPECTRAL_MIX), W as copied
+  planes or read in place (AMG_FAST_SPECTRAL_WEIGHT_PLANES) -- keys "<variant>.fwd", "<variant>.fwd+bwd";
+- the stages of the default variant at this S (analysis, mixing, synthesis, dweight, adjoint mixing);
+- the eager reference (rfft, complex einsum, irfft), forward and forward + backward.
+Rows "dots=tf32x3": fp32 with fp32-accurate dots (the default, TF32 off); "dots=tf32": TF32 allowed and
+REDUCED_PRECISION_DOTS on (plain TF32 MMAs), plus the bf16-input path ("bf16.<variant>.fwd+bwd").
 
-Usage: python bench/probe_spectral_stages.py [--sizes 128 1024] [--json OUT]
+Usage: python bench/probe_spectral_stages.py [--sizes 32 128 1024] [--json OUT]   (~1-2 min on an H100)
 """
 from __future__ import annotations
 
@@ -19,44 +22,74 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _providers import graph_replay, probe_main  # noqa: E402
 
+VARIANTS = ["dft-gauss", "dft-four", "dft-gauss-wview", "dft-torchgemm", "fft-gauss", "fft-four", "fft-gauss-wview"]
+
 
 def graph_ms(fn) -> float | None:
     """Median ms of fn replayed from a CUDA graph (bench/_providers.py's graph_replay)."""
     return graph_replay(fn)["graph_ms"]
 
 
-def stages(S: int, rows: int = 800, width: int = 128) -> dict[str, float]:
+def fwd_and_fwd_bwd(fn, x, w) -> dict[str, float | None]:
+    y = fn(x, w)
+    dy = torch.randn_like(y)
+    return {"fwd": graph_ms(lambda: fn(x, w)),
+            "fwd+bwd": graph_ms(lambda: torch.autograd.grad(fn(x, w), (x, w), dy))}
+
+
+def stages(S: int, rows: int = 800, width: int = 128) -> dict:
     from amg_fast.kernels import spectral_conv as k
     from amg_fast.kernels.limits import spectral_transform
+    from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref
 
+    reduced = torch.backends.cuda.matmul.allow_tf32
     K = S // 2
-    fft = spectral_transform("auto", S) == "fft"
-    x = torch.randn(rows, S, width, device="cuda")
-    w = torch.randn(K, width, width, 2, device="cuda") / width
-    A, G, a = k.spectral_bases(S, K, torch.float32, x.device)
-    spec_x = k._analysis(x, A, a, fft, adjoint=False)
-    spec_y = k._mix(spec_x, w, adjoint=False)
-    wc = torch.view_as_complex(w)
-    xh = torch.fft.rfft(x, dim=1, norm="ortho")[:, :K]
+    x = torch.randn(rows, S, width, device="cuda", requires_grad=True)
+    w = (torch.randn(K, width, width, 2, device="cuda") / width).requires_grad_()
+    out: dict = {"S": S, "K": K, "auto_transform": spectral_transform("auto", S)}
+    for name in VARIANTS:
+        with k.use_variant(name, reduced) as transform:
+            for mode, ms in fwd_and_fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w).items():
+                out[f"{name}.{mode}"] = ms
+    if reduced:  # bf16 activations and weights, bf16 MMAs
+        xb, wb = (t.detach().bfloat16().requires_grad_() for t in (x, w))
+        for name in ("dft-gauss", "fft-gauss", "dft-torchgemm"):
+            with k.use_variant(name, True) as transform:
+                out[f"bf16.{name}.fwd+bwd"] = fwd_and_fwd_bwd(
+                    lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb)["fwd+bwd"]
+    for mode, ms in fwd_and_fwd_bwd(spectral_conv1d_ref, x, w).items():
+        out[f"reference.{mode}"] = ms
+
+    # the default variant's stages at this S (auto transform), on [R, S, 1, H] rows
+    fft = out["auto_transform"] == "fft"
+    x4, dy4 = x.detach()[:, :, None], torch.randn(rows, S, 1, width, device="cuda")
+    A, G = k.spectral_bases(S, K, torch.float32, x.device)
+    planes = k.weight_planes(w.detach(), torch.float32)
+    spec_x = k._spectrum(x4, A, fft)
+    spec_dy = k._spectrum(dy4, A, fft)
+    out.update({
+        "stage.analysis": graph_ms(lambda: k._spectrum(x4, A, fft)),
+        "stage.mix+synthesis": graph_ms(lambda: k._mix_and_synthesize(spec_x, planes, G, S, width, False,
+                                                                       torch.float32, fft, False)),
+        "stage.dweight": graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False)),
+        "stage.weight_planes": graph_ms(lambda: k.weight_planes(w.detach(), torch.float32)),
+    })
+    mixed = (torch.empty(rows, S // 2 + 1, 1, width, 2, device="cuda") if fft else  # the layouts _mix writes
+             k.dft_spectrum_parts(torch.empty(rows, 2 * K, 1, width, device="cuda")))
+    out["stage.mix"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
+    xh = torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]
+    wc = torch.view_as_complex(w.detach())
     yh = torch.einsum("rki,kio->rko", xh, wc)
-    out = {
-        "triton.analysis": graph_ms(lambda: k._analysis(x, A, a, fft, adjoint=False)),
-        "triton.mix": graph_ms(lambda: k._mix(spec_x, w, adjoint=False)),
-        "triton.synthesis": graph_ms(lambda: k._synthesis(spec_y, G, a, x.dtype, fft, adjoint=False)),
-        "triton.dweight": graph_ms(lambda: k._dweight(spec_x, spec_y, w)),
-        "triton.mix_adjoint": graph_ms(lambda: k._mix(spec_y, w, adjoint=True)),
-        "triton.fwd": graph_ms(lambda: k.spectral_conv1d_fwd(x, w, A, G, a, fft)),
-        "reference.rfft": graph_ms(lambda: torch.fft.rfft(x, dim=1, norm="ortho")[:, :K]),
+    out.update({
+        "reference.rfft": graph_ms(lambda: torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]),
         "reference.einsum": graph_ms(lambda: torch.einsum("rki,kio->rko", xh, wc)),
         "reference.irfft": graph_ms(lambda: torch.fft.irfft(yh, n=S, dim=1, norm="ortho")),
-    }
-    parts = [out[f"reference.{stage}"] for stage in ("rfft", "einsum", "irfft")]
-    out["reference.fwd"] = None if None in parts else sum(parts)
-    return {"S": S, "K": K, "fft_transforms": fft, **out}
+    })
+    return out
 
 
 def main(argv=None) -> int:
-    return probe_main(argv, __doc__, [128, 1024], "dots", (("tf32x3", False), ("tf32", True)), stages)
+    return probe_main(argv, __doc__, [32, 128, 1024], "dots", (("tf32x3", False), ("tf32", True)), stages)
 
 
 if __name__ == "__main__":

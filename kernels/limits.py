@@ -29,9 +29,12 @@ TOEPLITZ_MAX_T = 32
 TOEPLITZ_DOT_MAX_T = 64
 
 # spectral_conv1d(transform=...): "dft" (truncated DFT as a GEMM against cached bases) or "fft"
-# (torch.fft transforms, Triton mixing). "auto" = fft from S = TRANSFORM_FFT_MIN_S on (H200 sweep).
+# (torch.fft transforms, Triton mixing). "auto" = fft from S = TRANSFORM_FFT_MIN_S on (H200 sweep, with
+# the old relayout copies on the fft path), or what AMG_FAST_SPECTRAL_TRANSFORM (auto | dft | fft, read at
+# import into SPECTRAL_TRANSFORM_AUTO) says: how a GPU session times the whole training step on either path.
 SPECTRAL_TRANSFORMS = ("auto", "dft", "fft")
 TRANSFORM_FFT_MIN_S = 512
+SPECTRAL_TRANSFORM_AUTO = os.environ.get("AMG_FAST_SPECTRAL_TRANSFORM", "auto")
 
 # gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
 # BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H. With the S4D
@@ -96,10 +99,15 @@ def s4d_method(method: str, T: int) -> str:
 
 
 def spectral_transform(transform: str, S: int) -> str:
-    """The spectral conv's transform, "dft" or "fft", for transform ("auto" resolved by S)."""
-    if _choice("transform", transform, SPECTRAL_TRANSFORMS) == "auto":
-        return "fft" if S >= TRANSFORM_FFT_MIN_S else "dft"
-    return transform
+    """The spectral conv's transform, "dft" or "fft", for transform ("auto": SPECTRAL_TRANSFORM_AUTO when
+    that names one, else resolved by S)."""
+    if _choice("transform", transform, SPECTRAL_TRANSFORMS) != "auto":
+        return transform
+    chosen = _choice("AMG_FAST_SPECTRAL_TRANSFORM (kernels.limits.SPECTRAL_TRANSFORM_AUTO)",
+                     SPECTRAL_TRANSFORM_AUTO, SPECTRAL_TRANSFORMS)
+    if chosen != "auto":
+        return chosen
+    return "fft" if S >= TRANSFORM_FFT_MIN_S else "dft"
 
 
 def precision_mode(dtype: torch.dtype) -> str:

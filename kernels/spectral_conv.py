@@ -1,25 +1,51 @@
 """Triton kernels for the truncated-rFFT spectral convolution (amg_fast.ops.spectral_conv1d).
 
-The op y = irfft(W . rfft(x)[:K]) (norm="ortho") is three GEMM-shaped stages, each a kernel:
+The op y = irfft(W . rfft(x, dim)[:K]) (norm="ortho") along any axis `dim` of x [P..., S, Q..., H]
+is three stages. Every tensor is seen as rows r = p * inner + q over two groups of the other axes
+(the axes before | after dim when each merges into one stride, see row_split), read in place through
+two strides (no transpose copies):
 
-  analysis   X[m, r, i] = sum_s A[m, s] x[r, s, i]        A [2K, S]: cos rows, then -sin rows
-  mixing     Y[k, r, o] = sum_i X[k, r, i] W[k, i, o]     complex, per mode k (4 real tl.dots)
-  synthesis  y[r, s, o] = sum_m G[s, m] Y[m, r, o]        G [S, 2K]: a_k cos, -a_k sin (a_k = 1 or 2)
+  analysis   X[r, m, i] = sum_s A[m, s] x[r, s, i]    A [2K, S]: rows 2k, 2k+1 = cos, -sin of mode k
+  mixing     Y[r, k, o] = sum_i X[r, k, i] W[k, i, o]  complex, per mode k: [rows, H_in] x [H_in, H_out]
+  synthesis  y[r, s, o] = sum_m G[s, m] Y[r, m, o]    G [S, 2K] = (A * a_k)^T, a_k = 1 (mode 0 and
+                                                       S/2) or 2
 
-Intermediates are real, mode-major [2, K, R, H] (real parts, then imaginary parts), so every
-tile load is contiguous along channels and the mixing reads [rows, channels] tiles directly.
-The backward is the same kernels on the adjoint bases (dY = G^T dy, dX = dY W^H, dx = A^T dX)
-plus one kernel for dW[k] = X[k]^H dY[k]. Why not one kernel per row tile: at K = S/2 the
-spectrum of a tile is as large as the tile, and the mixing must reuse W across many rows (the
-tl.dot M dimension) while the transforms contract over S within a row; a row tile's working set
-(rows x S x H) does not fit on chip at the paper's sizes, so the intermediates go through L2/HBM
-between three launches. With transform "fft" (from S = TRANSFORM_FFT_MIN_S on under "auto", see
-kernels/limits.py) the analysis/synthesis go through torch.fft (O(S log S)) and only the mixing runs
-in Triton.
+Transforms. "dft": each row is a [2K, S] x [S, H] GEMM against a cached basis (this file's transform
+kernel, or cuBLAS through torch.matmul with DFT_GEMM = "torch"); the spectrum is stored as
+[P, K, 2, Q, H] (mode-major, real and imaginary planes, channels contiguous): exactly what the
+row GEMM writes and what the mixing reads as unit-stride [rows, channels] tiles. "fft": torch.fft
+(O(S log S)); the mixing reads rfft's complex [P, S//2+1, Q, H] output through view_as_real
+([..., H, 2], real and imaginary parts interleaved) and writes straight into the [P, S//2+1, Q, H_out]
+complex buffer irfft takes: zeros for the modes >= K and the imaginary parts a real signal cannot
+have (mode 0 and S/2; cuFFT's C2R does not ignore them, pytorch#154496) -- no relayout copy.
+
+Mixing. Per mode a complex GEMM on tensor cores, in one of two forms (MIX_METHOD): "four" real dots
+(re = a c - b d, im = a d + b c for X = a + ib, W = c + id) or Gauss's "gauss" 3 (k1 = (a + b) c,
+k2 = a (d - c), k3 = b (c + d); re = k1 - k3, im = k1 + k2), 25% fewer MMAs for a slightly larger
+cancellation error (docs/kernels.md: 1.0-1.4x the four-product error, emulated per mode). W is read
+as real and imaginary planes [2, K, H_in, H_out] (weight_planes: with WEIGHT_PLANES one copy per
+forward, made by the autograd Function and kept for the backward, so each W tile is a unit-stride
+load; else a view of weight); the sums feeding the Gauss products are formed in fp32.
+
+Backward. With dY = G^T dy = a_k (A dy), the chain rule gives dx = G ((A dy) W^H) and
+dW[k] = a_k X[k]^H (A dy)[k]: the same analysis and synthesis (or rfft / irfft) as the forward, the
+mixing kernel with conj(W)^T, and a dweight kernel (a reduction over rows, optionally split in
+SPLIT_R partial sums added by torch; deterministic).
+
+Precision per mode (see work_dtype, _dots): fp64 -> fp64 dots; fp32 -> tf32x3 (three TF32 MMAs,
+fp32-accurate); with REDUCED_PRECISION_DOTS and TF32 allowed -> plain TF32; bf16 inputs -> fp32
+intermediates and tf32x3 by default, bf16 intermediates and bf16 MMA operands (fp32 accumulation)
+with REDUCED_PRECISION_DOTS. Accumulation is always fp32 (fp64 for fp64).
+
+Why no fused analysis + mixing + synthesis kernel (docs/kernels.md): the mixing needs many rows per
+program (the MMA's M dimension, and W[k] read once per row tile instead of once per row), while the
+transforms contract over the whole axis S of each row; a program would hold rows x S x H_out of
+output (16 x 128 x 128 fp32 = 1 MB at the paper's S = 128) or recompute the spectrum per mode block.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import os
 
@@ -28,23 +54,54 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, irfft_ortho, new_output, next_pow2, tracing
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, tracing
+from amg_fast.kernels.limits import _choice
 
 # Reduced-precision MMAs: on an H200 (2026-11-26, results/gpu/20261126-h200/) these kernels with plain
-# TF32 dots (TF32 allowed) were 3-9% off an fp32 reference at S = 128 and at S = 1024 (where only the
-# mixing kernel runs), and with bf16 operands 6% off at S = 128, while a CPU emulation of the same
-# bf16 algorithm is 4.5e-3 off and the fp32-accurate "tf32x3" path passed every test at every size.
-# Until a GPU run shows the reduced paths right, the spectral conv computes in fp32 with tf32x3 dots
-# whatever the input dtype (bf16 in, bf16 out) and the TF32 setting. AMG_FAST_SPECTRAL_REDUCED_DOTS=1
-# (read at import) or REDUCED_PRECISION_DOTS = True opts back in: bf16 intermediates and bf16 MMAs for
-# bf16 inputs, plain TF32 dots for fp32 inputs when TF32 is allowed.
+# TF32 dots were 3-9% off the fp32 *reference* at S = 128 and 1024 with 100 rows -- the rows and sizes at
+# which cuFFT's C2R transform, inside that reference, was 2-6% off on an H100 (the imaginary DC part,
+# fixed since by kernels._common.irfft_ortho); tf32x3 passed only in tests with 2-6 rows. A CPU
+# emulation of the plain-TF32 algorithm (bench/spectral_precision.py) is 2e-3 off, so the kernels are
+# not the suspect. Until a GPU run against an fp64 reference (bench/probe_spectral_accuracy.py) shows the
+# reduced paths right, the spectral conv computes in fp32 with tf32x3 dots whatever the input dtype and
+# the TF32 setting. AMG_FAST_SPECTRAL_REDUCED_DOTS=1 (read at import) or REDUCED_PRECISION_DOTS = True
+# opts in: plain TF32 dots for fp32 inputs when TF32 is allowed, bf16 intermediates and MMAs for bf16.
 REDUCED_PRECISION_DOTS = os.environ.get("AMG_FAST_SPECTRAL_REDUCED_DOTS", "0") == "1"
 
-# Launch configurations (block sizes are capped by the problem size, min 16 for tl.dot). Tuned by
-# bench/kernel_sweep.py on a GPU; module-level so a sweep can override them.
+# The mixing's complex product: "gauss" (3 real dots) or "four" (4). AMG_FAST_SPECTRAL_MIX, read at import.
+MIX_METHODS = ("gauss", "four")
+MIX_METHOD = os.environ.get("AMG_FAST_SPECTRAL_MIX", "gauss")
+
+# The "dft" transforms' GEMMs: "triton" (this file's transform kernel; fp32 at tf32x3) or "torch"
+# (torch.matmul: cuBLAS, precision as torch's matmul setting: fp32, TF32 or bf16). AMG_FAST_SPECTRAL_DFT_GEMM.
+DFT_GEMMS = ("triton", "torch")
+DFT_GEMM = os.environ.get("AMG_FAST_SPECTRAL_DFT_GEMM", "triton")
+
+# W's real and imaginary parts as two contiguous planes [2, K, H_in, H_out] (one copy of W per forward, kept
+# for the backward: unit-stride W tiles) or read in place from weight [K, H_in, H_out, 2] (stride-2 tiles, no
+# copy, one launch fewer). AMG_FAST_SPECTRAL_WEIGHT_PLANES = 1 | 0, read at import.
+WEIGHT_PLANES = os.environ.get("AMG_FAST_SPECTRAL_WEIGHT_PLANES", "1") != "0"
+
+# Named combinations of the switches above: (transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES). What the probes
+# time and check and the tests cover (use_variant).
+VARIANTS = {
+    "dft-gauss": ("dft", "gauss", "triton", True),
+    "dft-four": ("dft", "four", "triton", True),
+    "dft-gauss-wview": ("dft", "gauss", "triton", False),
+    "dft-torchgemm": ("dft", "gauss", "torch", True),
+    "dft-torchgemm-four": ("dft", "four", "torch", True),
+    "fft-gauss": ("fft", "gauss", "triton", True),
+    "fft-four": ("fft", "four", "triton", True),
+    "fft-gauss-wview": ("fft", "gauss", "triton", False),
+    "fft-four-wview": ("fft", "four", "triton", False),
+}
+
+# Launch configurations (block sizes are capped by the problem size, min 16 for tl.dot); module-level so a
+# sweep (bench/probe_spectral_stages.py --sweep) can override them. Mixing: BLOCK_O = 128 covers the
+# paper's H_out in one tile, so each X tile is read once (the H100's 0.46 ms kernel read it twice).
 TRANSFORM_CONFIG = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
-MIX_CONFIG = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=64, num_warps=4)
-DWEIGHT_CONFIG = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, num_warps=4)
+MIX_CONFIG = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8)
+DWEIGHT_CONFIG = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, SPLIT_R=1, num_warps=4)
 
 
 def _blocks(config: dict, **sizes: int) -> dict:
@@ -56,15 +113,89 @@ def _blocks(config: dict, **sizes: int) -> dict:
 
 
 @triton.jit
+def _row_offsets(rows, INNER, stride_outer, stride_inner):
+    """Element offsets (int64) of rows r = p * INNER + q of a tensor [P, ..., Q, ...]."""
+    rows = rows.to(tl.int64)
+    outer = rows // INNER
+    return outer * stride_outer + (rows - outer * INNER) * stride_inner
+
+
+@triton.jit
+def _load_complex(ptr, row_offs, chans, mask, stride_c, stride_p, PAIRED: tl.constexpr):
+    """(re, im) tiles [rows, channels] at ptr + row_offs + chans * stride_c (+ stride_p for im).
+    PAIRED: (re, im) adjacent and channels at stride 2 (view_as_real of a complex tensor): one
+    contiguous [rows, 2 * channels] load, split in registers."""
+    if PAIRED:
+        part = tl.arange(0, 2)
+        offs = row_offs[:, None, None] + chans[None, :, None] * 2 + part[None, None, :]
+        pair = tl.load(ptr + offs, mask=mask[:, :, None] & (part[None, None, :] < 2), other=0.0)
+        re, im = tl.split(pair)
+    else:
+        offs = row_offs[:, None] + chans[None, :] * stride_c
+        re = tl.load(ptr + offs, mask=mask, other=0.0)
+        im = tl.load(ptr + offs + stride_p, mask=mask, other=0.0)
+    return re, im
+
+
+@triton.jit
+def _store_complex(ptr, row_offs, chans, mask, re, im, stride_c, stride_p, PAIRED: tl.constexpr):
+    """Store (re, im) tiles [rows, channels], addressed as in _load_complex."""
+    if PAIRED:
+        part = tl.arange(0, 2)
+        offs = row_offs[:, None, None] + chans[None, :, None] * 2 + part[None, None, :]
+        tl.store(ptr + offs, tl.join(re, im), mask=mask[:, :, None] & (part[None, None, :] < 2))
+    else:
+        offs = row_offs[:, None] + chans[None, :] * stride_c
+        tl.store(ptr + offs, re, mask=mask)
+        tl.store(ptr + offs + stride_p, im, mask=mask)
+
+
+@triton.jit
+def _complex_dot(a, b, c, d, acc1, acc2, acc3, GAUSS: tl.constexpr, BF16_OPERANDS: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr):
+    """Accumulate (a + ib) @ (c + id) (tiles in the accumulators' dtype) into (acc1, acc2, acc3); the
+    product is _complex_result(acc1, acc2, acc3). GAUSS: 3 dots, acc1 += (a + b) c, acc2 += a (d - c),
+    acc3 += b (c + d), the sums formed before the operands are rounded; else 4 dots, acc1 += a c - b d,
+    acc2 += a d + b c (acc3 unused). BF16_OPERANDS: bf16 MMAs (fp32 accumulation)."""
+    if GAUSS:
+        s, dc, cd = a + b, d - c, c + d
+        if BF16_OPERANDS:
+            s, a, b, c, dc, cd = (s.to(tl.bfloat16), a.to(tl.bfloat16), b.to(tl.bfloat16), c.to(tl.bfloat16),
+                                  dc.to(tl.bfloat16), cd.to(tl.bfloat16))
+        acc1 = tl.dot(s, c, acc1, input_precision=DOT_PRECISION)
+        acc2 = tl.dot(a, dc, acc2, input_precision=DOT_PRECISION)
+        acc3 = tl.dot(b, cd, acc3, input_precision=DOT_PRECISION)
+    else:
+        if BF16_OPERANDS:
+            a, b, c, d = a.to(tl.bfloat16), b.to(tl.bfloat16), c.to(tl.bfloat16), d.to(tl.bfloat16)
+        acc1 = tl.dot(a, c, acc1, input_precision=DOT_PRECISION)
+        acc1 = tl.dot(-b, d, acc1, input_precision=DOT_PRECISION)
+        acc2 = tl.dot(a, d, acc2, input_precision=DOT_PRECISION)
+        acc2 = tl.dot(b, c, acc2, input_precision=DOT_PRECISION)
+    return acc1, acc2, acc3
+
+
+@triton.jit
+def _complex_result(acc1, acc2, acc3, GAUSS: tl.constexpr):
+    """(re, im) of the product _complex_dot accumulated: Gauss re = k1 - k3, im = k1 + k2."""
+    if GAUSS:
+        re, im = acc1 - acc3, acc1 + acc2
+    else:
+        re, im = acc1, acc2
+    return re, im
+
+
+@triton.jit
 def _spectral_conv1d_transform_kernel(
     basis_ptr, inp_ptr, out_ptr,
-    M, J, N,
+    M, J, N, INNER,
     stride_bm, stride_bj,
-    stride_ij, stride_ir, stride_in,
-    stride_om, stride_or, stride_on,
+    stride_io, stride_ij, stride_iq, stride_in,
+    stride_oo, stride_om, stride_oq, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """out[m, r, n] = sum_j basis[m, j] * inp[j, r, n] for one row r per program (grid axis 0)."""
+    """out[r, m, n] = sum_j basis[m, j] * inp[r, j, n], one row r = p * INNER + q per program (grid
+    axis 0); inp [P, J, Q, N] and out [P, M, Q, N] addressed by (outer, j|m, inner, n) strides."""
     r = tl.program_id(0)
     n_tiles_n = tl.cdiv(N, BLOCK_N)
     pid_m = tl.program_id(1) // n_tiles_n
@@ -72,107 +203,141 @@ def _spectral_conv1d_transform_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_j = tl.arange(0, BLOCK_J)
-    r64 = r.to(tl.int64)
+    outer = r.to(tl.int64) // INNER
+    inner = r.to(tl.int64) - outer * INNER
+    inp_row = inp_ptr + outer * stride_io + inner * stride_iq
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if DOT_PRECISION == "ieee" else tl.float32)
     for j0 in range(0, J, BLOCK_J):
         jj = j0 + offs_j
         a = tl.load(basis_ptr + offs_m[:, None] * stride_bm + jj[None, :] * stride_bj,
                     mask=(offs_m[:, None] < M) & (jj[None, :] < J), other=0.0)
-        b = tl.load(inp_ptr + r64 * stride_ir + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
+        b = tl.load(inp_row + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
                     mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
-        acc += tl.dot(a, b.to(a.dtype), input_precision=DOT_PRECISION)
-    tl.store(out_ptr + r64 * stride_or + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
+        acc = tl.dot(a, b.to(a.dtype), acc, input_precision=DOT_PRECISION)
+    out_row = out_ptr + outer * stride_oo + inner * stride_oq
+    tl.store(out_row + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
              acc.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
 @triton.jit
 def _spectral_conv1d_mix_kernel(
     inp_ptr, w_ptr, out_ptr,
-    R, C_IN, C_OUT,
-    stride_ic, stride_ik, stride_ir,
-    stride_wk, stride_wi, stride_wo,
-    stride_oc, stride_ok, stride_or,
-    CONJ: tl.constexpr,
+    R, INNER, K, C_IN, C_OUT, NYQ,
+    s_io, s_ik, s_iq, s_ic, s_ip,
+    s_wp, s_wk, s_wi, s_wo,
+    s_oo, s_ok, s_oq, s_oc, s_op,
+    CONJ: tl.constexpr, GAUSS: tl.constexpr, PAIRED_IN: tl.constexpr, PAIRED_OUT: tl.constexpr,
+    BF16_OPERANDS: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """out[k, r, o] = sum_i inp[k, r, i] * w[k, i, o] in complex arithmetic on split parts.
+    """out[r, k, o] = sum_i inp[r, k, i] w[k, i, o] (complex; conj(w) with CONJ) for modes k < K, 0 for
+    K <= k < the grid's mode count; the imaginary parts of modes 0 and NYQ (S/2, or -1) are set to 0.
 
-    inp/out: [2, K, R, C] (real, imag planes; channels contiguous); w: interleaved (re, im)
-    pairs addressed by (stride_wk, stride_wi, stride_wo); CONJ uses conj(w). Grid (R tiles, K, O tiles).
-    """
-    pid_r, k, pid_o = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
-    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+    inp [P, K, Q, C_IN] / out [P, modes, Q, C_OUT] complex, addressed by (outer, mode, inner, channel,
+    part) strides (PAIRED_*: view_as_real layout); w: real, imaginary planes [2, K, C_IN, C_OUT] by
+    (part, mode, in, out) strides. Grid (row tiles, modes, output channel tiles)."""
+    pid_r, k, pid_o = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_o = pid_o * BLOCK_O + tl.arange(0, BLOCK_O)
     offs_i = tl.arange(0, BLOCK_I)
     acc_ty = tl.float64 if DOT_PRECISION == "ieee" else tl.float32  # "ieee" only for fp64 inputs
-    acc_re = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_ty)
-    acc_im = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_ty)
-    in_base = inp_ptr + k * stride_ik + offs_r[:, None].to(tl.int64) * stride_ir
-    w_base = w_ptr + k * stride_wk + offs_o[None, :] * stride_wo
-    for i0 in range(0, C_IN, BLOCK_I):
-        ii = i0 + offs_i
-        x_mask = (offs_r[:, None] < R) & (ii[None, :] < C_IN)
-        x_re = tl.load(in_base + ii[None, :], mask=x_mask, other=0.0)
-        x_im = tl.load(in_base + stride_ic + ii[None, :], mask=x_mask, other=0.0)
-        w_mask = (ii[:, None] < C_IN) & (offs_o[None, :] < C_OUT)
-        w_ptrs = w_base + ii[:, None] * stride_wi
-        w_re = tl.load(w_ptrs, mask=w_mask, other=0.0).to(x_re.dtype)
-        w_im = tl.load(w_ptrs + 1, mask=w_mask, other=0.0).to(x_re.dtype)
-        if CONJ:
-            w_im = -w_im
-        acc_re += tl.dot(x_re, w_re, input_precision=DOT_PRECISION) - tl.dot(x_im, w_im, input_precision=DOT_PRECISION)
-        acc_im += tl.dot(x_re, w_im, input_precision=DOT_PRECISION) + tl.dot(x_im, w_re, input_precision=DOT_PRECISION)
-    out_ptrs = out_ptr + k * stride_ok + offs_r[:, None].to(tl.int64) * stride_or + offs_o[None, :]
-    out_mask = (offs_r[:, None] < R) & (offs_o[None, :] < C_OUT)
-    tl.store(out_ptrs, acc_re.to(out_ptr.dtype.element_ty), mask=out_mask)
-    tl.store(out_ptrs + stride_oc, acc_im.to(out_ptr.dtype.element_ty), mask=out_mask)
+    acc1 = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_ty)  # the complex product's accumulators (_complex_dot)
+    acc2 = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_ty)
+    acc3 = tl.zeros((BLOCK_R, BLOCK_O), dtype=acc_ty)
+    row_mask = rows < R
+    k64 = k.to(tl.int64)
+    if k < K:
+        in_rows = _row_offsets(rows, INNER, s_io, s_iq) + k64 * s_ik
+        w_base = w_ptr + k64 * s_wk + offs_o[None, :] * s_wo
+        for i0 in range(0, C_IN, BLOCK_I):
+            ii = i0 + offs_i
+            a, b = _load_complex(inp_ptr, in_rows, ii, row_mask[:, None] & (ii[None, :] < C_IN), s_ic, s_ip,
+                                 PAIRED_IN)
+            w_mask = (ii[:, None] < C_IN) & (offs_o[None, :] < C_OUT)
+            c = tl.load(w_base + ii[:, None] * s_wi, mask=w_mask, other=0.0)
+            d = tl.load(w_base + ii[:, None] * s_wi + s_wp, mask=w_mask, other=0.0)
+            if CONJ:
+                d = -d
+            acc1, acc2, acc3 = _complex_dot(a.to(c.dtype), b.to(c.dtype), c, d, acc1, acc2, acc3, GAUSS, BF16_OPERANDS,
+                                            DOT_PRECISION)
+    re, im = _complex_result(acc1, acc2, acc3, GAUSS)
+    im = tl.where((k == 0) | (k == NYQ), 0.0, im)  # a real signal's spectrum (irfft input)
+    out_rows = _row_offsets(rows, INNER, s_oo, s_oq) + k64 * s_ok
+    out_ty = out_ptr.dtype.element_ty
+    _store_complex(out_ptr, out_rows, offs_o, row_mask[:, None] & (offs_o[None, :] < C_OUT),
+                   re.to(out_ty), im.to(out_ty), s_oc, s_op, PAIRED_OUT)
 
 
 @triton.jit
 def _spectral_conv1d_dweight_kernel(
     x_ptr, dy_ptr, dw_ptr,
-    R, C_IN, C_OUT,
-    stride_xc, stride_xk, stride_xr,
-    stride_yc, stride_yk, stride_yr,
-    stride_wk, stride_wi, stride_wo,
+    R, INNER, C_IN, C_OUT, NYQ, ROWS_PER_SPLIT,
+    s_xo, s_xk, s_xq, s_xc, s_xp,
+    s_yo, s_yk, s_yq, s_yc, s_yp,
+    s_ws, s_wk, s_wi, s_wo, s_wp,
+    GAUSS: tl.constexpr, PAIRED_X: tl.constexpr, PAIRED_Y: tl.constexpr, BF16_OPERANDS: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """dw[k, i, o] = sum_r conj(x[k, r, i]) * dy[k, r, o], written as interleaved (re, im).
+    """dw[split, k, i, o] = a_k sum_r conj(x[r, k, i]) dy[r, k, o] over this split's rows, a_k = 1 for
+    k = 0 and k = NYQ, else 2 (dY = G^T dy = a_k A dy).
 
-    x: [2, K, R, C_IN], dy: [2, K, R, C_OUT] (split planes). Grid (K, I tiles, O tiles).
-    """
-    k, pid_i, pid_o = tl.program_id(0).to(tl.int64), tl.program_id(1), tl.program_id(2)
-    offs_i = pid_i * BLOCK_I + tl.arange(0, BLOCK_I)
-    offs_o = pid_o * BLOCK_O + tl.arange(0, BLOCK_O)
+    x [P, K, Q, C_IN], dy [P, K, Q, C_OUT] complex as in the mixing kernel; dw: (re, im) by the part
+    stride s_wp. Grid (K, I tiles x O tiles, splits of ROWS_PER_SPLIT rows)."""
+    k, pid_io, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n_tiles_o = tl.cdiv(C_OUT, BLOCK_O)
+    offs_i = (pid_io // n_tiles_o) * BLOCK_I + tl.arange(0, BLOCK_I)
+    offs_o = (pid_io % n_tiles_o) * BLOCK_O + tl.arange(0, BLOCK_O)
     offs_r = tl.arange(0, BLOCK_R)
-    acc_ty = tl.float64 if DOT_PRECISION == "ieee" else tl.float32  # "ieee" only for fp64 inputs
-    acc_re = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_ty)
-    acc_im = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_ty)
-    for r0 in range(0, R, BLOCK_R):
-        rr = (r0 + offs_r).to(tl.int64)
-        xt_mask = (offs_i[:, None] < C_IN) & (rr[None, :] < R)
-        xt_ptrs = x_ptr + k * stride_xk + rr[None, :] * stride_xr + offs_i[:, None]  # [I, R] = x^T
-        xt_re = tl.load(xt_ptrs, mask=xt_mask, other=0.0)
-        xt_im = tl.load(xt_ptrs + stride_xc, mask=xt_mask, other=0.0)
-        dy_mask = (rr[:, None] < R) & (offs_o[None, :] < C_OUT)
-        dy_ptrs = dy_ptr + k * stride_yk + rr[:, None] * stride_yr + offs_o[None, :]
-        dy_re = tl.load(dy_ptrs, mask=dy_mask, other=0.0).to(xt_re.dtype)
-        dy_im = tl.load(dy_ptrs + stride_yc, mask=dy_mask, other=0.0).to(xt_re.dtype)
-        acc_re += tl.dot(xt_re, dy_re, input_precision=DOT_PRECISION) + tl.dot(xt_im, dy_im, input_precision=DOT_PRECISION)
-        acc_im += tl.dot(xt_re, dy_im, input_precision=DOT_PRECISION) - tl.dot(xt_im, dy_re, input_precision=DOT_PRECISION)
-    w_ptrs = dw_ptr + k * stride_wk + offs_i[:, None] * stride_wi + offs_o[None, :] * stride_wo
+    acc_ty = tl.float64 if DOT_PRECISION == "ieee" else tl.float32
+    acc1 = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_ty)  # the complex product's accumulators (_complex_dot)
+    acc2 = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_ty)
+    acc3 = tl.zeros((BLOCK_I, BLOCK_O), dtype=acc_ty)
+    k64 = k.to(tl.int64)
+    row_start = split * ROWS_PER_SPLIT
+    row_end = tl.minimum(row_start + ROWS_PER_SPLIT, R)
+    for r0 in range(row_start, row_end, BLOCK_R):
+        rows = r0 + offs_r
+        row_mask = rows < row_end
+        x_rows = _row_offsets(rows, INNER, s_xo, s_xq) + k64 * s_xk
+        a, b = _load_complex(x_ptr, x_rows, offs_i, row_mask[:, None] & (offs_i[None, :] < C_IN), s_xc, s_xp,
+                             PAIRED_X)
+        y_rows = _row_offsets(rows, INNER, s_yo, s_yq) + k64 * s_yk
+        c, d = _load_complex(dy_ptr, y_rows, offs_o, row_mask[:, None] & (offs_o[None, :] < C_OUT), s_yc, s_yp,
+                             PAIRED_Y)
+        a, b = tl.trans(a.to(acc_ty)), tl.trans(b.to(acc_ty))  # [I, rows]: conj(x)^T = a^T - i b^T
+        acc1, acc2, acc3 = _complex_dot(a, -b, c.to(acc_ty), d.to(acc_ty), acc1, acc2, acc3, GAUSS, BF16_OPERANDS,
+                                        DOT_PRECISION)
+    re, im = _complex_result(acc1, acc2, acc3, GAUSS)
+    scale = tl.where((k == 0) | (k == NYQ), 1.0, 2.0)
+    out_ty = dw_ptr.dtype.element_ty
+    w_ptrs = dw_ptr + split.to(tl.int64) * s_ws + k64 * s_wk + offs_i[:, None] * s_wi + offs_o[None, :] * s_wo
     w_mask = (offs_i[:, None] < C_IN) & (offs_o[None, :] < C_OUT)
-    tl.store(w_ptrs, acc_re.to(dw_ptr.dtype.element_ty), mask=w_mask)
-    tl.store(w_ptrs + 1, acc_im.to(dw_ptr.dtype.element_ty), mask=w_mask)
+    tl.store(w_ptrs, (re * scale).to(out_ty), mask=w_mask)
+    tl.store(w_ptrs + s_wp, (im * scale).to(out_ty), mask=w_mask)
 
 
 # ---------------------------------------------------------------------------------------------
-# Bases and launchers
+# Precision, bases, layouts
 # ---------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def use_variant(name: str, reduced: bool | None = None):
+    """Within the block, the module switches of VARIANTS[name] (and REDUCED_PRECISION_DOTS = reduced unless
+    None); restored afterwards. Yields the variant's transform ("dft" or "fft")."""
+    global MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, REDUCED_PRECISION_DOTS
+    transform, mix, gemm, planes = VARIANTS[name]
+    saved = MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, REDUCED_PRECISION_DOTS
+    MIX_METHOD, DFT_GEMM, WEIGHT_PLANES = mix, gemm, planes
+    REDUCED_PRECISION_DOTS = REDUCED_PRECISION_DOTS if reduced is None else reduced
+    try:
+        yield transform
+    finally:
+        MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, REDUCED_PRECISION_DOTS = saved
+
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Dtype of bases and intermediates: the accumulation dtype (_common.acc_dtype: fp64 for fp64,
-    else fp32), or the input's own for bf16/fp16 with REDUCED_PRECISION_DOTS."""
+    """Dtype of bases and the "dft" path's spectra: the accumulation dtype (_common.acc_dtype: fp64 for
+    fp64, else fp32), or bf16 / fp16 itself with REDUCED_PRECISION_DOTS."""
     if REDUCED_PRECISION_DOTS and dtype in (torch.bfloat16, torch.float16):
         return dtype
     return acc_dtype(dtype)
@@ -184,20 +349,32 @@ def _dots(dtype: torch.dtype) -> str:
     return dot_precision(dtype, reduced=REDUCED_PRECISION_DOTS)
 
 
-# Bases per (S, K, dtype, device), least recently used dropped beyond this many (each is 3 S K values).
+def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:
+    """input_precision of the mixing / dweight dots on dtype tiles: _dots(dtype), or "tf32" (the value
+    bf16 dots have always compiled with; ignored for them) when the operands are rounded to bf16."""
+    return "tf32" if bf16_operands else _dots(dtype)
+
+
+def _mix_is_gauss() -> bool:
+    return _choice("AMG_FAST_SPECTRAL_MIX (kernels.spectral_conv.MIX_METHOD)", MIX_METHOD, MIX_METHODS) == "gauss"
+
+
+def _dft_gemm() -> str:
+    return _choice("AMG_FAST_SPECTRAL_DFT_GEMM (kernels.spectral_conv.DFT_GEMM)", DFT_GEMM, DFT_GEMMS)
+
+
+# Bases per (S, K, dtype, device), least recently used dropped beyond this many (each is 4 S K values).
 BASES_CACHE_SIZE = 32
-_BASES_CACHE: collections.OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = collections.OrderedDict()
+_BASES_CACHE: collections.OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = collections.OrderedDict()
 
 
-def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(A [2K, S], G [S, 2K], a [K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)).
+def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A [2K, S], G [S, 2K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)).
 
-    A: the ortho rFFT analysis basis (cos rows, then -sin rows): [X_re; X_im] = A x.
-    G: the synthesis basis: irfft(Y, n=S, norm="ortho") = G [Y_re; Y_im], G = (A * [a; a]).T.
-    a: the irfft mode weights a_k (1 for k = 0 and the Nyquist mode of an even S, else 2).
-    Cached per (S, K, dtype, device) in eager mode, so a call launches no basis work.
-    """
+    A: the ortho rFFT analysis basis, rows 2k and 2k+1 = cos and -sin of mode k: X = A x gives mode
+    k's (re, im) in rows (2k, 2k+1). G = (A * a_k)^T, a_k = 1 for k = 0 and k = S/2, else 2: the
+    synthesis, irfft(Y, n=S, norm="ortho") = G Y (the imaginary parts of modes 0 and S/2 dropped).
+    Cached per (S, K, dtype, device) in eager mode, so a call launches no basis work."""
     key = (S, K, dtype, device)
     if key in _BASES_CACHE and not tracing():
         _BASES_CACHE.move_to_end(key)
@@ -205,10 +382,10 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
     k = torch.arange(K, dtype=torch.int64, device=device)
     s = torch.arange(S, dtype=torch.int64, device=device)
     angle = (2 * math.pi / S) * torch.remainder(k[:, None] * s[None, :], S).to(torch.float64)  # exact reduction
-    A = torch.cat([torch.cos(angle), -torch.sin(angle)]) / math.sqrt(S)
-    a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64)
-    G = (A * torch.cat([a, a])[:, None]).t().contiguous()
-    bases = (A.to(dtype), G.to(dtype), a.to(dtype))
+    A = torch.stack([torch.cos(angle), -torch.sin(angle)], dim=1).reshape(2 * K, S) / math.sqrt(S)
+    a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64).repeat_interleave(2)
+    G = (A * a[:, None]).t().contiguous()
+    bases = (A.to(dtype), G.to(dtype))
     if not tracing():
         _BASES_CACHE[key] = bases
         while len(_BASES_CACHE) > BASES_CACHE_SIZE:
@@ -216,111 +393,190 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device
     return bases
 
 
-def _launch_transform(basis: torch.Tensor, inp: torch.Tensor, out: torch.Tensor, inp_strides, out_strides) -> None:
-    """out[m, r, n] = sum_j basis[m, j] inp[j, r, n]; strides are (j|m, r, n) element strides."""
-    M, J = basis.shape
-    R, N = out.numel() // (M * out.shape[-1]), out.shape[-1]
+def _merges(t: torch.Tensor, axes: list[int]) -> bool:
+    """Whether t's axes (in this order) can be seen as one axis with one stride (size-1 axes ignored)."""
+    outer = None
+    for axis in axes:
+        if t.shape[axis] != 1:
+            if outer is not None and t.stride(outer) != t.stride(axis) * t.shape[axis]:
+                return False
+            outer = axis
+    return True
+
+
+def _row_order(ndim: int, dim: int, split: int, trailing: int) -> list[int]:
+    """Axis order (row axes[:split], dim, row axes[split:], trailing axes); row axes = all but dim and trailing."""
+    rows = [a for a in range(ndim - trailing) if a != dim]
+    return rows[:split] + [dim] + rows[split:] + list(range(ndim - trailing, ndim))
+
+
+def row_split(t: torch.Tensor, dim: int, trailing: int = 1) -> int:
+    """How the row axes of t [..., n, ..., *T] (all but dim and the len(T) = trailing last) split into the
+    outer and inner group the kernels address with one stride each: the axes before dim | after dim
+    when both merge (any contiguous tensor), else the first split point at which both do (e.g. dim 2
+    of a [B, X, Y, H] field whose X and Y are swapped in memory: B | X), else the natural one (copy)."""
+    rows = [a for a in range(t.dim() - trailing) if a != dim]
+    for split in [dim] + [s for s in range(len(rows) + 1) if s != dim]:
+        if _merges(t, rows[:split]) and _merges(t, rows[split:]):
+            return split
+    return dim
+
+
+def as_rows(t: torch.Tensor, dim: int, split: int, trailing: int = 1) -> torch.Tensor:
+    """t [..., n, ..., *T] as [outer, n, inner, *T]: the row axes in two groups (row_split) read in place
+    through two strides -- a view of t, never a copy for a 2D field [B, X, Y, H] in any memory order; a
+    copy (reshape) only when a group's axes cannot merge."""
+    v = t.permute(_row_order(t.dim(), dim, split, trailing))
+    end = v.dim() - trailing
+    return v.reshape(math.prod(v.shape[:split]), v.shape[split], math.prod(v.shape[split + 1:end]), *v.shape[end:])
+
+
+def from_rows(t4: torch.Tensor, shape: torch.Size, dim: int, split: int) -> torch.Tensor:
+    """t4 [outer, n, inner, C] (as as_rows(x, dim, split) laid x out) as a tensor of x's shape with C
+    channels: a view, the axes back in place (not contiguous when the split is not the natural one)."""
+    order = _row_order(len(shape), dim, split, 1)
+    v = t4.reshape([shape[a] for a in order[:-1]] + [t4.shape[-1]])
+    return v.permute([order.index(a) for a in range(len(shape))])
+
+
+def _complex_strides(spec: torch.Tensor) -> tuple[tuple[int, ...], bool]:
+    """spec [P, modes, Q, C, 2] (real) -> ((outer, mode, inner, channel, part) strides, paired)."""
+    strides = spec.stride()
+    return strides, strides[3] == 2 and strides[4] == 1
+
+
+def dft_spectrum_parts(spec: torch.Tensor) -> torch.Tensor:
+    """The "dft" path's spectrum [P, 2K, Q, C] seen as [P, K, Q, C, 2] (re, im of mode k = rows 2k, 2k+1)."""
+    P, M, Q, C = spec.shape
+    return spec.view(P, M // 2, 2, Q, C).permute(0, 1, 3, 4, 2)
+
+
+def weight_planes(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """weight [K, H_in, H_out, 2] -> [2, K, H_in, H_out] (real, imaginary planes) in dtype: with WEIGHT_PLANES
+    a contiguous copy (the mixing kernel's W tiles unit-stride; W is S/2 x H^2 x 2 values), else a view of
+    weight (a copy only to change its dtype)."""
+    planes = weight.permute(3, 0, 1, 2).to(dtype)
+    return planes.contiguous() if WEIGHT_PLANES else planes
+
+
+# ---------------------------------------------------------------------------------------------
+# Launchers
+# ---------------------------------------------------------------------------------------------
+
+def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """out[p, m, q, n] = sum_j basis[m, j] inp[p, j, q, n]: inp [P, J, Q, N] (any strides) -> out [P, M, Q, N]
+    (contiguous, out_dtype). DFT_GEMM "torch": one cuBLAS batched GEMM (inp reshaped to [P, J, Q N], a copy
+    only when Q and N do not merge) in basis.dtype, then cast."""
+    P, J, Q, N = inp.shape
+    M = basis.shape[0]
+    if _dft_gemm() == "torch":
+        return torch.matmul(basis, inp.reshape(P, J, Q * N).to(basis.dtype)).view(P, M, Q, N).to(out_dtype)
+    out = new_output((P, M, Q, N), dtype=out_dtype, device=inp.device)
     cfg = _blocks(TRANSFORM_CONFIG, M=M, J=J, N=N)
-    grid = (R, cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]))
+    grid = (P * Q, cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]))
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
-        basis, inp, out, M, J, N, basis.stride(0), basis.stride(1), *inp_strides, *out_strides,
+        basis, inp, out, M, J, N, Q, basis.stride(0), basis.stride(1), *inp.stride(), *out.stride(),
         DOT_PRECISION=_dots(basis.dtype), **cfg,
     )
-
-
-def _analysis(x: torch.Tensor, basis: torch.Tensor, mode_weights: torch.Tensor, fft: bool, adjoint: bool
-              ) -> torch.Tensor:
-    """x [R, S, C] -> spectrum [2, K, R, C] = basis @ x (basis [2K, S], any strides).
-
-    Forward: basis = A (rfft(x)[:K]); backward of the synthesis: basis = G^T (= a_k rfft(x)[:K]).
-    With fft, torch.fft does the transform (times mode_weights when adjoint, i.e. basis is G^T)."""
-    R, S, C = x.shape
-    K = basis.shape[0] // 2
-    if fft:
-        spec = torch.fft.rfft(x.to(torch.promote_types(basis.dtype, torch.float32)), dim=1, norm="ortho")[:, :K]
-        if adjoint:
-            spec = spec * mode_weights.to(spec.real.dtype)[:, None]
-        return torch.view_as_real(spec).permute(3, 1, 0, 2).to(basis.dtype).contiguous()
-    out = new_output((2, K, R, C), dtype=basis.dtype, device=x.device)
-    _launch_transform(basis, x, out, (x.stride(1), x.stride(0), x.stride(2)),
-                      (out.stride(1), out.stride(2), out.stride(3)))
     return out
 
 
-def _synthesis(spec: torch.Tensor, basis: torch.Tensor, mode_weights: torch.Tensor, out_dtype: torch.dtype,
-               fft: bool, adjoint: bool) -> torch.Tensor:
-    """spectrum [2, K, R, C] -> y [R, S, C] = basis @ spectrum (basis [S, 2K], any strides).
-
-    Forward: basis = G (irfft); backward of the analysis: basis = A^T (= irfft(spec / a_k)).
-    With fft, torch.fft does the transform (dividing by mode_weights when adjoint, i.e. basis is A^T)."""
-    _, K, R, C = spec.shape
-    S = basis.shape[0]
-    if fft:
-        z = torch.view_as_complex(spec.to(torch.promote_types(spec.dtype, torch.float32)).permute(2, 1, 3, 0).contiguous())
-        if adjoint:
-            z = z / mode_weights.to(z.real.dtype)[:, None]
-        return irfft_ortho(z, S, dim=1).to(out_dtype)
-    out = new_output((R, S, C), dtype=out_dtype, device=spec.device)
-    flat = spec.view(2 * K, R, C)
-    _launch_transform(basis, flat, out, (flat.stride(0), flat.stride(1), flat.stride(2)),
-                      (out.stride(1), out.stride(0), out.stride(2)))
-    return out
-
-
-def _mix(spec: torch.Tensor, weight: torch.Tensor, adjoint: bool) -> torch.Tensor:
-    """spec [2, K, R, C_in] x weight [K, H_in, H_out, 2] -> [2, K, R, C_out].
-    adjoint=False: Y = X W (C_in = H_in); True: dX = dY W^H (C_in = H_out, C_out = H_in)."""
-    _, K, R, C_in = spec.shape
-    h_in, h_out = weight.shape[1], weight.shape[2]
-    C_out = h_in if adjoint else h_out
-    s_wi, s_wo = (weight.stride(2), weight.stride(1)) if adjoint else (weight.stride(1), weight.stride(2))
-    out = new_output((2, K, R, C_out), dtype=spec.dtype, device=spec.device)
-    cfg = _blocks(MIX_CONFIG, R=R, I=C_in, O=C_out)
-    grid = (cdiv(R, cfg["BLOCK_R"]), K, cdiv(C_out, cfg["BLOCK_O"]))
+def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool,
+         bf16_operands: bool) -> None:
+    """out[p, k, q, :] = spec[p, k, q, :] @ W[k] (adjoint: @ W[k]^H) for k < K, zeros for the other modes of
+    out, imaginary parts of modes 0 and S/2 zeroed. spec [P, >=K, Q, C_in, 2], out [P, modes, Q, C_out, 2]
+    (real views of complex values, any strides), planes [2, K, H_in, H_out]."""
+    P, _, Q, C_in, _ = spec.shape
+    C_out = out.shape[3]
+    s_wp, s_wk, s_wi, s_wo = planes.stride()
+    if adjoint:
+        s_wi, s_wo = s_wo, s_wi
+    in_strides, paired_in = _complex_strides(spec)
+    out_strides, paired_out = _complex_strides(out)
+    cfg = _blocks(MIX_CONFIG, R=P * Q, I=C_in, O=C_out)
+    grid = (cdiv(P * Q, cfg["BLOCK_R"]), out.shape[1], cdiv(C_out, cfg["BLOCK_O"]))
     wrap_triton(_spectral_conv1d_mix_kernel)[grid](
-        spec, weight, out, R, C_in, C_out,
-        spec.stride(0), spec.stride(1), spec.stride(2),
-        weight.stride(0), s_wi, s_wo,
-        out.stride(0), out.stride(1), out.stride(2),
-        CONJ=adjoint, DOT_PRECISION=_dots(spec.dtype), **cfg,
+        spec, planes, out, P * Q, Q, K, C_in, C_out, S // 2 if S % 2 == 0 else -1,
+        *in_strides, s_wp, s_wk, s_wi, s_wo, *out_strides,
+        CONJ=adjoint, GAUSS=_mix_is_gauss(), PAIRED_IN=paired_in, PAIRED_OUT=paired_out,
+        BF16_OPERANDS=bf16_operands, DOT_PRECISION=_operand_precision(planes.dtype, bf16_operands), **cfg,
     )
-    return out
 
 
-def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """dW [K, H_in, H_out, 2] = X^H dY per mode, from X [2, K, R, H_in] and dY [2, K, R, H_out]."""
-    _, K, R, h_in = spec_x.shape
-    h_out = spec_dy.shape[-1]
-    dw = new_output(weight.shape, dtype=weight.dtype, device=weight.device)
+def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight_dtype: torch.dtype,
+             bf16_operands: bool) -> torch.Tensor:
+    """dW [K, H_in, H_out, 2] = a_k X[k]^H dY[k] from X [P, >=K, Q, H_in, 2] and dY [P, >=K, Q, H_out, 2]
+    (real views of complex values; dY = A dy, before the a_k of G^T). SPLIT_R > 1: that many partial
+    sums over row ranges (more programs when K x tiles is small), added by torch."""
+    P, _, Q, h_in, _ = spec_x.shape
+    h_out = spec_dy.shape[3]
+    R = P * Q
+    acc = acc_dtype(spec_x.dtype)
     cfg = _blocks(DWEIGHT_CONFIG, R=R, I=h_in, O=h_out)
-    grid = (K, cdiv(h_in, cfg["BLOCK_I"]), cdiv(h_out, cfg["BLOCK_O"]))
+    split = max(1, min(int(cfg.pop("SPLIT_R")), cdiv(R, cfg["BLOCK_R"])))
+    rows_per_split = cdiv(cdiv(R, split), cfg["BLOCK_R"]) * cfg["BLOCK_R"]
+    split = cdiv(R, rows_per_split)
+    dw = new_output((split, K, h_in, h_out, 2), dtype=weight_dtype if split == 1 else acc, device=spec_x.device)
+    x_strides, paired_x = _complex_strides(spec_x)
+    y_strides, paired_y = _complex_strides(spec_dy)
+    grid = (K, cdiv(h_in, cfg["BLOCK_I"]) * cdiv(h_out, cfg["BLOCK_O"]), split)
     wrap_triton(_spectral_conv1d_dweight_kernel)[grid](
-        spec_x, spec_dy, dw, R, h_in, h_out,
-        spec_x.stride(0), spec_x.stride(1), spec_x.stride(2),
-        spec_dy.stride(0), spec_dy.stride(1), spec_dy.stride(2),
-        dw.stride(0), dw.stride(1), dw.stride(2),
-        DOT_PRECISION=_dots(spec_x.dtype), **cfg,
+        spec_x, spec_dy, dw, R, Q, h_in, h_out, S // 2 if S % 2 == 0 else -1, rows_per_split,
+        *x_strides, *y_strides, *dw.stride(),
+        GAUSS=_mix_is_gauss(), PAIRED_X=paired_x, PAIRED_Y=paired_y, BF16_OPERANDS=bf16_operands,
+        DOT_PRECISION=_operand_precision(acc, bf16_operands), **cfg,
     )
-    return dw
+    return dw[0] if split == 1 else dw.sum(0).to(weight_dtype)
 
 
-def spectral_conv1d_fwd(x: torch.Tensor, weight: torch.Tensor, analysis: torch.Tensor, synthesis: torch.Tensor,
-                        mode_weights: torch.Tensor, fft: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [R, S, H_in], weight [K, H_in, H_out, 2], bases from spectral_bases(S, K, work dtype) ->
-    (y [R, S, H_out] in x.dtype, the truncated spectrum X [2, K, R, H_in] kept for the backward)."""
-    x, weight = x.contiguous(), weight.contiguous()
-    spec_x = _analysis(x, analysis, mode_weights, fft, adjoint=False)
-    spec_y = _mix(spec_x, weight, adjoint=False)
-    return _synthesis(spec_y, synthesis, mode_weights, x.dtype, fft, adjoint=False), spec_x
+def _spectrum(x4: torch.Tensor, analysis: torch.Tensor, fft: bool) -> torch.Tensor:
+    """x4 [P, S, Q, C] -> its truncated spectrum as the kernels read it, [P, modes, Q, C, 2] (a real view):
+    fft: rfft's complex output, all S//2+1 modes; dft: the analysis GEMM's [P, 2K, Q, C] buffer."""
+    if fft:
+        return torch.view_as_real(torch.fft.rfft(x4.to(acc_dtype(analysis.dtype)), dim=1, norm="ortho"))
+    return dft_spectrum_parts(_transform(analysis, x4, analysis.dtype))
 
 
-def spectral_conv1d_bwd(dy: torch.Tensor, spec_x: torch.Tensor, weight: torch.Tensor, analysis: torch.Tensor,
-                        synthesis: torch.Tensor, mode_weights: torch.Tensor, x_dtype: torch.dtype, fft: bool
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-    """dy [R, S, H_out], spec_x [2, K, R, H_in] (from the forward), weight, the forward's bases ->
-    (dx [R, S, H_in] in x_dtype, dweight like weight). Runs the adjoint chain G^T, W^H, A^T."""
-    dy, weight = dy.contiguous(), weight.contiguous()
-    spec_dy = _analysis(dy.to(spec_x.dtype), synthesis.t(), mode_weights, fft, adjoint=True)
-    dweight = _dweight(spec_x, spec_dy, weight)
-    spec_dx = _mix(spec_dy, weight, adjoint=True)
-    return _synthesis(spec_dx, analysis.t(), mode_weights, x_dtype, fft, adjoint=True), dweight
+def _mix_and_synthesize(spec: torch.Tensor, planes: torch.Tensor, synthesis: torch.Tensor, S: int, C_out: int,
+                        adjoint: bool, out_dtype: torch.dtype, fft: bool, bf16_operands: bool) -> torch.Tensor:
+    """The mixing (W, or W^H when adjoint) of spec [P, modes, Q, C_in, 2] and the synthesis -> [P, S, Q, C_out]
+    in out_dtype. fft: the mixing writes the zero-padded complex buffer irfft takes."""
+    P, _, Q = spec.shape[:3]
+    K = planes.shape[1]
+    if fft:
+        mixed = new_output((P, S // 2 + 1, Q, C_out, 2), dtype=spec.dtype, device=spec.device)
+        _mix(spec, planes, mixed, K, S, adjoint, bf16_operands)
+        y = torch.fft.irfft(torch.view_as_complex(mixed), n=S, dim=1, norm="ortho")
+        return y.to(out_dtype)
+    mixed = new_output((P, 2 * K, Q, C_out), dtype=spec.dtype, device=spec.device)
+    _mix(spec, planes, dft_spectrum_parts(mixed), K, S, adjoint, bf16_operands)
+    return _transform(synthesis, mixed, out_dtype)
+
+
+def _bf16_operands(x_dtype: torch.dtype) -> bool:
+    return REDUCED_PRECISION_DOTS and x_dtype == torch.bfloat16
+
+
+def spectral_conv1d_fwd(x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor, synthesis: torch.Tensor,
+                        fft: bool, dim: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [..., S, ..., H_in] (S at dim >= 0, any strides; rows grouped by split = row_split(x, dim)),
+    planes = weight_planes(weight, acc dtype) [2, K, H_in, H_out], bases from spectral_bases(S, K, work
+    dtype) -> (y like x with H_out channels in x.dtype, the spectrum of x [P, modes, Q, H_in, 2] kept for
+    the backward)."""
+    S, h_out = x.shape[dim], planes.shape[3]
+    spec_x = _spectrum(as_rows(x, dim, split), analysis, fft)
+    y = _mix_and_synthesize(spec_x, planes, synthesis, S, h_out, False, x.dtype, fft, _bf16_operands(x.dtype))
+    return from_rows(y, x.shape, dim, split), spec_x
+
+
+def spectral_conv1d_bwd(dy: torch.Tensor, spec_x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor,
+                        synthesis: torch.Tensor, x_dtype: torch.dtype, weight_dtype: torch.dtype, fft: bool,
+                        dim: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy like y (any strides) and the forward's spectrum, planes, bases and row split -> (dx like x in
+    x_dtype, dweight [K, H_in, H_out, 2] in weight_dtype): dx = G ((A dy) W^H), dW = a_k X^H (A dy)."""
+    S, h_in = dy.shape[dim], planes.shape[2]
+    bf16 = _bf16_operands(x_dtype)
+    spec_dy = _spectrum(as_rows(dy, dim, split), analysis, fft)  # rows in the forward's order (dweight pairs them)
+    dweight = _dweight(spec_x, spec_dy, planes.shape[1], S, weight_dtype, bf16)
+    dx = _mix_and_synthesize(spec_dy, planes, synthesis, S, h_in, True, x_dtype, fft, bf16)
+    return from_rows(dx, dy.shape, dim, split), dweight

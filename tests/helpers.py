@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import numpy as np
@@ -59,3 +60,23 @@ def load_bench(name: str, alias: str | None = None):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+def dft_matrix_spectral_conv(x: torch.Tensor, weight: torch.Tensor, dim: int = -2) -> torch.Tensor:
+    """The spectral conv's independent formula (complex128, differentiable): explicit forward DFT matrix,
+    complex mixing, explicit real inverse, along dim of x [..., S, ..., H_in] (channels last).
+
+    y[s] = 1/sqrt(S) * sum_{k<K} c_k Re(Y_k exp(2 pi i k s / S)), c_0 = 1, c_{S/2} = 1, else 2.
+    """
+    x = x.movedim(dim, -2)
+    S, K = x.shape[-2], weight.shape[0]
+    k = torch.arange(K, dtype=torch.float64, device=x.device)[:, None]
+    s = torch.arange(S, dtype=torch.float64, device=x.device)[None, :]
+    forward = torch.exp(-2j * math.pi * k * s / S) / math.sqrt(S)  # [K, S]
+    X = forward @ x.to(torch.complex128)  # [..., K, H_in]
+    W = torch.complex(weight[..., 0].double(), weight[..., 1].double())
+    Y = torch.einsum("...ki,kio->...ko", X, W)
+    c = torch.full((K,), 2.0, dtype=torch.float64, device=x.device)
+    c[0] = 1.0
+    if S % 2 == 0 and K == S // 2 + 1:
+        c[-1] = 1.0
+    inverse = c * torch.exp(2j * math.pi * s.T * k.T / S) / math.sqrt(S)  # [S, K]
+    return (inverse @ Y).real.movedim(-2, dim)

@@ -20,19 +20,21 @@ from amg_fast.kernels import spectral_conv as _spectral
 # ----------------------------------------------------------------------------- spectral_conv1d
 
 @triton_op("amg_fast::spectral_conv1d_fwd", mutates_args=())
-def _spectral_conv1d_fwd_op(x: torch.Tensor, weight: torch.Tensor, analysis: torch.Tensor,
-                            synthesis: torch.Tensor, mode_weights: torch.Tensor, fft: bool
+def _spectral_conv1d_fwd_op(x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor,
+                            synthesis: torch.Tensor, fft: bool, dim: int, split: int
                             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [R, S, H_in], weight [K, H_in, H_out, 2] -> (y [R, S, H_out], spectrum [2, K, R, H_in])."""
-    return _spectral.spectral_conv1d_fwd(x, weight, analysis, synthesis, mode_weights, fft)
+    """x [..., S, ..., H_in] (S at dim >= 0, rows grouped by split), W's planes [2, K, H_in, H_out] ->
+    (y like x with H_out channels, the spectrum of x [P, modes, Q, H_in, 2])."""
+    return _spectral.spectral_conv1d_fwd(x, planes, analysis, synthesis, fft, dim, split)
 
 @triton_op("amg_fast::spectral_conv1d_bwd", mutates_args=())
-def _spectral_conv1d_bwd_op(dy: torch.Tensor, spec_x: torch.Tensor, weight: torch.Tensor,
-                            analysis: torch.Tensor, synthesis: torch.Tensor, mode_weights: torch.Tensor,
-                            x_like: torch.Tensor, fft: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """dy [R, S, H_out] -> (dx [R, S, H_in] in x_like's dtype, dweight like weight)."""
-    return _spectral.spectral_conv1d_bwd(dy, spec_x, weight, analysis, synthesis, mode_weights,
-                                        x_like.dtype, fft)
+def _spectral_conv1d_bwd_op(dy: torch.Tensor, spec_x: torch.Tensor, planes: torch.Tensor,
+                            analysis: torch.Tensor, synthesis: torch.Tensor, x_like: torch.Tensor,
+                            weight_like: torch.Tensor, fft: bool, dim: int, split: int
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy like y -> (dx in x_like's dtype, dweight [K, H_in, H_out, 2] in weight_like's)."""
+    return _spectral.spectral_conv1d_bwd(dy, spec_x, planes, analysis, synthesis, x_like.dtype, weight_like.dtype,
+                                        fft, dim, split)
 
 
 # ----------------------------------------------------------------------------- s4d_scan, s4d_step

@@ -1,7 +1,7 @@
-"""Truncated-rFFT spectral convolution along the second-to-last axis.
+"""Truncated-rFFT spectral convolution along one axis (default: the second-to-last), channels last.
 
 y = irfft(Y, n=S) with Y[k, o] = sum_i rfft(x)[k, i] * W[k, i, o] for k < K, 0 for k >= K
-(both transforms with norm="ortho"). Reads top to bottom: validation -> reference -> autograd
+(both transforms along `dim`, norm="ortho"). Reads top to bottom: validation -> reference -> autograd
 Function over the Triton kernels (torch.ops.amg_fast.spectral_conv1d_*, registered in
 ops/_triton_ops.py) -> public op.
 """
@@ -17,15 +17,21 @@ from amg_fast.ops._backend import run_op, triton_ops
 __all__ = ["spectral_conv1d", "spectral_conv1d_ref", "check_spectral_conv1d_args", "SpectralConv1dFn"]
 
 
-def check_spectral_conv1d_args(x: torch.Tensor, weight: torch.Tensor) -> None:
-    """Validate x [..., S, H_in] and weight [K, H_in, H_out, 2] with 1 <= K <= S//2+1."""
+def check_spectral_conv1d_args(x: torch.Tensor, weight: torch.Tensor, dim: int = -2) -> int:
+    """Validate x [..., S, ..., H_in] (S at dim), weight [K, H_in, H_out, 2] with 1 <= K <= S//2+1 and
+    dim (any axis of x but the last, the channel axis; counted from either end). Returns dim >= 0."""
     check_real_float("x", x)
     check_real_float("weight", weight)
     check_rank("x", x, range(2, 16), "[..., S, H_in]")
     check_rank("weight", weight, 4, "[K, H_in, H_out, 2]")
     check_nonempty("x", x, "[..., S, H_in]")
     check_same_device(x=x, weight=weight)
-    S, h_in = x.shape[-2], x.shape[-1]
+    n = x.dim()
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -n <= dim < n or dim % n == n - 1:
+        raise ValueError(f"dim must be an axis of x other than the last (the channel axis): an int in "
+                         f"{-n}..{-2} or 0..{n - 2} for x of shape {tuple(x.shape)}, got {dim!r}")
+    dim %= n
+    S, h_in = x.shape[dim], x.shape[-1]
     K = weight.shape[0]
     if weight.shape[-1] != 2:
         raise ValueError(
@@ -40,13 +46,15 @@ def check_spectral_conv1d_args(x: torch.Tensor, weight: torch.Tensor) -> None:
         raise ValueError(
             f"weight.shape[0] (modes K) must be in 1..S//2+1 = 1..{S // 2 + 1} for S = {S}, got {K}"
         )
+    return dim
 
 
-def spectral_conv1d_ref(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Pure-PyTorch reference. x [..., S, H_in], weight [K, H_in, H_out, 2] -> y [..., S, H_out].
-
-    Computes in float32 at least (torch.fft has no half-precision CPU path); returns x.dtype.
-    """
+def spectral_conv1d_ref(x: torch.Tensor, weight: torch.Tensor, dim: int = -2) -> torch.Tensor:
+    """Pure-PyTorch reference. x [..., S, ..., H_in] (S at dim), weight [K, H_in, H_out, 2] -> y like x
+    with H_out channels. Computes in float32 at least (torch.fft has no half-precision CPU path); returns
+    x.dtype. Another dim than -2 moves that axis to -2 and back (views)."""
+    if dim % x.dim() != x.dim() - 2:
+        return spectral_conv1d_ref(x.movedim(dim, -2), weight).movedim(-2, dim)
     dtype = acc_dtype(x, weight)
     S, K = x.shape[-2], weight.shape[0]
     x_hat = torch.fft.rfft(x.to(dtype), dim=-2, norm="ortho")[..., :K, :]  # [..., K, H_in]
@@ -56,48 +64,55 @@ def spectral_conv1d_ref(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 class SpectralConv1dFn(torch.autograd.Function):
-    """Autograd over the Triton kernels. x [..., S, H_in], weight [K, H_in, H_out, 2] -> y.
+    """Autograd over the Triton kernels. x [..., S, ..., H_in] (S at dim), weight [K, H_in, H_out, 2] -> y.
 
-    The forward keeps the truncated spectrum of x (as large as x at K = S/2) for dweight.
-    transform: "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing), already resolved
-    (kernels.limits.spectral_transform). The DFT bases are computed here (cached in eager mode) and
-    passed to the custom ops as tensors.
+    transform: "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing) | "auto"
+    (kernels.limits.spectral_transform). The forward keeps the spectrum of x (as large as x at K = S/2)
+    and W's real and imaginary planes for the backward. The DFT bases are computed here (cached in eager
+    mode) and passed to the custom ops as tensors.
     """
 
     @staticmethod
-    def forward(ctx, x, weight, transform="dft"):
+    def forward(ctx, x, weight, transform="dft", dim=-2):
         from amg_fast.kernels import spectral_conv as kernels  # imports triton: only on the Triton path
 
-        lead, (S, h_in) = x.shape[:-2], x.shape[-2:]
+        dim %= x.dim()
+        S = x.shape[dim]
         fft = spectral_transform(transform, S) == "fft"
         bases = kernels.spectral_bases(S, weight.shape[0], kernels.work_dtype(x.dtype), x.device)
-        y, spec_x = triton_ops().spectral_conv1d_fwd(x.reshape(-1, S, h_in), weight, *bases, fft)
-        ctx.save_for_backward(spec_x, weight, *bases)
-        ctx.x_meta = (x.shape, x.dtype, fft)
-        return y.view(*lead, S, weight.shape[2])
+        split = kernels.row_split(x, dim)  # how the other axes form two strided row groups (no copy of x)
+        planes = kernels.weight_planes(weight, acc_dtype(x))  # W's real, imaginary parts [2, K, H_in, H_out]
+        y, spec_x = triton_ops().spectral_conv1d_fwd(x, planes, *bases, fft, dim, split)
+        ctx.save_for_backward(spec_x, planes, *bases)
+        ctx.meta = (x.dtype, weight.dtype, fft, dim, split)
+        return y
 
     @staticmethod
     def backward(ctx, dy):
-        spec_x, weight, *bases = ctx.saved_tensors
-        x_shape, x_dtype, fft = ctx.x_meta
+        spec_x, planes, *bases = ctx.saved_tensors
+        x_dtype, weight_dtype, fft, dim, split = ctx.meta
         x_like = spec_x.new_empty((0,), dtype=x_dtype)
-        dx, dweight = triton_ops().spectral_conv1d_bwd(dy.reshape(-1, *dy.shape[-2:]), spec_x, weight, *bases,
-                                                             x_like, fft)
-        return dx.view(x_shape), dweight, None
+        weight_like = spec_x.new_empty((0,), dtype=weight_dtype)
+        dx, dweight = triton_ops().spectral_conv1d_bwd(dy, spec_x, planes, *bases, x_like, weight_like, fft, dim,
+                                                       split)
+        return dx, dweight, None, None
 
 
-def spectral_conv1d(x: torch.Tensor, weight: torch.Tensor, *, backend: str = "auto",
+def spectral_conv1d(x: torch.Tensor, weight: torch.Tensor, *, dim: int = -2, backend: str = "auto",
                     transform: str = "auto") -> torch.Tensor:
-    """Spectral convolution keeping the first K rFFT modes of x along dim -2.
+    """Spectral convolution keeping the first K rFFT modes of x along dim; channels are the last axis.
 
-    x: real [..., S, H_in]; weight: real [K, H_in, H_out, 2] (real, imag parts), 1 <= K <= S//2+1.
-    Returns y [..., S, H_out] in x's dtype. backend: "auto" | "triton" | "reference".
+    x: real [..., S, ..., H_in] with S = x.shape[dim]; dim: any axis but the last (default -2, e.g. 1 or
+    2 for X or Y of a [B, X, Y, H] field), counted from either end. weight: real [K, H_in, H_out, 2]
+    (real, imag parts), 1 <= K <= S//2+1. Returns y like x with H_out channels, in x's dtype.
+    backend: "auto" | "triton" | "reference". The Triton kernels read the axis in place through strides.
     transform (Triton backend only; the reference always uses torch.fft): "auto" | "dft" | "fft":
     "dft" runs the truncated transforms as GEMMs against cached cos/sin bases (fastest at small S),
     "fft" runs them through torch.fft with only the mode mixing in Triton; "auto" = fft from
-    S = TRANSFORM_FFT_MIN_S on (kernels/limits.py, measured). Results agree to rounding.
+    S = TRANSFORM_FFT_MIN_S on (kernels/limits.py, measured; AMG_FAST_SPECTRAL_TRANSFORM overrides).
+    Results agree to rounding.
     """
-    check_spectral_conv1d_args(x, weight)
+    dim = check_spectral_conv1d_args(x, weight, dim)
     if transform not in SPECTRAL_TRANSFORMS:
         raise ValueError(f"transform must be one of {SPECTRAL_TRANSFORMS}, got {transform!r}")
 
@@ -105,6 +120,6 @@ def spectral_conv1d(x: torch.Tensor, weight: torch.Tensor, *, backend: str = "au
         if x_.dtype == torch.float16 or weight.dtype == torch.float16:
             raise TypeError("spectral_conv1d with backend='triton' takes float32, float64 or bfloat16 "
                             f"tensors, got x {x_.dtype}, weight {weight.dtype}")
-        return SpectralConv1dFn.apply(x_, weight, spectral_transform(transform, x_.shape[-2]))
+        return SpectralConv1dFn.apply(x_, weight, spectral_transform(transform, x_.shape[dim]), dim)
 
-    return run_op("spectral_conv1d", backend, x, lambda: spectral_conv1d_ref(x, weight), triton)
+    return run_op("spectral_conv1d", backend, x, lambda: spectral_conv1d_ref(x, weight, dim), triton)

@@ -29,7 +29,7 @@ def test_model_forward_traces_as_one_graph(name):
 def test_public_op_prelude_traces_with_backend_triton(monkeypatch):
     """Validation, backend resolution, autocast and nvtx of spectral_conv1d trace without a break."""
     monkeypatch.setattr(spectral_mod, "SpectralConv1dFn",
-                        SimpleNamespace(apply=lambda x, w, transform: spectral_mod.spectral_conv1d_ref(x, w)))
+                        SimpleNamespace(apply=lambda x, w, transform, dim: spectral_mod.spectral_conv1d_ref(x, w, dim)))
     x, w = torch.randn(3, 32, 8), torch.randn(9, 8, 8, 2)
     compiled = torch.compile(lambda a, b: spectral_conv1d(a, b, backend="triton"), backend="eager", fullgraph=True)
     assert rel_err(compiled(x, w), spectral_mod.spectral_conv1d_ref(x, w)) <= 1e-6

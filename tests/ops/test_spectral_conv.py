@@ -3,29 +3,9 @@ import math
 
 import pytest
 import torch
-from helpers import RTOL, ids, randn, rel_err
+from helpers import RTOL, dft_matrix_spectral_conv, ids, randn, rel_err
 
 from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
-
-
-def dft_matrix_spectral_conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Independent formula: explicit forward DFT matrix, complex mixing, explicit real inverse.
-
-    y[s] = 1/sqrt(S) * sum_{k<K} c_k Re(Y_k exp(2 pi i k s / S)), c_0 = 1, c_{S/2} = 1, else 2.
-    """
-    S, K = x.shape[-2], weight.shape[0]
-    k = torch.arange(K, dtype=torch.float64)[:, None]
-    s = torch.arange(S, dtype=torch.float64)[None, :]
-    forward = torch.exp(-2j * math.pi * k * s / S) / math.sqrt(S)  # [K, S]
-    X = forward @ x.to(torch.complex128)  # [..., K, H_in]
-    W = torch.complex(weight[..., 0], weight[..., 1]).to(torch.complex128)
-    Y = torch.einsum("...ki,kio->...ko", X, W)
-    c = torch.full((K,), 2.0, dtype=torch.float64)
-    c[0] = 1.0
-    if S % 2 == 0 and K == S // 2 + 1:
-        c[-1] = 1.0
-    inverse = c * torch.exp(2j * math.pi * s.T * k.T / S) / math.sqrt(S)  # [S, K]
-    return (inverse @ Y).real
 
 
 CASES = [(S, K, h_in, h_out) for S in (32, 48, 64, 128) for K in sorted({1, S // 4, S // 2, S // 2 + 1})
@@ -39,6 +19,35 @@ def test_reference_matches_dft_matrix(S, K, h_in, h_out, gen):
     y = spectral_conv1d(x, w, backend="reference")
     assert y.shape == (2, 3, S, h_out) and y.dtype == torch.float64
     assert rel_err(y, dft_matrix_spectral_conv(x, w)) <= 1e-10
+
+
+DIM_CASES = [((2, 12, 10, 5), 1), ((2, 12, 10, 5), 2), ((2, 12, 10, 5), -3), ((3, 2, 9, 7, 4), 2), ((9, 4), 0)]
+
+
+@pytest.mark.parametrize("shape,dim", DIM_CASES, ids=[f"{'x'.join(map(str, s))}-dim{d}" for s, d in DIM_CASES])
+def test_reference_along_dim_matches_dft_matrix(shape, dim, gen):
+    """dim selects the transformed axis of x [..., S, ..., H] (channels last), from either end."""
+    x = randn(*shape, generator=gen)
+    S = shape[dim]
+    w = randn(S // 2 + 1, shape[-1], 3, 2, generator=gen)
+    y = spectral_conv1d(x, w, dim=dim, backend="reference")
+    assert y.shape == (*shape[:-1], 3)
+    assert rel_err(y, dft_matrix_spectral_conv(x, w, dim)) <= 1e-10
+    assert rel_err(y, spectral_conv1d(x.movedim(dim, -2), w).movedim(-2, dim)) <= 1e-12
+
+
+def test_gradcheck_along_dim_float64(gen):
+    x = randn(2, 6, 3, 2, generator=gen, requires_grad=True)
+    w = randn(4, 2, 3, 2, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: spectral_conv1d(a, b, dim=1, backend="reference"), (x, w))
+
+
+@pytest.mark.parametrize("dim", [-1, 2, 3, -4, True, 1.0, None], ids=str)
+def test_bad_dim_is_refused(dim):
+    """dim must be an int naming an axis of x other than the channel axis (the last)."""
+    with pytest.raises(ValueError, match=r"dim must be an axis of x other than the last \(the channel axis\): "
+                                         r"an int in -3..-2 or 0..1 for x of shape \(2, 8, 4\), got"):
+        spectral_conv1d(torch.zeros(2, 8, 4), torch.zeros(3, 4, 4, 2), dim=dim)
 
 
 def test_dft_oracle_is_not_trivially_equal(gen):
