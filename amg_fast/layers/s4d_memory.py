@@ -23,7 +23,9 @@ NO_WEIGHT_DECAY = {"weight_decay": 0.0}
 
 
 class S4DMemory(nn.Module):
-    """h [B, T, S, H] -> z [B, T, S, H], causal in time; step() advances one time step."""
+    """h [B, T, S, H] -> z [B, T, S, H], causal in time; step() advances one time step.
+    Several spatial axes (h [B, T, X, Y, H]) are folded into one for the scan: every grid point
+    is a row of the batch."""
 
     def __init__(self, width: int, state_dim: int = 64, *, dt_min: float = 1e-3, dt_max: float = 1e-1,
                  backend: str = "auto"):
@@ -61,7 +63,9 @@ class S4DMemory(nn.Module):
         # the discretisation runs inside the K kernel on the Triton Toeplitz path (s4d_zoh_scan)
         dtype = torch.promote_types(h.dtype, torch.float32)  # parameters' math in fp32 / fp64, never bf16
         params = tuple(p.to(dtype) for p in self._continuous_params())
-        return self._readout(s4d_zoh_scan(h, *params, self.D.to(dtype), backend=self.backend))
+        folded = h.flatten(2, -2) if h.dim() > 4 else h  # [B, T, X, Y, H] -> [B, T, X * Y, H] (a view)
+        y = s4d_zoh_scan(folded, *params, self.D.to(dtype), backend=self.backend)
+        return self._readout(y.reshape(h.shape))
 
     def initial_state(self, h_t: torch.Tensor) -> torch.Tensor:
         """Zero state for a step input h_t [..., H] -> [..., H, N, 2]."""
