@@ -24,6 +24,12 @@ def test_import_does_not_initialise_cuda(tmp_path):
     assert out.strip() == "False"
 
 
+def test_top_level_model_classes_import_without_triton_or_cuda(tmp_path):
+    out = run_python("import sys, torch; from amg_fast import AMGFNO1d, AMGFNO2d, FFNO2d, S4FFNO2d; "
+                     "print('triton' in sys.modules, torch.cuda.is_initialized(), AMGFNO2d.__name__)", tmp_path)
+    assert out.split() == ["False", "False", "AMGFNO2d"]
+
+
 def test_version_matches_pyproject():
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     assert f'version = "{amg_fast.__version__}"' in pyproject

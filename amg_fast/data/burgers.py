@@ -39,7 +39,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from amg_fast._checks import check_int_range, check_rank, check_real_float
+from amg_fast._checks import check_int_range, check_rank
+from amg_fast.data._arrays import as_torch_real
 
 __all__ = [
     "grid", "solve_burgers", "pdebench_initial_conditions", "pdebench_window", "generate_burgers",
@@ -94,13 +95,7 @@ def _check_real_number(name: str, value, *, low: float | None = None, low_open: 
 
 def _as_u0(u0) -> torch.Tensor:
     """u0: torch tensor (real float, any device) or numpy array (real float) [B, N] -> float64 tensor."""
-    if isinstance(u0, np.ndarray):
-        if not np.issubdtype(u0.dtype, np.floating):
-            raise TypeError(f"u0 must be a real floating-point array [B, N], got numpy dtype {u0.dtype}")
-        u0 = torch.from_numpy(np.ascontiguousarray(u0))
-    elif not isinstance(u0, torch.Tensor):
-        raise TypeError(f"u0 must be a torch.Tensor or numpy.ndarray [B, N], got {type(u0).__name__}")
-    check_real_float("u0", u0)
+    u0 = as_torch_real("u0", u0, "[B, N]")
     check_rank("u0", u0, 2, "[B, N]: batch of cell averages")
     B, N = u0.shape
     if B < 1 or N < 3:

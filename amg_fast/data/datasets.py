@@ -67,6 +67,10 @@ class TrajectoryDataset(Dataset):
         with open_file(path) as f:
             loc = locate(f, path, split if not _single_tensor(f) else None)
             self._dataset, self.x, self.layout, self.attrs = loc.dataset, loc.x, loc.layout, loc.attrs
+            if len(loc.shape) != 3:
+                raise DataFileError(f"{path}: {loc.dataset} holds 2D fields {loc.shape} ([N, T, X, Y]); "
+                                    "TrajectoryDataset serves 1D trajectories [N, T, X] (read 2D files with "
+                                    "amg_fast.data.h5.read_trajectories)")
             n_total, _, n_points = loc.shape
             if n_total == 0 or loc.shape[1] == 0 or n_points == 0:
                 raise DataFileError(f"{path}: {loc.dataset} holds no data (shape {loc.shape}, [N, T, X])")

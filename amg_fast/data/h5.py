@@ -1,9 +1,14 @@
-"""HDF5 layouts: read and write PDEBench (Burgers), LPSDA (KS) and amg_fast's own.
+"""HDF5 layouts: read and write PDEBench (Burgers, 2D fields), LPSDA (KS) and amg_fast's own.
 
 PDEBench  `tensor` float32 [N, T, X], `x-coordinate` [X] (cell centres), `t-coordinate` [T + 1]
           (PDEBench saves one time more than there are frames; the first T are the frames),
           root attribute `Nu` (the file's nu; the PDE's viscosity is Nu / pi). A downloaded file
           without `Nu` gets it from its name (`..._Nu0.001.hdf5`).
+          2D: `tensor` [N, T, X, Y] plus `y-coordinate` [Y] (a scalar field, as PDEBench's 2D
+          Darcy and diffusion-reaction files name it; our 2D Navier-Stokes vorticity), or
+          PDEBench's 2D CFD layout: one [N, T, X, Y] dataset per field (`density`, `pressure`,
+          `Vx`, `Vy`) with the same coordinates, read one field at a time (field=). PDEBench's
+          incompressible-NS files (`velocity`, `particles`, `force`, no coordinates) are refused.
 LPSDA     one group per split (`train`, `valid`, `test`), each with `pde_{nt}-{nx}` [N, nt, nx],
           `x` [N, nx], `t` [N, nt], `dx` [N], `dt` [N]; group attributes `nu`, `L`, `seed`.
 amg_fast  root `u` [N, T, X], `x` [X], `t` [T], attribute `format = "amg_fast"`.
@@ -24,7 +29,7 @@ import numpy as np
 from amg_fast._files import atomic_path
 
 __all__ = ["Trajectories", "DataFileError", "read_trajectories", "locate", "atomic_h5", "write_pdebench",
-           "write_lpsda", "write_amg_fast", "LAYOUTS", "Location", "open_file", "check_finite"]
+           "write_lpsda", "write_amg_fast", "LAYOUTS", "Location", "open_file", "check_finite", "CFD_FIELDS"]
 
 LAYOUTS = ("pdebench", "lpsda", "amg_fast")
 
@@ -35,13 +40,15 @@ class DataFileError(ValueError):
 
 @dataclass
 class Trajectories:
-    """u [N, T, X], x [X], t [T], attrs (PDE parameters and generator metadata)."""
+    """u [N, T, X] (2D: [N, T, X, Y]), x [X], t [T], attrs (PDE parameters and generator metadata),
+    y [Y] for 2D data (None for 1D)."""
 
     u: np.ndarray
     x: np.ndarray
     t: np.ndarray
     attrs: dict = field(default_factory=dict)
     layout: str = "amg_fast"
+    y: np.ndarray | None = None
 
 
 @dataclass
@@ -54,6 +61,7 @@ class Location:
     attrs: dict
     layout: str
     shape: tuple
+    y: np.ndarray | None = None
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -89,16 +97,23 @@ def _set_attrs(obj, attrs: dict | None) -> None:
         obj.attrs[key] = value
 
 
-def write_pdebench(path, u, x, t, *, nu_file: float, attrs: dict | None = None) -> None:
-    """u [N, T, X] (stored float32), x [X] cell centres, t [T] frame times."""
+def write_pdebench(path, u, x, t, *, nu_file: float | None = None, y=None, attrs: dict | None = None) -> None:
+    """u [N, T, X] (stored float32), x [X] cell centres, t [T] frame times; nu_file: the `Nu`
+    attribute (Burgers; None writes none). 2D: u [N, T, X, Y] and y [Y] (`y-coordinate`)."""
     stored = _finite_float32(path, "tensor", u)
     x, t = np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    if (y is None) != (stored.ndim == 3):
+        raise ValueError(f"write_pdebench: u [N, T, X] goes without y, u [N, T, X, Y] needs y [Y]; got u of shape "
+                         f"{stored.shape} and y {'None' if y is None else 'given'}")
     t_coordinate = np.append(t, t[-1] + (t[-1] - t[-2]) if len(t) > 1 else t[-1] + 1.0)
     with atomic_h5(path) as f:
         f.create_dataset("tensor", data=stored)
         f.create_dataset("x-coordinate", data=x)
+        if y is not None:
+            f.create_dataset("y-coordinate", data=np.asarray(y, dtype=np.float64))
         f.create_dataset("t-coordinate", data=t_coordinate)
-        f.attrs["Nu"] = float(nu_file)
+        if nu_file is not None:
+            f.attrs["Nu"] = float(nu_file)
         _set_attrs(f, attrs)
 
 
@@ -158,14 +173,18 @@ def _check_dtype(path, name: str, dataset) -> None:
                             "dtype), as the trajectories u [N, T, X] are")
 
 
-def _check_grids(path, name: str, shape, x, t) -> None:
-    if len(shape) != 3:
-        raise DataFileError(f"{path}: dataset {name!r} must have rank 3 [N, T, X], got shape {shape}")
+def _check_grids(path, name: str, shape, x, t, y=None) -> None:
+    """shape [N, T, X] with x [X], t [T]; or, when y is given, [N, T, X, Y] with y [Y]."""
+    if len(shape) != (3 if y is None else 4):
+        expected = "rank 3 [N, T, X]" if y is None else "rank 4 [N, T, X, Y] (the file has a y grid)"
+        raise DataFileError(f"{path}: dataset {name!r} must have {expected}, got shape {shape}")
     if x.ndim != 1 or len(x) != shape[2]:
         raise DataFileError(f"{path}: x must be 1-D with {shape[2]} entries (X of {name!r}), got shape {x.shape}")
+    if y is not None and (y.ndim != 1 or len(y) != shape[3]):
+        raise DataFileError(f"{path}: y must be 1-D with {shape[3]} entries (Y of {name!r}), got shape {y.shape}")
     if t.ndim != 1 or len(t) != shape[1]:
         raise DataFileError(f"{path}: t must be 1-D with {shape[1]} entries (T of {name!r}), got shape {t.shape}")
-    for axis, values in (("x", x), ("t", t)):
+    for axis, values in (("x", x), ("t", t)) + ((("y", y),) if y is not None else ()):
         if not np.all(np.isfinite(values)):
             raise DataFileError(f"{path}: {axis} holds NaN or Inf values")
         if len(values) > 1 and not np.all(np.diff(values) > 0):
@@ -186,18 +205,48 @@ def _nu_from_name(path) -> dict:
     return {"Nu": float(match.group(1))} if match else {}
 
 
-def locate(f: h5py.File, path, split: str | None = None) -> Location:
-    """Find the trajectories of `split` in an open file; validate grids and the dtype (not values)."""
+CFD_FIELDS = ("density", "pressure", "Vx", "Vy", "Vz")  # PDEBench's CFD files: one dataset per field
+
+
+def _pdebench_location(f: h5py.File, path, name: str) -> Location:
+    """Dataset `name` [N, T, X] or [N, T, X, Y] (with `y-coordinate`) and its PDEBench coordinates."""
+    shape = f[name].shape
+    t = np.asarray(_require(f, "t-coordinate", path, "PDEBench"), dtype=np.float64)
+    x = np.asarray(_require(f, "x-coordinate", path, "PDEBench"), dtype=np.float64)
+    y = np.asarray(f["y-coordinate"], dtype=np.float64) if "y-coordinate" in f else None
+    if y is None and len(shape) == 4:
+        raise DataFileError(f"{path}: dataset {name!r} of shape {shape} is 2D [N, T, X, Y] but the file has no "
+                            "'y-coordinate' (PDEBench)")
+    if len(shape) >= 3 and t.ndim == 1 and len(t) == shape[1] + 1:
+        t = t[:-1]  # PDEBench stores one time more than there are frames
+    _check_grids(path, name, shape, x, t, y)
+    _check_dtype(path, name, f[name])
+    return Location(name, x, t, {**_nu_from_name(path), **_attrs(f)}, "pdebench", shape, y)
+
+
+def _pdebench_field(f: h5py.File, path, field: str | None) -> str:
+    """The dataset to read: `tensor`, or the CFD field asked for (the only one, if just one is there)."""
     if "tensor" in f:
-        shape = f["tensor"].shape
-        t = np.asarray(_require(f, "t-coordinate", path, "PDEBench"), dtype=np.float64)
-        x = np.asarray(_require(f, "x-coordinate", path, "PDEBench"), dtype=np.float64)
-        if len(shape) == 3 and t.ndim == 1 and len(t) == shape[1] + 1:
-            t = t[:-1]  # PDEBench stores one time more than there are frames
-        attrs = {**_nu_from_name(path), **_attrs(f)}
-        _check_grids(path, "tensor", shape, x, t)
-        _check_dtype(path, "tensor", f["tensor"])
-        return Location("tensor", x, t, attrs, "pdebench", shape)
+        if field not in (None, "tensor"):
+            raise DataFileError(f"{path}: holds one field ('tensor'); field={field!r} applies to PDEBench CFD files")
+        return "tensor"
+    present = [name for name in CFD_FIELDS if name in f]
+    if field is None and len(present) == 1:
+        return present[0]
+    if field not in present:
+        raise DataFileError(f"{path}: PDEBench CFD file with fields {present}; pass field= one of them, got {field!r}")
+    return field
+
+
+def locate(f: h5py.File, path, split: str | None = None, field: str | None = None) -> Location:
+    """Find the trajectories of `split` (LPSDA) or `field` (PDEBench CFD) in an open file; validate
+    grids (not values)."""
+    if "tensor" in f or ("x-coordinate" in f and any(name in f for name in CFD_FIELDS)):
+        return _pdebench_location(f, path, _pdebench_field(f, path, field))
+    if "velocity" in f and "particles" in f:
+        raise DataFileError(f"{path}: PDEBench's incompressible Navier-Stokes layout ('velocity', 'particles', "
+                            "'force', no grid coordinates) is not supported; supported: PDEBench 'tensor' or CFD "
+                            "fields with x-/y-/t-coordinate, LPSDA, amg_fast")
     if "u" in f or _plain(f.attrs.get("format")) == "amg_fast":
         u = _require(f, "u", path, "amg_fast")
         x = np.asarray(_require(f, "x", path, "amg_fast"), dtype=np.float64)
@@ -208,8 +257,8 @@ def locate(f: h5py.File, path, split: str | None = None) -> Location:
     splits = [k for k in f if isinstance(f[k], h5py.Group) and any(n.startswith("pde_") for n in f[k])]
     if not splits:
         raise DataFileError(
-            f"{path}: unrecognised layout: expected 'tensor' (PDEBench), '<split>/pde_{{nt}}-{{nx}}' (LPSDA) "
-            f"or 'u' (amg_fast); found keys {sorted(f.keys())}"
+            f"{path}: unrecognised layout: expected 'tensor' or CFD fields (PDEBench), '<split>/pde_{{nt}}-{{nx}}' "
+            f"(LPSDA) or 'u' (amg_fast); found keys {sorted(f.keys())}"
         )
     if split is None:
         split = "train" if "train" in splits else splits[0] if len(splits) == 1 else None
@@ -241,13 +290,16 @@ def check_finite(path, name: str, u: np.ndarray) -> None:
         raise DataFileError(f"{path}: {name} holds NaN or Inf values (first at index {bad})")
 
 
-def read_trajectories(path, *, split: str | None = None) -> Trajectories:
-    """Read a PDEBench, LPSDA or amg_fast file -> Trajectories(u [N, T, X], x [X], t [T], attrs).
+def read_trajectories(path, *, split: str | None = None, field: str | None = None) -> Trajectories:
+    """Read a PDEBench, LPSDA or amg_fast file -> Trajectories(u [N, T, X], x [X], t [T], attrs);
+    2D PDEBench files -> u [N, T, X, Y] with y [Y].
 
     split picks an LPSDA group (default "train", or the only one); other layouts hold one set.
+    field picks one field of a PDEBench CFD file (`density`, `pressure`, `Vx`, `Vy`; needed when it
+    holds several).
     """
     with open_file(path) as f:
-        loc = locate(f, path, split)
+        loc = locate(f, path, split, field)
         u = np.asarray(f[loc.dataset])
     check_finite(path, loc.dataset, u)
-    return Trajectories(u=u, x=loc.x, t=loc.t, attrs=loc.attrs, layout=loc.layout)
+    return Trajectories(u=u, x=loc.x, t=loc.t, attrs=loc.attrs, layout=loc.layout, y=loc.y)

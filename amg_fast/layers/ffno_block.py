@@ -1,10 +1,13 @@
-"""FFNO block (fourierflow): x + FeedForward(SpectralConv(x)), FeedForward = H -> 4H -> ReLU -> H."""
+"""FFNO block (fourierflow): x + FeedForward(SpectralConv(x)), FeedForward = H -> 4H -> ReLU -> H.
+
+On a grid of several spatial axes SpectralConv is the factorised one (a 1D spectral conv per axis,
+summed) and the one FeedForward follows the sum, as in fourierflow's 2D F-FNO."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from amg_fast.layers.spectral_conv import SpectralConv1d
+from amg_fast.layers.spectral_conv import FactorizedSpectralConv, SpectralConv1d
 from amg_fast.ops.ffn import feed_forward
 
 __all__ = ["FeedForward", "FFNOBlock"]
@@ -26,11 +29,19 @@ class FeedForward(nn.Sequential):
 
 
 class FFNOBlock(nn.Module):
-    """x [..., S, H] -> x + FeedForward(SpectralConv1d(x)), same shape."""
+    """x [..., S, H] -> x + FeedForward(SpectralConv1d(x)), same shape.
 
-    def __init__(self, width: int, modes: int | None = None, *, ff_factor: int = 4, backend: str = "auto"):
+    spatial_dims > 1: x [..., X, Y, (Z,) H] and the spectral conv is FactorizedSpectralConv (one
+    SpectralConv1d per axis, summed); spatial_dims = 1 keeps the SpectralConv1d itself (its
+    parameter names, `spectral.weight`, unchanged)."""
+
+    def __init__(self, width: int, modes: int | None = None, *, ff_factor: int = 4, spatial_dims: int = 1,
+                 backend: str = "auto"):
         super().__init__()
-        self.spectral = SpectralConv1d(width, width, modes, backend=backend)
+        if spatial_dims == 1:
+            self.spectral = SpectralConv1d(width, width, modes, backend=backend)
+        else:
+            self.spectral = FactorizedSpectralConv(width, width, modes, spatial_dims=spatial_dims, backend=backend)
         self.feed_forward = FeedForward(width, ff_factor, backend=backend)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

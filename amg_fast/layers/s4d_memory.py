@@ -23,7 +23,9 @@ NO_WEIGHT_DECAY = {"weight_decay": 0.0}
 
 
 class S4DMemory(nn.Module):
-    """h [B, T, S, H] -> z [B, T, S, H], causal in time; step() advances one time step."""
+    """h [B, T, S, H] -> z [B, T, S, H], causal in time; step() advances one time step.
+    Several spatial axes (h [B, T, X, Y, H]) are folded into one for the scan: every grid point
+    is a row of the batch."""
 
     def __init__(self, width: int, state_dim: int = 64, *, dt_min: float = 1e-3, dt_max: float = 1e-1,
                  backend: str = "auto"):
@@ -59,7 +61,7 @@ class S4DMemory(nn.Module):
         return F.glu(self.output_linear(a), dim=-1)
 
     def activations(self, h: torch.Tensor) -> torch.Tensor:
-        """a = GELU(S4D(h)), h [B, T, S, H] -> [B, T, S, H] (what the readout takes; AMGFNO hands it to
+        """a = GELU(S4D(h)), h [B, T, S, H] or [B, T, X, Y, H] -> the same shape (what the readout takes; AMGFNO hands it to
         the gate with the readout folded in). On the Triton Toeplitz path the discretisation runs inside
         the K kernel and the GELU in the scan's epilogue (s4d_zoh_scan, activation="gelu")."""
         dtype = torch.promote_types(h.dtype, torch.float32)  # parameters' math in fp32 / fp64, never bf16

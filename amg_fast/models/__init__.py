@@ -2,6 +2,7 @@
 
 Memory models: "ffno", "multi_input_ffno" (window of 4 states), "s4ffno", "amgfno". Markovian
 baselines of the paper's main table: "factformer", "gkt" (Galerkin Transformer), "unet".
+On a 2D grid (u [B, T, X, Y, C]; class attribute spatial_dims = 2): "ffno2d", "s4ffno2d", "amgfno2d".
 
 Common keyword arguments: in_channels, out_channels, width (H), modes (K; None = S//2 of the
 first input); AMGFNO also takes omega, freq_gate; S4FFNO fusion, alpha; memory models state_dim;
@@ -20,10 +21,10 @@ from torch import nn
 
 from amg_fast.models.base import SequenceModel
 from amg_fast.models.factformer import Factformer1d
-from amg_fast.models.ffno import FFNO1d, MultiInputFFNO1d
+from amg_fast.models.ffno import FFNO1d, FFNO2d, MultiInputFFNO1d
 from amg_fast.models.gkt import GalerkinTransformer1d
 from amg_fast.models.markovian import MarkovianModel
-from amg_fast.models.memory import AMGFNO1d, S4FFNO1d
+from amg_fast.models.memory import AMGFNO1d, AMGFNO2d, S4FFNO1d, S4FFNO2d
 from amg_fast.models.normalized import Normalized
 from amg_fast.models.unet import UNet1d
 
@@ -35,6 +36,9 @@ MODELS: dict[str, type[SequenceModel]] = {
     "factformer": Factformer1d,
     "gkt": GalerkinTransformer1d,
     "unet": UNet1d,
+    "ffno2d": FFNO2d,
+    "s4ffno2d": S4FFNO2d,
+    "amgfno2d": AMGFNO2d,
 }
 
 
@@ -74,4 +78,5 @@ from amg_fast.models.param_table import parameter_table_markdown  # noqa: E402 (
 __all__ = ["get_model", "build_model", "available_models", "count_parameters", "parameter_table_markdown",
            "SequenceModel", "MarkovianModel",
            "FFNO1d", "MultiInputFFNO1d", "S4FFNO1d", "AMGFNO1d",
-           "Factformer1d", "GalerkinTransformer1d", "UNet1d", "MODELS", "Normalized"]
+           "Factformer1d", "GalerkinTransformer1d", "UNet1d", "FFNO2d", "S4FFNO2d", "AMGFNO2d", "MODELS",
+           "Normalized"]

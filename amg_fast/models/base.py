@@ -3,6 +3,8 @@
 model(u): u [B, T, S, C] -> [B, T, S, C]; output t predicts u_{t+1} from inputs 0..t (teacher
 forcing = feed the true sequence). model.rollout(u0, steps): u0 [B, S, C] -> [B, steps, S, C],
 feeding predictions back through step(), which carries each model's memory from step to step.
+Models on a 2D grid (class attribute spatial_dims = 2) take u [B, T, X, Y, C] and u0 [B, X, Y, C]
+in the same way.
 
 Inputs must be real floating tensors with no empty dimension, in the dtype of the model's
 parameters: a model refuses other dtypes (float64 or fp16 data into an fp32 model) instead of
@@ -48,17 +50,29 @@ def grid_coordinates(S: int, like: torch.Tensor) -> torch.Tensor:
     return (_grid if tracing() else _cached_grid)(S, like.dtype, like.device)
 
 
-def append_grid(u: torch.Tensor) -> torch.Tensor:
-    """u [..., S, C] -> [u, x/L] [..., S, C + 1] (the grid encoding every model uses)."""
-    return torch.cat([u, grid_coordinates(u.shape[-2], u).expand(u.shape[:-1] + (1,))], dim=-1)
+def append_grid(u: torch.Tensor, spatial_dims: int = 1) -> torch.Tensor:
+    """u [..., S, C] -> [u, x/L] [..., S, C + 1] (the grid encoding every model uses); with
+    spatial_dims = 2, u [..., X, Y, C] -> [u, x/L, y/L] [..., X, Y, C + 2]."""
+    if spatial_dims == 1:
+        coords = grid_coordinates(u.shape[-2], u)
+    else:
+        axes = [grid_coordinates(n, u)[:, 0] for n in u.shape[-1 - spatial_dims:-1]]
+        coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)  # [X, Y, 2]
+    return torch.cat([u, coords.expand(u.shape[:-1] + (spatial_dims,))], dim=-1)
+
+
+SPATIAL_AXES = {1: "S", 2: "X, Y"}  # how the input checks name the spatial axes
 
 
 class SequenceModel(nn.Module):
     """Base class: input checks, grid encoder, generic autoregressive rollout.
 
     Subclasses implement forward(u) and step(u_t, state) -> (prediction, state), with
-    initial_state(u0) giving the state before the first step.
+    initial_state(u0) giving the state before the first step. spatial_dims (class attribute):
+    the number of spatial axes of u, 1 ([B, T, S, C]) or 2 ([B, T, X, Y, C]).
     """
+
+    spatial_dims = 1
 
     def __init__(self, in_channels: int = 1, out_channels: int = 1):
         super().__init__()
@@ -103,16 +117,18 @@ class SequenceModel(nn.Module):
 
     # -- input checks ---------------------------------------------------------------------------
     def check_sequence(self, u: torch.Tensor) -> None:
+        layout = f"[B, T, {SPATIAL_AXES[self.spatial_dims]}, C]"
         check_real_float("u", u)
-        check_rank("u", u, 4, "[B, T, S, C]")
-        check_nonempty("u", u, "[B, T, S, C]")
+        check_rank("u", u, 3 + self.spatial_dims, layout)
+        check_nonempty("u", u, layout)
         self._check_channels("u", u)
         self._check_dtype("u", u)
 
     def check_state(self, name: str, u_t: torch.Tensor) -> None:
+        layout = f"[B, {SPATIAL_AXES[self.spatial_dims]}, C]"
         check_real_float(name, u_t)
-        check_rank(name, u_t, 3, "[B, S, C]")
-        check_nonempty(name, u_t, "[B, S, C]")
+        check_rank(name, u_t, 2 + self.spatial_dims, layout)
+        check_nonempty(name, u_t, layout)
         self._check_channels(name, u_t)
         self._check_dtype(name, u_t)
 
@@ -135,11 +151,12 @@ class SequenceModel(nn.Module):
         return None
 
     def step(self, u_t: torch.Tensor, state: Any, **kwargs) -> tuple[torch.Tensor, Any]:
-        """u_t [B, S, C], state -> (prediction of u_{t+1} [B, S, C], next state)."""
+        """u_t [B, S, C] (2D: [B, X, Y, C]), state -> (prediction of u_{t+1}, same shape; next state)."""
         raise NotImplementedError
 
     def rollout(self, u0: torch.Tensor, steps: int, *, check_finite: bool = False, **step_kwargs) -> torch.Tensor:
-        """Autoregressive rollout from u0 [B, S, C] only -> predictions [B, steps, S, C].
+        """Autoregressive rollout from u0 [B, S, C] only -> predictions [B, steps, S, C] (2D: u0
+        [B, X, Y, C] -> [B, steps, X, Y, C]).
         check_finite=True raises at a non-finite u0 (ValueError) or at the first step whose
         prediction holds NaN or Inf (FloatingPointError; one host sync per step)."""
         self.check_state("u0", u0)
@@ -175,10 +192,12 @@ class FFNOBackbone(SequenceModel):
 
     encode(u) [..., S, C_in] -> [..., S, H]; decode(h) [..., S, H] -> [..., S, C]. The decoder's two
     Linears (no activation between) run as one (composed_linears); its parameters stay the two.
+    With spatial_dims = 2 the grid is [..., X, Y, .], the encoder reads [u, x/L, y/L] and each
+    block's spectral conv is factorised (one per axis, summed; FFNOBlock).
 
     Options of the F-FNO authors' code (fourierflow `factorized_fno`), all off by default (docs/fidelity.md):
-    - share_weights: one spectral weight [K, H, H, 2] for all blocks (fourierflow share_weight=True);
-      needs modes given up front.
+    - share_weights: one spectral weight [K, H, H, 2] (one per axis in 2D) for all blocks (fourierflow
+      share_weight=True); needs modes given up front.
     - weight_norm: the encoder, feed-forward and decoder Linears weight-normalised, w = g v / ||v||
       per output row (torch's weight_norm parametrisation; fourierflow ff_weight_norm=True).
     - decoder_input: "stream" (default) decodes the residual stream after the last block, x + b;
@@ -204,12 +223,13 @@ class FFNOBackbone(SequenceModel):
                              "modes=None cannot be tied before the first forward), got modes=None")
         self.share_weights, self.weight_norm, self.decoder_input = share_weights, weight_norm, decoder_input
         enc_in = in_channels if encoder_channels is None else encoder_channels
-        self.encoder = nn.Linear(enc_in + 1, width)
-        self.blocks = nn.ModuleList(FFNOBlock(width, modes, backend=backend) for _ in range(n_blocks))
+        self.encoder = nn.Linear(enc_in + self.spatial_dims, width)
+        self.blocks = nn.ModuleList(FFNOBlock(width, modes, spatial_dims=self.spatial_dims, backend=backend)
+                                    for _ in range(n_blocks))
         self.decoder = nn.Sequential(nn.Linear(width, 128), nn.Linear(128, out_channels))
         if share_weights:
             for block in self.blocks[1:]:
-                block.spectral.weight = self.blocks[0].spectral.weight
+                block.spectral.share_weight_of(self.blocks[0].spectral)
         if weight_norm:
             linears = [self.encoder, *self.decoder]
             linears += [m for block in self.blocks for m in block.feed_forward.modules() if isinstance(m, nn.Linear)]
@@ -224,7 +244,7 @@ class FFNOBackbone(SequenceModel):
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
         with nvtx_range("amg_fast.model.encode"):
-            return self.encoder(append_grid(u))
+            return self.encoder(append_grid(u, self.spatial_dims))
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
         with nvtx_range("amg_fast.model.decode"):

@@ -1,4 +1,4 @@
-"""FFNO1d (Markovian) and MultiInputFFNO1d (window of the last 4 states)."""
+"""FFNO1d (Markovian), MultiInputFFNO1d (window of the last 4 states) and FFNO2d (FFNO1d on a 2D grid)."""
 from __future__ import annotations
 
 import torch
@@ -6,7 +6,7 @@ import torch
 from amg_fast._checks import check_int_range
 from amg_fast.models.base import FFNOBackbone
 
-__all__ = ["FFNO1d", "MultiInputFFNO1d"]
+__all__ = ["FFNO1d", "MultiInputFFNO1d", "FFNO2d"]
 
 
 class FFNO1d(FFNOBackbone):
@@ -49,3 +49,9 @@ class MultiInputFFNO1d(FFNOBackbone):
         pred = self._predict(torch.stack(state + [u_t], dim=1))
         return pred, (state + [u_t])[1:]
 
+
+class FFNO2d(FFNO1d):
+    """F-FNO on a 2D grid (fourierflow's 2D F-FNO): each block x + FeedForward(SpectralConv_x(x) +
+    SpectralConv_y(x)), one spectral weight per axis, modes K per axis. u [B, T, X, Y, C] -> same."""
+
+    spatial_dims = 2

@@ -2,7 +2,9 @@
 
 S4FFNO1d fuses the memory output z with the state h of block 2 by a fixed rule; AMGFNO1d by the
 adaptive memory gate. Both carry the S4D state through rollout, one step costing O(1) in the
-history length.
+history length. S4FFNO2d and AMGFNO2d are the same models on a 2D grid (u [B, T, X, Y, C]): the
+blocks' spectral convs are factorised over the two axes, the S4D memory runs over time at every
+grid point, and the gate acts pointwise.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from amg_fast.kernels.limits import READOUT_MAX_H, memory_readout
 from amg_fast.layers import AdaptiveMemoryGate, FixedFusion, S4DMemory
 from amg_fast.models.base import FFNOBackbone
 
-__all__ = ["MemoryFFNO", "S4FFNO1d", "AMGFNO1d"]
+__all__ = ["MemoryFFNO", "S4FFNO1d", "AMGFNO1d", "S4FFNO2d", "AMGFNO2d"]
 
 MEMORY_POSITION = 2  # blocks before the memory layer (the memory is layer 3 of 5)
 
@@ -144,3 +146,17 @@ class AMGFNO1d(MemoryFFNO):
     def gate_mean(self) -> float | None:
         """g-bar of the last forward or rollout as a float (None before the first call)."""
         return None if self.last_gate_mean is None else float(self.last_gate_mean)
+
+
+class S4FFNO2d(S4FFNO1d):
+    """S4FFNO1d on a 2D grid: u [B, T, X, Y, C] -> [B, T, X, Y, C]; rollout(u0 [B, X, Y, C], steps)."""
+
+    spatial_dims = 2
+
+
+class AMGFNO2d(AMGFNO1d):
+    """AMGFNO1d on a 2D grid: u [B, T, X, Y, C] -> [B, T, X, Y, C]; rollout(u0 [B, X, Y, C], steps).
+    omega: the training data's 2D omega_f (amg_fast.data.spectral.unresolved_energy_ratio with
+    spatial_dims=2: the energy outside the f x f grid's modes)."""
+
+    spatial_dims = 2

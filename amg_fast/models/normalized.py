@@ -51,6 +51,7 @@ class Normalized(SequenceModel):
         if not isinstance(increment, bool):
             raise TypeError(f"increment must be a bool, got {increment!r}")
         self.model, self.increment = model, increment
+        self.spatial_dims = model.spatial_dims  # the input checks expect the wrapped model's grid
         C = model.in_channels
         self.register_buffer("in_mean", _channel_vector("in_mean", in_mean, C, False))
         self.register_buffer("in_std", _channel_vector("in_std", in_std, C, True))

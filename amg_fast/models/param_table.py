@@ -2,7 +2,8 @@
 docs/models.md (printed by scripts/param_table.py; tests/test_docs.py checks the docs against it).
 
 Core models (FFNO backbone) at width 128, the Markovian baselines at their default widths; one input
-and one output channel; modes K = f//2 where the model has Fourier layers (`uses_modes`).
+and one output channel; modes K = f//2 where the model has Fourier layers (`uses_modes`; per axis
+for the 2D models).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def parameter_table_markdown() -> str:
     """The two parameter tables (core models, then baselines) as Markdown, ending in a newline."""
     core = [n for n in MODELS if not is_baseline(n)]
     baselines = [n for n in MODELS if is_baseline(n)]
-    lines = [f"Core models, width {CORE_WIDTH}, modes K = f//2:", ""]
+    lines = [f"Core models, width {CORE_WIDTH}, modes K = f//2 (per axis for the 2D models, on an f x f grid):", ""]
     lines += _table(core, [f"f = {f} (K = {f // 2})" for f in RESOLUTIONS])
     lines += ["", "Baselines, default widths (modes f//2 where the model has Fourier layers):", ""]
     lines += _table(baselines, [f"f = {f}" for f in RESOLUTIONS])

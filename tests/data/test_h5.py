@@ -106,3 +106,83 @@ def test_missing_and_non_hdf5_files(tmp_path):
     (tmp_path / "text.h5").write_text("not hdf5")
     with pytest.raises(DataFileError, match="text.h5: not a readable HDF5 file"):
         read_trajectories(tmp_path / "text.h5")
+
+
+# ----------------------------------------------------------------------------- 2D files
+
+
+@pytest.fixture
+def fields2d():
+    rng = np.random.default_rng(1)
+    return rng.standard_normal((3, 5, 8, 6)).astype(np.float32), (np.arange(8) + 0.5) / 8, (np.arange(6) + 0.5) / 6
+
+
+def test_pdebench_2d_round_trip(tmp_path, fields2d):
+    u, x, y = fields2d
+    t = np.arange(5) * 1.0
+    write_pdebench(tmp_path / "ns.h5", u, x, t, y=y, attrs={"pde": "ns2d", "omega_f_4": 0.1})
+    with h5py.File(tmp_path / "ns.h5") as f:
+        assert f["tensor"].shape == (3, 5, 8, 6) and len(f["t-coordinate"]) == 6 and "Nu" not in f.attrs
+    tr = read_trajectories(tmp_path / "ns.h5")
+    assert tr.layout == "pdebench" and np.array_equal(tr.u, u) and np.allclose(tr.y, y) and np.allclose(tr.t, t)
+    assert tr.attrs == {"pde": "ns2d", "omega_f_4": 0.1}
+    with pytest.raises(ValueError, match=r"u \[N, T, X, Y\] needs y \[Y\]"):
+        write_pdebench(tmp_path / "bad.h5", u, x, t)
+    assert not (tmp_path / "bad.h5").exists()
+
+
+def write_pdebench_cfd(path, fields: dict, x, y, T):
+    """A file written as PDEBench's Data_Merge.py writes a 2D CFD set: one float32 [N, T, X, Y] dataset
+    per field, cell-centre coordinates, t-coordinate with T + 1 entries, attributes eta, zeta, M."""
+    with h5py.File(path, "w") as f:
+        for name, values in fields.items():
+            f.create_dataset(name, data=values)
+        f.create_dataset("y-coordinate", data=y.astype(np.float32))
+        f.create_dataset("x-coordinate", data=x.astype(np.float32))
+        f.create_dataset("t-coordinate", data=(np.arange(T + 1) * 0.05).astype(np.float32))
+        f.attrs.update({"eta": 0.01, "zeta": 0.01, "M": 0.1})
+
+
+def test_pdebench_2d_cfd_file(tmp_path, fields2d):
+    u, x, y = fields2d
+    path = tmp_path / "2D_CFD_Rand_M0.1_Eta0.01_Zeta0.01_periodic_8_Train.hdf5"
+    write_pdebench_cfd(path, {"density": u, "pressure": u + 1, "Vx": u + 2, "Vy": u + 3}, x, y, 5)
+    tr = read_trajectories(path, field="Vx")
+    assert tr.u.shape == (3, 5, 8, 6) and np.array_equal(tr.u, u + 2) and tr.layout == "pdebench"
+    assert np.allclose(tr.t, np.arange(5) * 0.05) and np.allclose(tr.y, y) and tr.attrs["M"] == pytest.approx(0.1)
+    with pytest.raises(DataFileError, match=r"CFD file with fields \['density', 'pressure', 'Vx', 'Vy'\]; pass "
+                                            r"field= one of them, got None"):
+        read_trajectories(path)
+    with pytest.raises(DataFileError, match="got 'vorticity'"):
+        read_trajectories(path, field="vorticity")
+    single = tmp_path / "one.h5"
+    write_pdebench_cfd(single, {"density": u}, x, y, 5)
+    assert np.array_equal(read_trajectories(single).u, u)
+
+
+@pytest.mark.parametrize(
+    "datasets,match",
+    [({"tensor": np.zeros((2, 3, 4, 5)), "x_coordinate": np.arange(4.0), "t_coordinate": np.arange(4.0)},
+      r"dataset 'tensor' of shape \(2, 3, 4, 5\) is 2D \[N, T, X, Y\] but the file has no 'y-coordinate'"),
+     ({"tensor": np.zeros((2, 3, 4, 5)), "x_coordinate": np.arange(4.0), "y_coordinate": np.arange(6.0),
+       "t_coordinate": np.arange(4.0)}, r"y must be 1-D with 5 entries \(Y of 'tensor'\)"),
+     ({"tensor": np.zeros((2, 3, 4)), "x_coordinate": np.arange(4.0), "y_coordinate": np.arange(6.0),
+       "t_coordinate": np.arange(4.0)}, r"dataset 'tensor' must have rank 4 \[N, T, X, Y\] \(the file has a y grid\)"),
+     ({"velocity": np.zeros((1, 2, 4, 4, 2)), "particles": np.zeros((1, 2, 4, 4, 1)), "t": np.zeros((1, 2))},
+      "PDEBench's incompressible Navier-Stokes layout .* is not supported")],
+    ids=["no-y", "y-length", "3d-with-y", "ns-incom"],
+)
+def test_bad_2d_files(tmp_path, datasets, match):
+    path = tmp_path / "bad.h5"
+    write_raw(path, **datasets)
+    with pytest.raises(DataFileError, match=f"bad.h5: {match}"):
+        read_trajectories(path)
+
+
+def test_trajectory_dataset_refuses_2d_files(tmp_path, fields2d):
+    from amg_fast.data.datasets import TrajectoryDataset
+
+    u, x, y = fields2d
+    write_pdebench(tmp_path / "ns.h5", u, x, np.arange(5.0), y=y)
+    with pytest.raises(DataFileError, match=r"tensor holds 2D fields \(3, 5, 8, 6\) .* TrajectoryDataset serves 1D"):
+        TrajectoryDataset(tmp_path / "ns.h5", 4)

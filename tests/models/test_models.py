@@ -21,7 +21,7 @@ def test_registry_lists_the_core_models():
 
 
 def test_unknown_model_name():
-    with pytest.raises(ValueError, match=r"unknown model name 'fno'; available: amgfno, factformer, ffno"):
+    with pytest.raises(ValueError, match=r"unknown model name 'fno'; available: amgfno, amgfno2d, factformer, ffno, "):
         get_model("fno")
 
 
