@@ -2,7 +2,7 @@
 from amg_fast.layers.ffno_block import FeedForward, FFNOBlock
 from amg_fast.layers.memory_fusion import FUSIONS, AdaptiveMemoryGate, FixedFusion
 from amg_fast.layers.s4d_memory import S4DMemory
-from amg_fast.layers.spectral_conv import FactorizedSpectralConv, SpectralConv1d, spectral_conv_along
+from amg_fast.layers.spectral_conv import FactorizedSpectralConv, SpectralConv1d
 
-__all__ = ["SpectralConv1d", "FactorizedSpectralConv", "spectral_conv_along", "FeedForward", "FFNOBlock", "S4DMemory",
+__all__ = ["SpectralConv1d", "FactorizedSpectralConv", "FeedForward", "FFNOBlock", "S4DMemory",
            "FixedFusion", "AdaptiveMemoryGate", "FUSIONS"]

@@ -10,18 +10,7 @@ from torch import nn
 from amg_fast._checks import check_int_range
 from amg_fast.ops import spectral_conv1d
 
-__all__ = ["SpectralConv1d", "FactorizedSpectralConv", "spectral_conv_along"]
-
-
-def spectral_conv_along(x: torch.Tensor, weight: torch.Tensor, dim: int, backend: str = "auto") -> torch.Tensor:
-    """spectral_conv1d of x [..., H_in] along its axis `dim` (a negative axis before the channels,
-    -2 = the op's own axis) -> [..., H_out] with the same axis order.
-
-    The one place the models map an axis onto the op: another axis is moved to -2 and back (on the
-    Triton path that costs a transposed copy of x and y), until the op reads any axis in place."""
-    if dim == -2:
-        return spectral_conv1d(x, weight, backend=backend)
-    return spectral_conv1d(x.movedim(dim, -2), weight, backend=backend).movedim(-2, dim)
+__all__ = ["SpectralConv1d", "FactorizedSpectralConv"]
 
 
 class SpectralConv1d(nn.modules.lazy.LazyModuleMixin, nn.Module):
@@ -67,7 +56,7 @@ class SpectralConv1d(nn.modules.lazy.LazyModuleMixin, nn.Module):
         self.weight = other.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return spectral_conv_along(x, self.weight, self.dim, self.backend)
+        return spectral_conv1d(x, self.weight, dim=self.dim, backend=self.backend)  # the axis read in place
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, modes={self.modes}" + ("" if self.dim == -2 else

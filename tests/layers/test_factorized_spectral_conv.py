@@ -1,4 +1,4 @@
-"""Spectral convs along any axis: spectral_conv_along, SpectralConv1d(dim=...) and the factorised
+"""Spectral convs along any axis: SpectralConv1d(dim=...) and the factorised
 FactorizedSpectralConv of the 2D models, against an explicit DFT-matrix formula; fp64 gradcheck;
 lazy modes per axis; weight sharing; bad input."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import rel_err
 
-from amg_fast.layers import FactorizedSpectralConv, FFNOBlock, SpectralConv1d, spectral_conv_along
+from amg_fast.layers import FactorizedSpectralConv, FFNOBlock, SpectralConv1d
 from amg_fast.ops import spectral_conv1d
 
 
@@ -37,21 +37,20 @@ def test_factorized_conv_is_the_sum_of_per_axis_dft_convs(shape, K0, K1, gen):
     assert rel_err(conv(x), torch.from_numpy(expected)) <= 1e-12
 
 
-def test_conv_along_an_axis_moves_it_and_back(gen):
+def test_layer_along_x_is_the_op_along_x(gen):
     x = torch.randn(2, 8, 6, 4, dtype=torch.float64, generator=gen)
-    w = torch.randn(3, 4, 4, 2, dtype=torch.float64, generator=gen)
-    along_x = spectral_conv_along(x, w, -3, "reference")
-    assert torch.equal(along_x, spectral_conv1d(x.transpose(-3, -2), w, backend="reference").transpose(-3, -2))
-    assert torch.equal(spectral_conv_along(x, w, -2, "reference"), spectral_conv1d(x, w, backend="reference"))
+    conv = SpectralConv1d(4, 4, modes=3, dim=-3, backend="reference").double()
+    along_x = conv(x)
+    expected = spectral_conv1d(x.transpose(-3, -2), conv.weight, backend="reference").transpose(-3, -2)
+    assert torch.equal(along_x, expected)
     x.requires_grad_(True)
-    w.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda a, b: spectral_conv_along(a, b, -3, "reference"), (x, w))
+    assert torch.autograd.gradcheck(lambda a: conv(a), (x,))
 
 
 def test_triton_path_along_x_equals_reference(kdev, gen, poisoned):
     x = torch.randn(2, 16, 12, 16, generator=gen).to(kdev).requires_grad_(True)
     w = (0.1 * torch.randn(5, 16, 16, 2, generator=gen)).to(kdev).requires_grad_(True)
-    outs = [spectral_conv_along(x, w, -3, backend) for backend in ("reference", "triton")]
+    outs = [spectral_conv1d(x, w, dim=-3, backend=backend) for backend in ("reference", "triton")]
     grads = [torch.autograd.grad(out.square().sum(), (x, w)) for out in outs]
     assert rel_err(outs[1], outs[0]) <= 2e-3
     assert all(rel_err(g1, g0) <= 2e-3 for g0, g1 in zip(*grads))
