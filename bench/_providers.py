@@ -9,6 +9,10 @@ Modes: fwd (forward on inputs that require grad, as in training), bwd (backward 
 runs once outside the timed region and the graph is retained), fwd+bwd. Gradients are returned by
 torch.autograd.grad, so nothing accumulates into .grad between calls.
 
+Every suite first checks the timed call's result against the eager reference in float64 on the
+same inputs (check_close: relative error within TOLERANCE of the precision mode), so a wrong op
+cannot pass as a benchmark. bench/gpu_summary.py builds its calls with the same functions.
+
 Timing: pytest-benchmark times each call followed by torch.cuda.synchronize() on a GPU; on CUDA
 triton.testing.do_bench (L2 flushed between calls, CUDA events) also runs and its median, in ms,
 goes to extra_info["do_bench_ms"] -- the figure bench/bench_table.py reports.
@@ -33,17 +37,23 @@ Environment knobs (comma-separated lists), for a time-limited run:
 """
 from __future__ import annotations
 
+import datetime
 import functools
+import math
 import os
+import platform
+import subprocess
 import time
 import warnings
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import pytest
 import torch
 
 from _roofline import flops_and_bytes
+from amg_fast.train.precision import autocast
 
 ON_GPU = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if ON_GPU else "cpu")
@@ -104,6 +114,47 @@ def config() -> dict:
             "cuda_graph": CUDA_GRAPH}
 
 
+def raise_recompile_limits() -> None:
+    """One compiled callable per (op, shape) recompiles the same code object once per shape and
+    provider input set; the default limit (8) would silently fall back to eager."""
+    import torch._dynamo
+
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 256))
+
+
+def _git(*args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def machine_info() -> dict:
+    """GPU (name, count, memory, SMs, capability; None without one), versions, UTC date, commit."""
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    info = {"gpu": None, "gpu_count": 0}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info = {"gpu": props.name, "gpu_count": torch.cuda.device_count(),
+                "gpu_memory_gib": round(props.total_memory / 2**30, 1), "gpu_sm_count": props.multi_processor_count,
+                "gpu_capability": f"{props.major}.{props.minor}"}
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    info.update(versions={"python": platform.python_version(), "torch": torch.__version__, "triton": triton_version,
+                          "cuda": torch.version.cuda,
+                          "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None},
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                commit=_git("rev-parse", "HEAD"), commit_dirty=None if status is None else bool(status))
+    return info
+
+
 # -- shapes and parametrisation ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Shape:
@@ -126,9 +177,12 @@ class Shape:
         return {**asdict(self), "K": self.K}
 
 
-def shape_for(S: int) -> Shape:
-    """Paper shapes on a GPU (B*T = 32*25 rows, H = 128); small ones on CPU (4*25 rows, H = 32)."""
-    return Shape(32, 25, S, 128) if ON_GPU else Shape(4, 25, S, 32)
+def shape_for(S: int, tiny: bool = False, paper: bool = ON_GPU) -> Shape:
+    """The paper's shapes (B*T = 32*25 rows, H = 128) if paper (default: on a GPU), else small ones
+    (4*25 rows, H = 32); tiny ones (2*4 rows, H = 16) for a dry run of bench/gpu_summary.py."""
+    if tiny:
+        return Shape(2, 4, S, 16)
+    return Shape(32, 25, S, 128) if paper else Shape(4, 25, S, 32)
 
 
 def cases(sizes: Sequence[int] = SIZES) -> list:
@@ -167,11 +221,12 @@ def modes() -> list:
 # -- providers ---------------------------------------------------------------------------------
 class Compiled:
     """torch.compile(fn, dynamic=False), fullgraph=True unless Dynamo cannot trace fn whole: then
-    it says why once and compiles with graph breaks. fullgraph / break_reason go to extra_info."""
+    it says why once and compiles with graph breaks. fullgraph / break_reason go to extra_info.
+    backend: torch.compile's ("inductor"; a dry run uses "eager": Dynamo's tracing only)."""
 
-    def __init__(self, fn: Callable):
-        self.fn, self.fullgraph, self.break_reason = fn, True, None
-        self._compiled = torch.compile(fn, fullgraph=True, dynamic=False)
+    def __init__(self, fn: Callable, backend: str = "inductor"):
+        self.fn, self.backend, self.fullgraph, self.break_reason = fn, backend, True, None
+        self._compiled = torch.compile(fn, fullgraph=True, dynamic=False, backend=backend)
 
     def __call__(self, *args):
         try:
@@ -183,7 +238,7 @@ class Compiled:
             self.break_reason = str(err).strip().splitlines()[0]
             warnings.warn(f"torch.compile(fullgraph=True) failed ({self.break_reason}); compiling with graph breaks",
                           stacklevel=2)
-            self._compiled = torch.compile(self.fn, dynamic=False)
+            self._compiled = torch.compile(self.fn, dynamic=False, backend=self.backend)
             return self._compiled(*args)
 
 
@@ -276,21 +331,58 @@ def graph_replay(fn: Callable) -> dict:
         return {"graph_ms": None, "graph_error": f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"}
 
 
+def time_ms(fn: Callable, cpu_calls: int = 1) -> float:
+    """Median time of fn() in ms: triton.testing.do_bench on a GPU (CUDA events, L2 flushed), the
+    median of cpu_calls wall-clock calls on a CPU (a dry run: such times mean nothing)."""
+    if ON_GPU:
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, warmup=DO_BENCH_WARMUP_MS, rep=DO_BENCH_REP_MS,
+                                             return_mode="median"))
+    times = []
+    for _ in range(cpu_calls):
+        start = time.perf_counter()
+        fn()
+        times.append(1e3 * (time.perf_counter() - start))
+    return sorted(times)[len(times) // 2]
+
+
 def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def bench_op(benchmark, *, name: str, op: Callable, inputs: dict, mode: str, provider: str, shape: Shape) -> None:
-    """Benchmark op(*inputs.values(), backend=...) in mode; gradients w.r.t. the inputs that
-    require grad, from the first output (gate_fusion's out; g is a detached statistic in the model)."""
+def _as_tuple(out) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+@dataclass
+class OpCall:
+    """One benchmarked call of an op: fn() is what is timed (its result: the op's outputs in mode
+    "fwd", else the input gradients), forward the provider's op (a Compiled for "compiled"), and
+    expected() the same result from the eager reference in float64 on the same inputs."""
+    fn: Callable[[], object]
+    forward: Callable
+    expected: Callable[[], tuple]
+
+
+def op_call(op: Callable, name: str, inputs: dict, mode: str, provider: str, shape: Shape,
+            precision: str = "fp32") -> OpCall:
+    """The call of op(*inputs.values(), backend=...) in mode; gradients w.r.t. the inputs that
+    require grad, from the first output (gate_fusion's out; g is a detached statistic in the model).
+    Under precision "bf16" every call runs in the trainer's bf16 autocast."""
     args = tuple(inputs.values())
     forward = op_callable(op, name, provider, shape)
     wrt = [t for t in args if t.requires_grad]
-    if mode == "fwd":
-        def fn():
+
+    def forward_in_precision():
+        with autocast(precision, args[0].device):
             return forward(*args)
+
+    grad_out = None
+    if mode == "fwd":
+        fn = forward_in_precision
     else:
-        out = _first(forward(*args))
+        out = _first(forward_in_precision())
         grad_out = torch.randn_like(out)
         if mode == "bwd":
             def fn():
@@ -299,9 +391,72 @@ def bench_op(benchmark, *, name: str, op: Callable, inputs: dict, mode: str, pro
             del out
 
             def fn():
-                return torch.autograd.grad(_first(forward(*args)), wrt, grad_out, allow_unused=True)
-    run(benchmark, fn, op=name, mode=mode, provider=provider, shape=shape, tensors=inputs)
-    record_compile(benchmark, forward)
+                return torch.autograd.grad(_first(forward_in_precision()), wrt, grad_out, allow_unused=True)
+
+    def expected() -> tuple:
+        args64 = [t.detach().double().requires_grad_(t.requires_grad) for t in args]
+        out64 = op(*args64, backend="reference")
+        if mode == "fwd":
+            return _as_tuple(out64)
+        return torch.autograd.grad(_first(out64), [a for a in args64 if a.requires_grad], grad_out.double(),
+                                   allow_unused=True)
+
+    return OpCall(fn, forward, expected)
+
+
+# -- checks: a timed call's result against the float64 reference -------------------------------------
+# Relative error ||got - expected|| / ||expected|| (all tensors of a result as one vector) allowed in
+# each precision mode. Measured on CPU for AMGFNO's training step (H = 128, S = 32 and 128): fp32
+# 1e-6, bf16 autocast 5e-3 (TF32 rounds 8x finer than bf16); a wrong op is off by O(1).
+TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 5e-2}
+
+
+def effective_precision(precision: str) -> str:
+    """The precision mode a call really runs in: bf16 as given; fp32 is tf32 where the float32
+    matmul precision lets a GPU use TF32 (the suites' default, AMG_BENCH_MATMUL_PRECISION=high)."""
+    if precision == "fp32" and ON_GPU and torch.get_float32_matmul_precision() != "highest":
+        return "tf32"
+    return precision
+
+
+def relative_error(got, expected) -> float:
+    """||got - expected|| / ||expected|| over all tensors of two results of the same structure (None
+    where both have no gradient), in float64; inf if an entry is missing on one side only."""
+    got, expected = _as_tuple(got), _as_tuple(expected)
+    if len(got) != len(expected):
+        return math.inf
+    diff = norm = 0.0
+    for g, e in zip(got, expected):
+        if g is None or e is None:
+            if g is not None or e is not None:
+                return math.inf
+            continue
+        g, e = g.detach().double(), e.detach().double().to(g.device)
+        diff += float((g - e).square().sum())
+        norm += float(e.square().sum())
+    return math.sqrt(diff / norm) if norm > 0 else math.sqrt(diff)
+
+
+def check_close(got, expected, precision: str) -> dict:
+    """{"rel_err", "tol", "ok"}: got against the float64 expected result, within TOLERANCE[precision]
+    (NaN fails)."""
+    error, tol = relative_error(got, expected), TOLERANCE[precision]
+    return {"rel_err": error, "tol": tol, "ok": bool(error <= tol)}
+
+
+def assert_close(got, expected, precision: str, what: str) -> None:
+    check = check_close(got, expected, precision)
+    assert check["ok"], (f"{what}: the timed call's result is off the float64 reference by "
+                         f"{check['rel_err']:.3g} (relative, allowed {check['tol']:g} in {precision})")
+
+
+def bench_op(benchmark, *, name: str, op: Callable, inputs: dict, mode: str, provider: str, shape: Shape) -> None:
+    """Benchmark op(*inputs.values(), backend=...) in mode (see op_call), after checking the first
+    call's result against the float64 reference."""
+    call = op_call(op, name, inputs, mode, provider, shape)
+    assert_close(call.fn(), call.expected(), effective_precision("fp32"), f"{name} {mode} {provider} {shape.id}")
+    run(benchmark, call.fn, op=name, mode=mode, provider=provider, shape=shape, tensors=inputs)
+    record_compile(benchmark, call.forward)
 
 
 def record_compile(benchmark, fn: Callable) -> None:

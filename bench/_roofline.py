@@ -1,9 +1,10 @@
-"""The performance model of /work/shared/PERFORMANCE.md as code: FLOPs and HBM bytes per call.
+"""The performance model of docs/benchmarks.md ("Floors") as code: FLOPs and HBM bytes per call, and
+the GPU peaks that turn them into a floor time.
 
 flops_and_bytes(op, mode, shape) is the one place the benchmarks (and through their JSON, the
-table script) get these counts from. `shape` holds B, T, S, H, K, N (any mapping or object with
-those attributes); activations are [B, T, S, H], R = B*T rows. Counts are what the math needs,
-not what an implementation happens to do:
+table script and bench/gpu_summary.py) get these counts from. `shape` holds B, T, S, H, K, N (any
+mapping or object with those attributes); activations are [B, T, S, H], R = B*T rows. Counts are
+what the math needs, not what an implementation happens to do:
 
 - FLOPs: 2 per multiply-add. Backward = 2x forward (one GEMM-sized product for the input
   gradient and one for the weight gradient); a recompute in backward is the implementation's
@@ -13,17 +14,23 @@ not what an implementation happens to do:
   output gradient and the saved inputs and writes the input (and weight) gradients.
   "fwd+bwd" = the sum of both (the forward inputs are read again by the backward).
 
-At S = 128, B*T = 800, H = 128 this gives PERFORMANCE.md's table: spectral conv 113 MB, S4D
-0.33 GFLOP / 105 MB, gate 6.7 GFLOP and a whole AMGFNO training step ~0.5 TFLOP / ~5 GB, and
-the same floors on an H100. Two deliberate differences, both keeping the floor a lower bound for
-what the public ops promise: the spectral transforms are counted as FFTs where cheaper (7.2 GFLOP
-at S = 128 instead of the DFT-as-GEMM 13.4, see spectral_conv1d), and gate_fusion's public op
-returns g as well as out, so its forward writes 2 activations (PERFORMANCE.md counts out only:
-156 MB there, 210 MB here).
+At S = 128, B*T = 800, H = 128 this gives the table of docs/benchmarks.md: spectral conv 113 MB,
+S4D 0.33 GFLOP / 105 MB, gate 6.7 GFLOP and a whole AMGFNO training step ~0.5 TFLOP / ~5 GB. Two
+deliberate differences from the first hand count (the project's design notes), both keeping the
+floor a lower bound for what the public ops promise: the spectral transforms are counted as FFTs
+where cheaper (7.2 GFLOP at S = 128 instead of the DFT-as-GEMM 13.4, see spectral_conv1d), and
+gate_fusion's public op returns g as well as out, so its forward writes 2 activations (210 MB,
+not 156).
+
+floor_ms(op, mode, shape, precision, spec) = max(bytes / HBM bandwidth, FLOPs / peak of the
+precision mode) with GPU_SPECS' vendor figures (dense, no sparsity): fp32 is the faster of the
+SIMT fp32 peak and a third of the TF32 peak (tf32x3: three TF32 products per fp32-accurate one),
+tf32 the TF32 tensor-core peak, bf16 the bf16 peak with 2-byte activations.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 MODES = ("fwd", "bwd", "fwd+bwd")
@@ -50,7 +57,7 @@ def _split(fwd: tuple[float, float], bwd: tuple[float, float], mode: str) -> tup
 
 def transform_flops(S: int, K: int) -> float:
     """FLOPs of one real transform of length S keeping K modes, per column: the cheaper of a
-    truncated DFT as a GEMM (4SK, PERFORMANCE.md's count) and a real FFT (~2.5 S log2 S)."""
+    truncated DFT as a GEMM (4SK, the first hand count) and a real FFT (~2.5 S log2 S)."""
     return min(4.0 * S * K, 2.5 * S * math.log2(max(S, 2)))
 
 
@@ -58,9 +65,9 @@ def spectral_conv1d(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
     """Forward transform + per-mode complex mixing (8RKH^2) + inverse transform.
 
     The transforms are counted at their cheapest (see transform_flops), so that the floor stays a
-    lower bound at large S: PERFORMANCE.md's DFT-as-GEMM count (4RSKH each) grows as S^2 and at
-    S = 1024 would put a compute "floor" several times above the HBM one. At S = 128 the mixing
-    GEMM (6.7 GFLOP) dominates either way and the floor is HBM-bound, as in PERFORMANCE.md.
+    lower bound at large S: the DFT-as-GEMM count (4RSKH each) grows as S^2 and at S = 1024 would
+    put a compute "floor" several times above the HBM one. At S = 128 the mixing GEMM (6.7 GFLOP)
+    dominates either way and the floor is HBM-bound.
     """
     B, T, S, H, K, _ = _dims(shape)
     R = B * T
@@ -89,6 +96,18 @@ def gate_fusion(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
     flops = 2 * rows * 2 * H * H + 6 * rows * H
     return _split((flops, 4 * act + weights),            # h, z in; out, g out
                   (2 * flops, 5 * act + 2 * weights),    # dout, h, z in; dh, dz out
+                  mode)
+
+
+def feed_forward(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
+    """FFNO feed-forward Linear(H, F) -> ReLU -> Linear(F, H), F = 4H: two GEMMs plus the ReLU; the
+    [R*S, F] hidden activation stays on chip (a fused MLP recomputes it in backward, not counted)."""
+    B, T, S, H, _, _ = _dims(shape)
+    rows, F = B * T * S, FF_FACTOR * H
+    act, weights = rows * H * itemsize, (2 * H * F + F + H) * itemsize
+    flops = 2 * (2 * rows * H * F) + rows * F
+    return _split((flops, 2 * act + weights),            # x in, y out
+                  (2 * flops, 3 * act + 2 * weights),    # dy, x in; dx out (+ weight grads)
                   mode)
 
 
@@ -133,7 +152,7 @@ def amgfno_train_step(shape, mode: str = "step", itemsize: int = 4) -> tuple[flo
 
 
 OPS = {"spectral_conv1d": spectral_conv1d, "s4d_scan": s4d_scan, "gate_fusion": gate_fusion,
-       TRAIN_STEP: amgfno_train_step}
+       "feed_forward": feed_forward, TRAIN_STEP: amgfno_train_step}
 
 
 def flops_and_bytes(op: str, mode: str, shape, itemsize: int = 4) -> tuple[float, float]:
@@ -143,3 +162,65 @@ def flops_and_bytes(op: str, mode: str, shape, itemsize: int = 4) -> tuple[float
         raise ValueError(f"op must be one of {tuple(OPS)}, got {op!r}")
     flops, nbytes = OPS[op](shape, mode, itemsize)
     return float(flops), float(nbytes)
+
+
+# -- GPU peaks and floors ------------------------------------------------------------------------
+PRECISIONS = ("fp32", "tf32", "bf16")
+ITEMSIZE = {"fp32": 4, "tf32": 4, "bf16": 2}  # bytes per activation element in each precision mode
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Vendor figures of one GPU: HBM bandwidth (TB/s) and dense peaks (TFLOP/s, no sparsity) of its
+    SIMT fp32 units, TF32 tensor cores and bf16 tensor cores. `match` is a substring of the name
+    torch reports (torch.cuda.get_device_name)."""
+    match: str
+    label: str
+    hbm_tb_s: float
+    fp32_simt_tflops: float
+    tf32_tflops: float
+    bf16_tflops: float
+
+    def peak_tflops(self, precision: str) -> float:
+        """Compute peak of a precision mode: fp32 = max(SIMT fp32, TF32 / 3: tf32x3 dots)."""
+        if precision == "fp32":
+            return max(self.fp32_simt_tflops, self.tf32_tflops / 3)
+        if precision == "tf32":
+            return self.tf32_tflops
+        if precision == "bf16":
+            return self.bf16_tflops
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "hbm_tb_s": self.hbm_tb_s,
+                "peak_tflops": {p: round(self.peak_tflops(p), 1) for p in PRECISIONS}}
+
+
+# NVIDIA datasheets, dense figures rounded as the docs quote them (H100 SXM: 3.35 TB/s, 67 TFLOP/s fp32,
+# 495 TF32, 990 bf16); first match wins, so the NVL / PCIe names come before the SXM ones.
+GPU_SPECS = (
+    GpuSpec("H200 NVL", "H200 NVL", 4.8, 60.0, 418.0, 836.0),
+    GpuSpec("H200", "H200 SXM", 4.8, 67.0, 495.0, 990.0),
+    GpuSpec("H100 NVL", "H100 NVL", 3.9, 60.0, 418.0, 836.0),
+    GpuSpec("H100 PCIe", "H100 PCIe", 2.0, 51.0, 378.0, 756.0),
+    GpuSpec("H100", "H100 SXM", 3.35, 67.0, 495.0, 990.0),
+    GpuSpec("A100", "A100 80GB SXM", 2.04, 19.5, 156.0, 312.0),
+)
+DEFAULT_GPU_SPEC = GPU_SPECS[4]  # H100 SXM
+
+
+def gpu_spec(name: str | None) -> tuple[GpuSpec, bool]:
+    """(spec, matched): the GPU_SPECS entry whose `match` is in `name` (case-insensitive), else
+    (DEFAULT_GPU_SPEC, False) -- also for name None (no GPU)."""
+    match = next((spec for spec in GPU_SPECS if name and spec.match.lower() in name.lower()), None)
+    return (match, True) if match is not None else (DEFAULT_GPU_SPEC, False)
+
+
+def floor_ms(op: str, mode: str, shape, precision: str, spec: GpuSpec) -> tuple[float, str]:
+    """(floor in ms, "HBM" or "compute"): max(bytes / bandwidth, FLOPs / peak) of one call of op in
+    mode at shape, with activations of the precision mode's ITEMSIZE on the GPU of spec."""
+    if precision not in ITEMSIZE:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    flops, nbytes = flops_and_bytes(op, mode, shape, ITEMSIZE[precision])
+    memory, compute = nbytes / (spec.hbm_tb_s * 1e12), flops / (spec.peak_tflops(precision) * 1e12)
+    return 1e3 * max(memory, compute), "HBM" if memory >= compute else "compute"

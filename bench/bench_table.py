@@ -36,6 +36,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import _roofline  # noqa: E402
+
 PROVIDERS = ("reference", "compiled", "triton")
 TRAIN_STEP = "amgfno_train_step"
 OP_ORDER = ("spectral_conv1d", "s4d_scan", "gate_fusion", TRAIN_STEP)
@@ -50,15 +53,8 @@ SUMMARY_MODES = {
 }
 KERNEL_COUNT_KINDS = {"cuda_kernels": "CUDA kernels",
                       "cpu_aten_kernel_ops": "aten ops that would launch a kernel on a GPU (a CPU run)"}
-# (substring of the GPU name, label, HBM TB/s, dense TF32 TFLOP/s); first match wins.
-GPU_SPECS = (
-    ("H200 NVL", "H200 NVL", 4.8, 418.0),
-    ("H200", "H200 SXM", 4.8, 495.0),
-    ("H100 NVL", "H100 NVL", 3.9, 418.0),
-    ("H100 PCIe", "H100 PCIe", 2.0, 378.0),
-    ("H100", "H100 SXM", 3.35, 495.0),
-    ("A100", "A100 80GB SXM", 2.04, 156.0),
-)
+# (substring of the GPU name, label, HBM TB/s, dense TF32 TFLOP/s); first match wins (bench/_roofline.py).
+GPU_SPECS = tuple((spec.match, spec.label, spec.hbm_tb_s, spec.tf32_tflops) for spec in _roofline.GPU_SPECS)
 DEFAULT_SPEC = GPU_SPECS[4]
 
 

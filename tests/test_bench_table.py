@@ -1,4 +1,5 @@
-"""bench/bench_table.py formats a results JSON, and bench/_roofline.py matches PERFORMANCE.md.
+"""bench/bench_table.py formats a results JSON, and bench/_roofline.py matches the performance
+model of docs/benchmarks.md ("Floors").
 
 The JSON files here are fabricated (pytest-benchmark's schema, made-up times) to check the
 formatting only; they are not results.
@@ -18,6 +19,7 @@ SHAPE = {"B": 32, "T": 25, "S": 128, "H": 128, "N": 32, "K": 64}
 def load_roofline():
     spec = importlib.util.spec_from_file_location("bench_roofline", ROOT / "bench" / "_roofline.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -104,7 +106,7 @@ def test_rejects_non_positive_peak(tmp_path):
 def test_roofline_matches_performance_model():
     roofline = load_roofline()
     flops, nbytes = roofline.flops_and_bytes("spectral_conv1d", "fwd", SHAPE)
-    # mixing 6.7 GFLOP + two real FFTs (PERFORMANCE.md's DFT-as-GEMM count would add 6.7 instead of 0.5)
+    # mixing 6.7 GFLOP + two real FFTs (the DFT-as-GEMM count would add 6.7 instead of 0.5)
     assert flops == pytest.approx(6.7e9 + 2 * 800 * 128 * 2.5 * 128 * 7, rel=0.01)
     assert nbytes == pytest.approx(113e6, rel=0.01)
     assert roofline.transform_flops(128, 64) < 4 * 128 * 64  # the FFT is the cheaper count
@@ -121,6 +123,34 @@ def test_roofline_matches_performance_model():
         roofline.flops_and_bytes("conv2d", "fwd", SHAPE)
     with pytest.raises(ValueError, match="mode must be one of"):
         roofline.flops_and_bytes("s4d_scan", "step", SHAPE)
+
+
+def test_roofline_feed_forward_and_floors_per_precision():
+    """The feed-forward's count (two GEMMs H -> 4H -> H: 27 GFLOP forward at S = 128) and the floor of
+    each precision mode: HBM bytes over bandwidth or FLOPs over the mode's peak, whichever is larger."""
+    roofline = load_roofline()
+    rows, H, F = 32 * 25 * 128, 128, 512
+    flops, nbytes = roofline.flops_and_bytes("feed_forward", "fwd", SHAPE)
+    assert flops == 2 * 2 * rows * H * F + rows * F and flops == pytest.approx(27e9, rel=0.02)
+    assert nbytes == 4 * (2 * rows * H + 2 * H * F + F + H)  # x in, y out, weights; the hidden stays on chip
+    h100, matched = roofline.gpu_spec("NVIDIA H100 80GB HBM3")
+    assert matched and h100.label == "H100 SXM" and roofline.gpu_spec("NVIDIA H200")[0].hbm_tb_s == 4.8
+    assert roofline.gpu_spec("NVIDIA H100 PCIe")[0].label == "H100 PCIe"
+    assert roofline.gpu_spec(None) == (roofline.DEFAULT_GPU_SPEC, False)
+    assert h100.peak_tflops("fp32") == pytest.approx(495 / 3)  # tf32x3 beats the 67 TFLOP/s SIMT units
+    a100 = roofline.gpu_spec("NVIDIA A100-SXM4-80GB")[0]
+    assert a100.peak_tflops("fp32") == 156 / 3 and a100.peak_tflops("bf16") == 312
+    fb_flops = roofline.flops_and_bytes("feed_forward", "fwd+bwd", SHAPE)[0]
+    floor, bound = roofline.floor_ms("feed_forward", "fwd+bwd", SHAPE, "fp32", h100)
+    assert bound == "compute" and floor == pytest.approx(1e3 * fb_flops / (495e12 / 3))
+    floor, bound = roofline.floor_ms("s4d_scan", "fwd+bwd", SHAPE, "tf32", h100)
+    assert bound == "HBM" and floor == pytest.approx(1e3 * roofline.flops_and_bytes("s4d_scan", "fwd+bwd", SHAPE)[1] / 3.35e12)
+    bf16, _ = roofline.floor_ms("s4d_scan", "fwd+bwd", SHAPE, "bf16", h100)
+    assert bf16 == pytest.approx(floor / 2)  # 2-byte activations
+    with pytest.raises(ValueError, match="precision must be one of"):
+        roofline.floor_ms("s4d_scan", "fwd", SHAPE, "fp16", h100)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        h100.peak_tflops("fp8")
 
 
 def test_roofline_parameter_count_is_the_models():

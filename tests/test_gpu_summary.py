@@ -1,0 +1,223 @@
+"""bench/gpu_summary.py: its dry run writes every key of the summary schema (issue 19 item 1), nulls
+where a provider could not run, skips what the budget cannot fit, and judges the targets right.
+
+The dry runs are CPU runs at tiny shapes: their times mean nothing; what is checked is the schema,
+the nulls, the checks against the float64 reference and the bookkeeping.
+"""
+import datetime
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+SCRIPT = ROOT / "bench" / "gpu_summary.py"
+MODES = ("fp32", "tf32", "bf16")
+STEP_PROVIDERS = ("eager", "compiled_graph", "triton_graph")
+OPS = ("spectral_conv", "feed_forward", "s4d", "gate")
+SIZES = ("32", "64", "128")
+
+
+def load_gpu_summary():
+    spec = importlib.util.spec_from_file_location("gpu_summary", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def dry_run(tmp_path, *flags, interpret=False):
+    """Run the script's dry run (Triton's interpreter only if interpret) -> (exit code, summary, output)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out), *flags], env=env,
+                          capture_output=True, text=True, timeout=600)
+    path = out / "summary.json"
+    summary = json.loads(path.read_text()) if path.exists() else None
+    return proc.returncode, summary, proc.stdout + proc.stderr
+
+
+def is_ms(value) -> bool:
+    return isinstance(value, float) and value > 0
+
+
+def assert_schema(summary: dict) -> None:
+    """The keys and types every summary has, whatever ran (a missing cell is null, never absent)."""
+    for key in ("gpu", "torch", "triton", "date", "train_step_ms", "op_ms", "kernels_per_step", "variants",
+                "targets", "errors", "skipped", "checks", "command", "budget"):
+        assert key in summary, key
+    assert isinstance(summary["torch"], str) and summary["triton"] is None or isinstance(summary["triton"], str)
+    assert datetime.datetime.fromisoformat(summary["date"]).tzinfo is not None
+    assert set(summary["train_step_ms"]) == set(MODES)
+    for mode in MODES:
+        assert set(summary["train_step_ms"][mode]) == set(STEP_PROVIDERS)
+        for provider in STEP_PROVIDERS:
+            cells = summary["train_step_ms"][mode][provider]
+            assert set(SIZES) <= set(cells) and all(v is None or is_ms(v) for v in cells.values())
+    assert set(summary["op_ms"]) == set(OPS)
+    for op in OPS:
+        cell = summary["op_ms"][op]["128"]
+        assert {"triton", "reference", "floor"} <= set(cell) and is_ms(cell["floor"])
+        assert all(cell[p] is None or is_ms(cell[p]) for p in ("triton", "reference"))
+    assert set(summary["kernels_per_step"]) == {"reference", "triton"}
+    assert all(v is None or isinstance(v, int) for v in summary["kernels_per_step"].values())
+    assert isinstance(summary["budget"]["budget_s"], float) and isinstance(summary["budget"]["parts"], list)
+    for target in summary["targets"]:
+        assert {"name", "measured", "target", "met", "missed_by"} <= set(target)
+    assert all({"part", "message"} <= set(e) for e in summary["errors"])
+    assert all({"part", "reason"} <= set(s) for s in summary["skipped"])
+
+
+@pytest.mark.slow
+def test_dry_run_writes_the_schema_with_nulls_where_nothing_ran(tmp_path):
+    """Without Triton's interpreter the triton cells are null (skipped, with the reason); the
+    reference, compiled (Dynamo only) and kernel-count parts run; a variant runs in its own process."""
+    code, summary, output = dry_run(tmp_path, "--modes", "fp32,bf16", "--sizes", "32", "--op-size", "32",
+                                    "--variant", "fused:AMG_FAST_FFN_METHOD=fused,AMG_X=1")
+    assert code == 0, output
+    assert_schema(summary)
+    assert summary["gpu"] is None and summary["dry_run"] is True and summary["errors"] == []
+    assert "--dry-run" in summary["command"] and "fused:AMG_FAST_FFN_METHOD=fused,AMG_X=1" in summary["command"]
+    step = summary["train_step_ms"]
+    for mode in ("fp32", "bf16"):
+        assert is_ms(step[mode]["eager"]["32"]) and is_ms(step[mode]["compiled_graph"]["32"])
+        assert step[mode]["triton_graph"]["32"] is None
+        assert step[mode]["eager"]["64"] is None and step[mode]["eager"]["128"] is None  # not asked for
+    assert all(v is None for provider in STEP_PROVIDERS for v in step["tf32"][provider].values())
+    skipped = {s["part"]: s["reason"] for s in summary["skipped"]}
+    assert "TRITON_INTERPRET=1" in skipped["triton_graph fp32 S=32"] and "triton_graph bf16 S=32" in skipped
+    for op in OPS:
+        cell = summary["op_ms"][op]["32"]
+        assert is_ms(cell["reference"]) and cell["triton"] is None and is_ms(cell["floor"])
+        assert summary["op_ms"][op]["128"]["reference"] is None  # the table ran at S = 32
+    assert summary["op_ms"] == summary["op_ms_by_precision"]["fp32"]
+    assert isinstance(summary["kernels_per_step"]["reference"], int) and summary["kernels_per_step"]["triton"] is None
+    assert summary["kernel_count_kind"] == "cpu_aten_kernel_ops"
+    variant = summary["variants"]["fused"]
+    assert variant["env"] == {"AMG_FAST_FFN_METHOD": "fused", "AMG_X": "1"} and variant["exit_code"] == 0
+    assert variant["train_step_ms"]["fp32"]["32"] is None and len(variant["skipped"]) == 2  # fp32, bf16 at S = 32
+    assert (tmp_path / "out" / "variants" / "fused" / "summary.json").exists()
+    # every timed result was checked against the float64 reference, and passed
+    whats = {c["what"] for c in summary["checks"]}
+    assert {"train_step fp32 eager S=32", "train_step bf16 compiled_graph S=32", "op fp32 gate reference S=32"} <= whats
+    assert all(c["ok"] for c in summary["checks"])
+    targets = {t["name"]: t for t in summary["targets"]}
+    assert targets["Triton step at S = 128, tf32"]["met"] is None  # nothing measured: neither met nor missed
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "## Training step" in md and "## Per op" in md and "| fp32 | 32 |" in md
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["summary.json", "summary.md", "variants"]
+
+
+@pytest.mark.slow
+def test_dry_run_times_triton_in_the_interpreter(tmp_path):
+    code, summary, output = dry_run(tmp_path, "--parts", "triton", "--modes", "fp32,bf16", "--sizes", "32",
+                                    interpret=True)  # about 5 s of interpreted kernels
+    assert code == 0, output
+    assert_schema(summary)
+    assert is_ms(summary["train_step_ms"]["fp32"]["triton_graph"]["32"])
+    assert summary["train_step_ms"]["bf16"]["triton_graph"]["32"] is None  # bf16 is wrong in the interpreter
+    assert "bf16" in {s["part"]: s["reason"] for s in summary["skipped"]}["triton_graph bf16 S=32"]
+    [check] = summary["checks"]
+    assert check["what"] == "train_step fp32 triton_graph S=32" and check["ok"] and check["rel_err"] < 1e-4
+    assert [p["status"] for p in summary["budget"]["parts"]] == ["done", "skipped"]
+
+
+def test_budget_skips_what_does_not_fit(tmp_path):
+    """A zero budget starts no part: each is listed as skipped with the budget as the reason, every
+    cell stays null, and the summary is still complete."""
+    code, summary, output = dry_run(tmp_path, "--budget-s", "0", "--variant", "v:A=1")
+    assert code == 0, output
+    assert_schema(summary)
+    assert summary["budget"]["budget_s"] == 0.0 and summary["checks"] == [] and summary["errors"] == []
+    parts = summary["budget"]["parts"]
+    assert len(parts) == 3 * 3 * 2 + 3 * 4 + 3 + 3 * 3 + 1 and all(p["status"] == "skipped" for p in parts)
+    assert all("of the budget left" in s["reason"] for s in summary["skipped"])
+    assert [p["part"] for p in parts[:2]] == ["triton_graph fp32 S=32", "eager fp32 S=32"]  # most important first
+    assert [p["part"] for p in parts[-5:]] == ["compiled_graph bf16 S=128", "variant v", "compiled_graph fp32 S=64",
+                                               "compiled_graph tf32 S=64", "compiled_graph bf16 S=64"]
+    assert all(v is None for mode in MODES for provider in STEP_PROVIDERS
+               for v in summary["train_step_ms"][mode][provider].values())
+
+
+def fabricated(module, tmp_path):
+    """A summary as new_summary builds it for the GPU run's defaults (no machine needed)."""
+    args = module.parse_args(["--out", str(tmp_path)])
+    info = {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-01-01T00:00:00+00:00", "commit": None,
+            "commit_dirty": None, "versions": {"torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0"}}
+    return module.new_summary(args, info, "cuda", ["python", "bench/gpu_summary.py", "--out", str(tmp_path)])
+
+
+def test_targets_say_what_is_met_and_by_how_much_what_is_missed(tmp_path):
+    module = load_gpu_summary()
+    summary = fabricated(module, tmp_path)
+    assert summary["gpu_spec"]["label"] == "H100 SXM" and summary["gpu_spec"]["matched"]
+    step = summary["train_step_ms"]
+    step["tf32"]["triton_graph"].update({"32": 1.5, "128": 14.0})
+    step["tf32"]["compiled_graph"].update({"32": 3.0, "128": 16.8})
+    summary["op_ms_by_precision"]["tf32"]["spectral_conv"]["128"]["triton"] = \
+        10 * summary["op_ms_by_precision"]["tf32"]["spectral_conv"]["128"]["floor"]
+    summary["op_ms_by_precision"]["tf32"]["gate"]["128"]["triton"] = \
+        2 * summary["op_ms_by_precision"]["tf32"]["gate"]["128"]["floor"]
+    targets = {t["name"]: t for t in module.targets(summary)}
+    assert len(targets) == 4 + 6 + 12
+    s128 = targets["Triton step at S = 128, tf32"]
+    assert s128["met"] is False and s128["missed_by"] == pytest.approx(2.0) and s128["measured"] == 14.0
+    assert "spectral_conv is 10.0x its floor in tf32" in s128["next"] and "probe_spectral_stages" in s128["next"]
+    s32 = targets["Triton step at S = 32, tf32"]
+    assert s32["met"] is True and s32["missed_by"] is None and s32["next"] is None
+    assert targets["Triton step over graphed torch.compile at S = 32, tf32"]["met"] is True  # 2x
+    over = targets["Triton step over graphed torch.compile at S = 128, tf32"]
+    assert over["measured"] == pytest.approx(1.2) and over["missed_by"] == pytest.approx(1.25)
+    spectral = targets["spectral_conv fwd+bwd within 3x its floor at S = 128, tf32"]
+    assert spectral["met"] is False and spectral["missed_by"] == pytest.approx(10 / 3)
+    assert targets["gate fwd+bwd within 3x its floor at S = 128, tf32"]["met"] is True
+    fp32 = targets["Triton step at S = 128, fp32"]
+    assert fp32["met"] is None and fp32["missed_by"] is None and fp32["note"] == "not measured"
+    # a time that meets its target does not count when the timed result failed its check
+    summary["checks"].append({"what": "train_step tf32 triton_graph S=32", "rel_err": 0.5, "tol": 1e-2, "ok": False})
+    s32 = {t["name"]: t for t in module.targets(summary)}["Triton step at S = 32, tf32"]
+    assert s32["met"] is False and "float64 reference" in s32["note"]
+    md = module.render_markdown({**summary, "targets": module.targets(summary)})
+    assert "| tf32 | 128 | - | 16.8 | 14 | 1.20x |" in md and "| Triton step at S = 128, tf32 | 14 ms | <= 7 ms | **no** | 2.00x |" in md
+
+
+def test_every_cell_starts_null_and_floors_are_computed(tmp_path):
+    summary = fabricated(load_gpu_summary(), tmp_path)
+    assert all(v is None for mode in MODES for provider in STEP_PROVIDERS
+               for v in summary["train_step_ms"][mode][provider].values())
+    assert set(summary["op_ms"]["gate"]) == {"128"}
+    floors = {m: summary["op_ms_by_precision"][m]["s4d"]["128"]["floor"] for m in MODES}
+    assert floors["bf16"] == pytest.approx(floors["fp32"] / 2)  # HBM-bound, 2-byte activations
+    assert summary["train_step_floor_ms"]["tf32"]["128"] == pytest.approx(1.68, rel=0.02)  # issue 19's HBM floor
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--modes", "fp16"], "--modes 'fp16': 'fp16' is not allowed; give one of fp32, tf32, bf16"),
+    (["--sizes", "32,63"], "--sizes '32,63': '63' is not allowed; give even integers >= 2"),
+    (["--budget-s", "-1"], "--budget-s '-1': give seconds >= 0"),
+    (["--variant", "fused"], "--variant 'fused': expected NAME:ENV=VAL"),
+    (["--variant", "a:1X=2"], "--variant 'a:1X=2': '1X=2' is not ENV=VAL"),
+    (["--variant", "a:X=1", "--variant", "a:Y=2"], "--variant names must differ, got a, a"),
+    (["--parts", "triton,probe"], "--parts 'triton,probe': 'probe' is not allowed"),
+    (["--op-size", "32,64"], "--op-size takes one S, got 32,64"),
+])
+def test_bad_arguments_are_refused_with_what_is_allowed(flags, message, capsys):
+    module = load_gpu_summary()
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_args(["--out", "x", *flags])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_needs_a_gpu_without_dry_run(tmp_path, capsys):
+    module = load_gpu_summary()
+    if module.torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert module.main(["--out", str(tmp_path / "out")]) == 3
+    assert "needs a GPU; --dry-run checks it on a CPU" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
