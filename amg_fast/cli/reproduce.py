@@ -230,6 +230,8 @@ def cmd_run(args) -> int:
         runner.check_worker_counts(args.workers, args.runs_per_gpu)
     configs = {spec.name: runner.job_config(spec, args.preset, **_job(args)).to_dict() for spec in specs}
     _check_existing_preset(args.out, args.preset)
+    for spec in specs:
+        runner.check_run_dir(args.out, spec)
     result, lines, estimator = _summary(args, specs)
     budget = Budget(args.budget_s, estimator, configs)
     runner.prepare_sweep(args.out, args.preset)

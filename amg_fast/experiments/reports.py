@@ -672,8 +672,12 @@ GRID_AXES = ("model", "pde", "nu", "res", "fusion", "alpha", "variant", "omega",
 
 def _grid_tables(records: list[dict]) -> list[Table]:
     """A row per combination of the settings that vary among the runs (seeds pooled)."""
-    def setting(r: dict, key: str):
-        return _get(r, "overrides").get(key, "-") if key not in GRID_AXES else _get(r, key)
+    from amg_fast.train.config import TrainConfig
+
+    defaults = {k: v for k, v in TrainConfig().to_dict().items() if v is not None and k != "cache_dir"}
+
+    def setting(r: dict, key: str):  # an override, else TrainConfig's default ("-": the preset's value)
+        return _get(r, "overrides").get(key, defaults.get(key, "-")) if key not in GRID_AXES else _get(r, key)
     keys = list(GRID_AXES) + sorted({k for r in records for k in _get(r, "overrides")})
     axes = [k for k in keys if len({repr(setting(r, k)) for r in records}) > 1] or ["model"]
     groups: dict[tuple, list[dict]] = {}
@@ -682,7 +686,7 @@ def _grid_tables(records: list[dict]) -> list[Table]:
     groups = dict(sorted(groups.items(), key=lambda item: _sort_key(item[0])))
     return [_diagnostics_table("Grid: one row per setting (seeds pooled)", axes, groups,
                                _DIAGNOSTICS_CAPTION + " Columns before n: the settings that vary among the runs "
-                               "('-': the preset's or TrainConfig's default).", {"s / epoch": _per_epoch})]
+                               "('-': the preset's value).", {"s / epoch": _per_epoch})]
 
 
 # -- reporters ----------------------------------------------------------------------------------

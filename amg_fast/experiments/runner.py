@@ -40,7 +40,7 @@ from amg_fast.train.config import TrainConfig, resolve_config
 
 __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
            "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
-           "run_dir_of", "run_dirs", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
+           "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
            "export_runs", "state_note"]
 
 STATES = ("done", "running", "partial", "failed", "died", "corrupt", "missing")
@@ -136,6 +136,14 @@ def run_dirs(out: Path) -> list[Path]:
         if runs.is_dir() else []
 
 
+def check_run_dir(out: Path, spec: RunSpec) -> Path:
+    """The run's directory, refused (SweepError) when a file is in its place."""
+    run_dir = run_dir_of(out, spec)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SweepError(f"{run_dir} is a file, not a run directory; move it away and run again")
+    return run_dir
+
+
 def job_config(spec: RunSpec, preset: str, *, device: str = "auto", fast_kernels: bool = False,
                cuda_graph: bool = False) -> TrainConfig:
     """The resolved TrainConfig of a run, its paths relative to the sweep (runs/<name>, data); a bad
@@ -161,10 +169,8 @@ def write_job(out: Path, spec: RunSpec, preset: str, *, device: str = "auto", fa
     """The run directory of spec with its job.json (the resolved TrainConfig); returns the directory.
     A run that has started keeps its job.json (its settings are fixed by its config.json) unless the
     file is unreadable (a truncated write)."""
-    run_dir = run_dir_of(Path(out).resolve(), spec)  # absolute: workers and Slurm jobs run elsewhere
+    run_dir = check_run_dir(Path(out).resolve(), spec)  # absolute: workers and Slurm jobs run elsewhere
     cfg = job_config(spec, preset, device=device, fast_kernels=fast_kernels, cuda_graph=cuda_graph)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise SweepError(f"{run_dir} is a file, not a run directory; move it away and run again")
     if not (run_dir / "config.json").exists() or read_job(run_dir) is None:
         run_dir.mkdir(parents=True, exist_ok=True)
         _write_json(run_dir / JOB_FILE, {"spec": spec.to_dict(), "config": cfg.to_dict()})

@@ -206,17 +206,17 @@ class Budget:
     """Whether a run may start: elapsed time since the command began plus the run's estimate must stay
     within budget_s (None: no budget). Says what it skipped and why."""
 
-    def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict]):
+    def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict], clock=time.monotonic):
         if budget_s is not None and (isinstance(budget_s, bool) or not math.isfinite(budget_s) or budget_s <= 0):
             raise ValueError(f"--budget-s must be a finite number of seconds > 0, got {budget_s!r}")
-        self.budget_s, self.estimator, self.configs = budget_s, estimator, configs
-        self.start = time.monotonic()
+        self.budget_s, self.estimator, self.configs, self.clock = budget_s, estimator, configs, clock
+        self.start = clock()
         self.skipped: dict[str, str] = {}
 
     def __call__(self, run_dir: Path) -> str | None:
         if self.budget_s is None:
             return None
-        left = self.budget_s - (time.monotonic() - self.start)
+        left = self.budget_s - (self.clock() - self.start)
         seconds, source = self.estimator.seconds(self.configs[Path(run_dir).name])
         if seconds <= left:
             return None
