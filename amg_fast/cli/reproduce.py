@@ -3,11 +3,11 @@ resumable, local or Slurm, continued across machines.
 
   reproduce.py list
   reproduce.py plan EXP... --preset P --out DIR [--where KEY=V1,V2 ...] [--seeds 0 1 2]
-  reproduce.py run EXP... --preset P --out DIR [filters] [--budget-s N] [--launcher local|slurm] [--workers N]
+  reproduce.py run EXP... --preset P --out DIR [filters] [--set KEY=VALUE ...] [--budget-s N] [--launcher local|slurm] [--workers N]
                [--runs-per-gpu K] [--device D] [--fast-kernels] [--cuda-graph] [--omega-from data|paper]
   reproduce.py run --grid KEY=V1,V2 ... (or --grid-file grid.toml) --preset P --out DIR [--seeds ...]
   reproduce.py status --out DIR
-  reproduce.py report EXP... (or grid) --out DIR [--omega-from data|paper]
+  reproduce.py report EXP... (or grid) --out DIR [--omega-from data|paper] [--set ...]
   reproduce.py export DIR --to PATH
   reproduce.py omega [--n 128] [--nu 0.075 0.1 0.125]
 
@@ -38,9 +38,9 @@ from pathlib import Path
 
 from amg_fast.experiments import runner
 from amg_fast.experiments.estimate import Estimator, machine_of
-from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, OMEGA_SOURCES, get_experiment
+from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, OMEGA_SOURCES
 from amg_fast.experiments.specs import FILTER_KEYS, PRESETS, check_seed
-from amg_fast.experiments.sweep import (Budget, load_grid_file, parse_grid, parse_where, plan, records_for,
+from amg_fast.experiments.sweep import (Budget, load_grid_file, parse_grid, parse_set, parse_where, plan, records_for,
                                         resolve_experiments, select_runs, summary_lines)
 
 __all__ = ["parse_args", "cmd_list", "cmd_plan", "cmd_run", "cmd_status", "cmd_report", "cmd_export", "cmd_omega",
@@ -56,6 +56,12 @@ def _seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"a seed must be an integer in [0, 2**32), got {text!r}") from None
 
 
+def _set_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE", dest="set_",
+                   help="TrainConfig settings for every selected run (they enter its name), e.g. n_train=256 "
+                        "precision=tf32; report needs the same --set")
+
+
 def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiments", nargs="*", metavar="EXP", help="experiment ids (see `list`) or all")
     p.add_argument("--grid", nargs="+", action="extend", metavar="KEY=V1,V2",
@@ -63,6 +69,7 @@ def _selection(p: argparse.ArgumentParser) -> None:
                         f"{', '.join(GRID_KEYS[:9])} and any TrainConfig setting, e.g. lr, width, epochs, "
                         "normalize; unset: model amgfno, pde ks, its default nu, res 32)")
     p.add_argument("--grid-file", type=Path, help="the grid as a JSON or TOML table {KEY: [values]}")
+    _set_option(p)
     p.add_argument("--out", required=True, type=Path, help="the sweep directory")
     p.add_argument("--preset", required=True, choices=tuple(PRESETS), help="scale of every run")
     p.add_argument("--where", nargs="+", action="extend", metavar="KEY=V1,V2",
@@ -113,6 +120,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     report.add_argument("--omega-from", default="data", choices=OMEGA_SOURCES, help="as given to run")
     report.add_argument("--grid", nargs="+", action="extend", metavar="KEY=V1,V2", help="grid: the runs of this grid")
     report.add_argument("--grid-file", type=Path, help="grid: the runs of this grid file")
+    _set_option(report)
     export = sub.add_parser("export", help="copy the finished runs' small files (no checkpoints or rollouts) into a "
                                            "sweep tree to commit or carry; `run --out` there trains only the rest")
     export.add_argument("sweep", type=Path, metavar="DIR", help="the sweep directory")
@@ -139,7 +147,7 @@ def _grid(args) -> dict | None:
 
 def _specs(args):
     return select_runs(args.experiments, seeds=args.seeds, omega_from=args.omega_from, where=parse_where(args.where),
-                       grid=_grid(args))
+                       grid=_grid(args), overrides=parse_set(args.set_))
 
 
 def _job(args) -> dict:
@@ -281,13 +289,14 @@ def cmd_status(args) -> int:
 def _report_selection(args, name: str):
     """(records, the runs the experiment has in full for the sweep's seeds)."""
     grid = _grid(args) if name == "grid" else None
-    records = records_for(args.out, name, args.omega_from, grid)
+    overrides = parse_set(args.set_)
+    records = records_for(args.out, name, args.omega_from, grid, overrides)
     seeds = sorted({r.get("seed", 0) for r in records}) or [0]
-    if name == "grid":
-        expected = [s.name for s in select_runs([], seeds=seeds, grid=grid)] if grid else [r["name"] for r in records]
-    else:
-        expected = [s.name for s in get_experiment(name).runs(seeds, args.omega_from)]
-    return records, expected
+    if name == "grid" and not grid:
+        return records, [r["name"] for r in records]
+    expected = select_runs([] if name == "grid" else [name], seeds=seeds, omega_from=args.omega_from, grid=grid,
+                           overrides=overrides)
+    return records, [s.name for s in expected]
 
 
 def cmd_report(args) -> int:
@@ -304,7 +313,7 @@ def cmd_report(args) -> int:
         if not done:
             other = [o for o in OMEGA_SOURCES if o != args.omega_from]
             hint = (f"; the sweep has its runs with --omega-from {other[0]}" if name != "grid" and any(
-                r["status"] == "done" for r in records_for(args.out, name, other[0])) else "")
+                r["status"] == "done" for r in records_for(args.out, name, other[0], None, parse_set(args.set_))) else "")
             print(f"error: {name}: no finished run in {args.out} ({len(records)} of its runs there"
                   f"{hint}); nothing written, an existing report is kept", file=sys.stderr)
             refused += 1

@@ -16,7 +16,7 @@ from pathlib import Path
 __all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "Estimator", "machine_of", "kind_of", "device_type"]
 
 # Seconds per epoch at f = 32 when the sweep has no finished run of the same kind on this machine;
-# other resolutions scale linearly with f (measured steps grow about so: 3.9 / 7.4 / 14.4 ms graphed
+# other resolutions scale linearly with f, other training-set sizes with n_train (measured steps grow about so: 3.9 / 7.4 / 14.4 ms graphed
 # at f = 32 / 64 / 128 on an H100, bench/results/20261126-h100; the cpu preset's AMGFNO 1.0 / 3.9 s
 # an epoch at f = 32 / 128 on the 2-core development CPU). Conservative: a budget must not start a
 # run it cannot finish (an exported sweep keeps no checkpoints, so an unfinished run is lost).
@@ -34,6 +34,8 @@ DEFAULT_SECONDS_PER_EPOCH = {
     ("cpu", "cpu"): 1.0,  # 2026-11-26: AMGFNO 20 s a 20-epoch run at f = 32
     ("smoke", "cpu"): 2.0,  # 2026-11-27: about 10 s a 2-epoch run with data generation, machine loaded
 }
+# The training trajectories the defaults were measured with: an epoch's cost scales with them.
+PRESET_N_TRAIN = {"paper": 2048, "quick": 256, "cpu": 128, "smoke": 8}
 # Per run, besides its epochs: process start, data generation or loading, CUDA set-up and graph capture.
 STARTUP_SECONDS = {"cpu": 5.0, "cuda": 60.0}
 MACHINE_FILE = "machine.json"
@@ -124,6 +126,7 @@ class Estimator:
             per_epoch = sum(measured) / len(measured)
             source = f"measured here ({len(measured)} finished run{'s' * (len(measured) > 1)} of its kind)"
         else:
-            per_epoch = DEFAULT_SECONDS_PER_EPOCH[(self.preset, self.machine["device"])] * config["res"] / 32
+            per_epoch = DEFAULT_SECONDS_PER_EPOCH[(self.preset, self.machine["device"])] * config["res"] / 32 \
+                * config["n_train"] / PRESET_N_TRAIN[self.preset]
             source = f"default for preset {self.preset} on {self.machine['device']}"
         return startup + per_epoch * config["epochs"], source

@@ -180,10 +180,13 @@ class RunSpec:
 
     def get(self, key: str):
         """The value of a filter key (None where the run has no such setting); an override key
-        gives the run's override, else TrainConfig's default (None: the preset's value)."""
+        gives the run's override, else TrainConfig's default (None: the preset's value); variant and
+        reading are "none" for the model as is and the default data."""
         if key in OVERRIDABLE:
             return dict(self.overrides).get(key, _FIELDS[key].default)
         value = getattr(self, key)
+        if key in ("variant", "reading"):
+            return value or "none"
         return None if key == "alpha" and self.fusion == "residual" else value
 
     def train_config(self, preset: str, out: str, cache_dir: str, device: str = "auto",

@@ -3,6 +3,7 @@ planning it (states, counts, time estimates, a budget) and collecting its record
 scripts/reproduce.py is a thin CLI over this module."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -14,7 +15,7 @@ from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, Experiment, ge
 from amg_fast.experiments.runner import job_config, read_job, run_dir_of, run_dirs, run_state
 from amg_fast.experiments.specs import FILTER_KEYS, OVERRIDABLE, RunSpec, parse_setting
 
-__all__ = ["resolve_experiments", "parse_where", "parse_grid", "load_grid_file", "select_runs", "plan",
+__all__ = ["resolve_experiments", "parse_where", "parse_grid", "parse_set", "load_grid_file", "select_runs", "plan",
            "records_for", "summary_lines", "Budget"]
 
 # Runs of other experiments a report uses where the sweep has them: the ablations pair with AMGFNO's
@@ -47,7 +48,7 @@ def _value(option: str, key: str, text: str):
     if key in allowed:
         if text not in allowed[key]:
             raise ValueError(f"{option} {key}: unknown value {text!r}; allowed: {', '.join(allowed[key])}")
-        return None if text == "none" else text
+        return None if text == "none" and option == "--grid" else text  # a filter compares "none"
     if key in _NUMBERS:
         try:
             value = float(text)
@@ -87,6 +88,23 @@ def parse_where(items: list[str] | None) -> dict[str, list]:
 def parse_grid(items: list[str] | None) -> dict[str, list]:
     """--grid axes: {key: [values]} in the order given."""
     return _pairs("--grid", items, GRID_KEYS)
+
+
+def parse_set(items: list[str] | None) -> dict:
+    """--set KEY=VALUE ...: TrainConfig settings added to every selected run's overrides (one value each)."""
+    values = _pairs("--set", items, OVERRIDABLE)
+    several = {k: v for k, v in values.items() if len(v) > 1}
+    if several:
+        key = next(iter(several))
+        raise ValueError(f"--set {key}: one value per setting, got {len(several[key])} (sweep values with --grid)")
+    return {k: v[0] for k, v in values.items()}
+
+
+def _with(specs, overrides: dict | None) -> list[RunSpec]:
+    """The specs with these overrides added (they win over a run's own), each distinct run once."""
+    if overrides:
+        specs = [dataclasses.replace(s, overrides={**dict(s.overrides), **overrides}) for s in specs]
+    return list(dict.fromkeys(specs))
 
 
 def load_grid_file(path: Path) -> dict[str, list]:
@@ -129,8 +147,10 @@ def _keep(spec: RunSpec, where: dict[str, list]) -> bool:
 
 
 def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
-                where: dict[str, list] | None = None, grid: dict[str, list] | None = None) -> list[RunSpec]:
-    """The runs of these experiments (and of a grid), filtered, in priority order: the order each
+                where: dict[str, list] | None = None, grid: dict[str, list] | None = None,
+                overrides: dict | None = None) -> list[RunSpec]:
+    """The runs of these experiments (and of a grid), with `overrides` (--set) added to each, filtered,
+    in priority order: the order each
     experiment lists its runs, then seeds; a run several experiments need appears once (where it
     first does). A filter value that matches no run, or filters that together leave none, are an
     error naming them."""
@@ -141,7 +161,7 @@ def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
         sources.append(grid_experiment(grid))
     if not sources:
         raise ValueError(f"name at least one experiment (or all, or a --grid); known: {', '.join(EXPERIMENTS)}")
-    every = list(dict.fromkeys(spec for exp in sources for spec in exp.runs(seeds, omega_from)))
+    every = _with([spec for exp in sources for spec in exp.runs(seeds, omega_from)], overrides)
     for key, values in where.items():
         having = {spec.get(key) for spec in every} - {None}
         unmatched = [v for v in values if v not in having]
@@ -234,18 +254,19 @@ def _spec_of(run_dir: Path) -> RunSpec | None:
     return job["spec"] if job else None
 
 
-def records_for(out: Path, experiment: str, omega_from: str = "data", grid: dict[str, list] | None = None) -> list[dict]:
+def records_for(out: Path, experiment: str, omega_from: str = "data", grid: dict[str, list] | None = None,
+                overrides: dict | None = None) -> list[dict]:
     """The records of every run in out/ that belongs to the experiment (any seed), plus its
-    companions' (the plain AMGFNO runs an ablation compares with). experiment "grid": the runs of
-    `grid` (every run of the sweep when None)."""
+    companions' (the plain AMGFNO runs an ablation compares with), with `overrides` (--set) as run
+    gave them. experiment "grid": the runs of `grid` (every run of the sweep when None)."""
     from amg_fast.experiments.runner import read_record
 
     if experiment == "grid":
-        wanted = None if grid is None else set(grid_experiment(grid).runs((0,), omega_from))
+        wanted = None if grid is None else set(_with(grid_experiment(grid).runs((0,), omega_from), overrides))
     else:
         wanted = set()
         for name in (experiment, *COMPANIONS.get(experiment, ())):
-            wanted |= set(get_experiment(name).runs((0,), omega_from))
+            wanted |= set(_with(get_experiment(name).runs((0,), omega_from), overrides))
     records = []
     for run_dir in run_dirs(out):
         spec = _spec_of(run_dir)

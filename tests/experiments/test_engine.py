@@ -136,6 +136,22 @@ def test_additive_alpha_1_is_trained_once_as_the_residual_s4ffno():
     assert len(both) == 45 + 84 - 9  # the 9 KS settings' alpha = 1 runs are Table 2's S4FFNO runs
 
 
+def test_set_adds_settings_to_every_run_and_report_finds_them(tmp_path):
+    from amg_fast.experiments.sweep import parse_set, records_for
+
+    overrides = parse_set(["precision=tf32", "n_train=16"])
+    specs = select_runs(["headline"], where=parse_where(["res=32", "model=ffno"]), overrides=overrides)
+    assert [s.name for s in specs] == ["ffno_ks_nu0.1_f32+n_train=16+precision=tf32_seed0",
+                                       "ffno_ks_nu0.1_f32+increment+n_train=16+normalize+precision=tf32_seed0"]
+    runner.prepare_sweep(tmp_path, "smoke")
+    for spec in specs + [RunSpec("ffno", "ks", 0.1, 32)]:
+        runner.write_job(tmp_path, spec, "smoke")
+    assert {r["name"] for r in records_for(tmp_path, "headline", overrides=overrides)} == {s.name for s in specs}
+    assert {r["name"] for r in records_for(tmp_path, "headline")} == {FFNO}
+    with pytest.raises(ValueError, match="--set lr: one value per setting, got 2"):
+        parse_set(["lr=1e-3,3e-4"])
+
+
 def test_priority_order_is_the_experiments_order_then_seeds():
     specs = select_runs(["headline"], seeds=(0, 1, 2))
     assert [s.name for s in specs[:4]] == ["amgfno_ks_nu0.1_f32_seed0", "amgfno_ks_nu0.1_f32_seed1",
@@ -222,8 +238,8 @@ def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
 def test_budget_starts_only_what_it_can_finish():
     clock = [100.0]
     estimator = Estimator({"device": "cpu", "name": "test"}, "smoke")
-    config = {"res": 32, "epochs": 2}  # 5 s start-up + 2 epochs x 2 s = 9 s by the defaults
-    budget = Budget(20.0, estimator, {"a": config, "b": config, "c": {"res": 32, "epochs": 1}}, clock=lambda: clock[0])
+    config = {"res": 32, "epochs": 2, "n_train": 8}  # 5 s start-up + 2 epochs x 2 s = 9 s by the defaults
+    budget = Budget(20.0, estimator, {"a": config, "b": config, "c": {**config, "epochs": 1}}, clock=lambda: clock[0])
     assert budget(Path("a")) is None
     clock[0] += 8.0  # 12 s left: b fits
     assert budget(Path("b")) is None
@@ -233,6 +249,17 @@ def test_budget_starts_only_what_it_can_finish():
     assert Budget(None, estimator, {})(Path("a")) is None
     with pytest.raises(ValueError, match="--budget-s must be a finite number of seconds > 0, got 0"):
         Budget(0, estimator, {})
+
+
+def test_default_estimates_scale_with_f_and_the_training_set():
+    from amg_fast.experiments.estimate import PRESET_N_TRAIN
+    from amg_fast.experiments.specs import PRESETS
+
+    estimator = Estimator({"device": "cpu", "name": "test"}, "cpu")
+    base = runner.job_config(RunSpec("ffno", "ks", 0.1, 32), "cpu").to_dict()
+    assert estimator.seconds(base)[0] == pytest.approx(5.0 + 1.0 * 20)  # the cpu preset: 1 s an epoch, 20 epochs
+    assert estimator.seconds({**base, "res": 128, "n_train": 256})[0] == pytest.approx(5.0 + 8.0 * 20)
+    assert {p: runner.job_config(RunSpec("ffno", "ks", 0.1, 32), p).n_train for p in PRESETS} == PRESET_N_TRAIN
 
 
 def test_estimates_use_this_machines_finished_runs(trained):
@@ -399,3 +426,26 @@ def test_report_never_overwrites_a_table_with_an_empty_one(trained, tmp_path, ca
     assert (out / "reports" / "table3" / "table.md").read_text() == table
     proc = in_process(capsys, "report", "table2", "--out", out)
     assert proc.returncode == 0 and "lacks 82 of its 84 runs (seeds 0): ffno_ks_nu0.075_f32_seed0" in proc.stdout
+
+
+# -- KS data readings (the fidelity experiment's @lpsda runs) --------------------------------------
+def test_a_reading_run_trains_on_the_data_of_its_reading(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    proc = in_process(capsys, "run", "fidelity", "--preset", "smoke", "--out", out, "--where", "model=ffno",
+                      "reading=s4ffno-t5")
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = runner.run_dirs(out)
+    assert run_dir.name == "ffno_ks_nu0.1_f32+reading=s4ffno-t5_seed0"
+    data = Path(json.loads((run_dir / "config.json").read_text())["data"])
+    assert data.parent == out.resolve() / "data" and data.name.startswith("ks_nu0.1_terms10_kmax7_tend5_dt0.2_")
+    assert [p.name for p in (out / "data").glob("*.h5")] == [data.name]  # the default data set never made
+
+
+def test_omega_of_each_reading(capsys):
+    from amg_fast.experiments.readings import READINGS
+
+    proc = in_process(capsys, "omega", "--n", 1, "--nu", 0.1)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 0.1 |")]
+    assert len(rows) == len(READINGS) == 8 and "s4ffno IC [0, 5], dt 0.2 (26 frames) (`s4ffno-t5`)" in proc.stdout
+    assert all(0.0 <= float(cell) <= 1.0 for row in rows for cell in row.strip("| ").split(" | ")[2:])
