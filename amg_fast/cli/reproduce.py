@@ -41,12 +41,13 @@ from amg_fast.experiments.estimate import Estimator, machine_of
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, OMEGA_SOURCES
 from amg_fast.experiments.specs import FILTER_KEYS, PRESETS, check_seed
 from amg_fast.experiments.sweep import (Budget, load_grid_file, parse_grid, parse_set, parse_where, plan, records_for,
-                                        resolve_experiments, select_runs, summary_lines)
+                                        resolve_experiments, runs_by_experiment, select_runs, summary_lines)
 
 __all__ = ["parse_args", "cmd_list", "cmd_plan", "cmd_run", "cmd_status", "cmd_report", "cmd_export", "cmd_omega",
            "main"]
 
 EXIT_NOT_DONE, EXIT_REFUSED, EXIT_BUDGET = 1, 2, 3
+SHOWN_SKIPPED = 5  # budget-skipped runs named one by one; the rest counted
 
 
 def _seed(text: str) -> int:
@@ -173,9 +174,9 @@ def _summary(args, specs) -> tuple[dict, list[str], Estimator]:
     gpu = None
     if estimator.machine["device"] == "cpu":
         gpu = plan(args.out, specs, args.preset, Estimator.for_gpu(args.preset, done_dirs), **_job(args))
-    names = (resolve_experiments(args.experiments) if args.experiments else []) + (["grid"] if args.grid or
-                                                                                    args.grid_file else [])
-    return result, summary_lines(result, names, estimator.machine, args.preset, slots, gpu), estimator
+    counts = runs_by_experiment(specs, args.experiments, seeds=args.seeds, omega_from=args.omega_from,
+                                grid=_grid(args), overrides=parse_set(args.set_))
+    return result, summary_lines(result, counts, estimator.machine, args.preset, slots, gpu), estimator
 
 
 def cmd_plan(args) -> int:
@@ -265,8 +266,11 @@ def cmd_run(args) -> int:
         runner.run_local(run_dirs, workers=args.workers, runs_per_gpu=args.runs_per_gpu, on_done=on_done,
                          should_start=budget)
     lines, states = _not_done_lines(run_dirs, budget.skipped)
-    for line in lines:
+    skipped = [line for line in lines if line.startswith("skipped: ")]
+    for line in [line for line in lines if line not in skipped] + skipped[:SHOWN_SKIPPED]:
         print(line, file=sys.stderr)
+    if len(skipped) > SHOWN_SKIPPED:
+        print(f"skipped: {len(skipped) - SHOWN_SKIPPED} more runs, for the same reason", file=sys.stderr)
     not_done = sum(n for s, n in states.items() if s not in ("done", "skipped"))
     print(f"{states['done']} of {len(run_dirs)} runs done"
           + (f"; {not_done} not done ({', '.join(f'{n} {s}' for s, n in states.items() if s not in ('done', 'skipped'))}"
@@ -331,8 +335,11 @@ def cmd_export(args) -> int:
     if report is None:
         print(f"{args.sweep}: no finished run to export; nothing written")
         return 0
+    unfinished = [name for name in report["skipped"] if not name.endswith(" (missing)")]
+    missing = len(report["skipped"]) - len(unfinished)
     print(f"exported {len(report['copied'])} runs to {args.to}; {len(report['present'])} were there already"
-          + (f"; not finished, left out: {', '.join(report['skipped'])}" if report["skipped"] else ""))
+          + (f"; left out (not finished): {', '.join(unfinished)}" if unfinished else "")
+          + (f"; {missing} runs not started" if missing else ""))
     return 0
 
 

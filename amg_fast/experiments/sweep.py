@@ -15,7 +15,7 @@ from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, Experiment, ge
 from amg_fast.experiments.runner import job_config, read_job, run_dir_of, run_dirs, run_state
 from amg_fast.experiments.specs import FILTER_KEYS, OVERRIDABLE, RunSpec, parse_setting
 
-__all__ = ["resolve_experiments", "parse_where", "parse_grid", "parse_set", "load_grid_file", "select_runs", "plan",
+__all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_grid", "parse_set", "load_grid_file", "select_runs", "plan",
            "records_for", "summary_lines", "Budget"]
 
 # Runs of other experiments a report uses where the sweep has them: the ablations pair with AMGFNO's
@@ -180,6 +180,16 @@ def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
     return specs
 
 
+def runs_by_experiment(specs: list[RunSpec], experiments: list[str], *, seeds=(0,), omega_from: str = "data",
+                       grid: dict[str, list] | None = None, overrides: dict | None = None) -> dict[str, int]:
+    """How many of the selected runs each experiment (and the grid) has (a shared run counts in each)."""
+    chosen = set(specs)
+    sources = {name: get_experiment(name) for name in (resolve_experiments(experiments) if experiments else [])}
+    if grid is not None:
+        sources["grid"] = grid_experiment(grid)
+    return {name: len(chosen & set(_with(exp.runs(seeds, omega_from), overrides))) for name, exp in sources.items()}
+
+
 def plan(out: Path, specs: list[RunSpec], preset: str, estimator: Estimator, **job) -> dict:
     """{"runs": [(spec, state, seconds, source)], "counts": {state: n}, "estimate_s": seconds for the
     runs not done on one worker}. job: device / fast_kernels / cuda_graph of the runs."""
@@ -197,7 +207,7 @@ def _hours(seconds: float) -> str:
         else f"{seconds:.0f} s"
 
 
-def summary_lines(result: dict, experiments: list[str], machine: dict, preset: str, slots: int,
+def summary_lines(result: dict, by_experiment: dict[str, int], machine: dict, preset: str, slots: int,
                   gpu_result: dict | None = None) -> list[str]:
     """The plan's summary: runs by experiment / model / f, states, and the time left on this machine
     (and on a GPU, by the defaults, when this is a CPU)."""
@@ -206,7 +216,8 @@ def summary_lines(result: dict, experiments: list[str], machine: dict, preset: s
     by = {"model": Counter(s.model for s, *_ in rows), "f": Counter(s.res for s, *_ in rows)}
     sources = Counter(source for _, state, _, source in rows if state != "done")
     states = ", ".join(f"{n} {s}" for s, n in sorted(result["counts"].items(), key=lambda i: -i[1]))
-    lines = [f"{len(rows)} runs at preset {preset} ({states}); experiments: {', '.join(experiments)}",
+    lines = [f"{len(rows)} runs at preset {preset} ({states})",
+             "  by experiment: " + ", ".join(f"{e} {n}" for e, n in by_experiment.items()),
              "  by model: " + ", ".join(f"{m} {n}" for m, n in by["model"].items()),
              "  by f: " + ", ".join(f"{f} {n}" for f, n in sorted(by["f"].items()))]
     if todo:

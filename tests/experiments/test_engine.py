@@ -121,7 +121,7 @@ def test_repeated_where_combines_its_filters(capsys):
     proc = in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", "/nonexistent/sweep", "--where", "pde=ks",
                      "--where", "nu=0.1", "--where", "res=32", "--where", "model=ffno", "--where", "model=unet")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("2 runs at preset smoke (2 missing)")  # ffno and unet, KS nu 0.1 f 32
+    assert proc.stdout.startswith("2 runs at preset smoke (2 missing)\n  by experiment: table2 2\n")  # ffno, unet
     assert "--where may be given several times and all filters apply" in " ".join(
         in_process(capsys, "run", "--help").stdout.split())
 

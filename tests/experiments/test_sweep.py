@@ -122,7 +122,8 @@ def test_local_sweep_end_to_end_with_report(tmp_path):
     assert again.returncode == 0 and {d.name: (d / "results.json").stat().st_mtime
                                       for d in (out / "runs").iterdir()} == mtimes  # finished runs untouched
     plan = reproduce("plan", "table2", "--preset", "smoke", "--out", out, *PAIR)
-    assert plan.stdout.count("done ") == 2 and "2 runs: 2 done" in plan.stdout
+    assert plan.stdout.count("done ") == 2 and plan.stdout.startswith("2 runs at preset smoke (2 done)")
+    assert "by experiment: table2 2" in plan.stdout
     status = reproduce("status", "--out", out)
     assert "2 runs: 2 done" in status.stdout
     report = reproduce("report", "table2", "--out", out)
