@@ -1,19 +1,23 @@
-"""The paper's experiments: which runs each needs (per seed) and which artefact it produces.
+"""The paper's experiments and our studies: which runs each needs (per seed) and what it produces.
 
-An Experiment is data: an id, the paper artefact it reproduces, and `runs(seeds, omega_from)`,
-the RunSpecs it needs. Reports (tables, figures) live in amg_fast.experiments.reports, keyed by
-the same ids. Add your own with `register(Experiment(...))`.
+An Experiment is data: an id, the artefact it reproduces, and `runs(seeds, omega_from)`, the
+RunSpecs it needs in priority order (the order it lists its runs, then seeds). Reports (tables,
+figures) live in amg_fast.experiments.reports, keyed by the same ids. Add your own with
+`register(Experiment(...))`, or sweep a grid of settings without registering anything
+(`grid_experiment`, reproduce.py --grid).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from amg_fast.experiments.specs import RunSpec
+from amg_fast.experiments.specs import OVERRIDABLE, RunSpec
 
 __all__ = ["Experiment", "EXPERIMENTS", "register", "get_experiment", "KS_NUS", "RESOLUTIONS", "BURGERS_NU",
-           "TABLE2_MODELS", "OMEGA_SOURCES", "paper_omega"]
+           "TABLE2_MODELS", "OMEGA_SOURCES", "paper_omega", "NORM_INC", "FIDELITY_VARIANTS", "PRECISIONS",
+           "GRID_KEYS", "grid_experiment", "fidelity_variant"]
 
 KS_NUS = (0.075, 0.1, 0.125)
 BURGERS_NU = 0.001
@@ -25,20 +29,21 @@ OMEGA_SOURCES = ("data", "paper")
 
 @dataclass(frozen=True)
 class Experiment:
-    """id: the name reproduce.py takes; artefact: what of the paper it reproduces;
-    build(omega) -> the RunSpecs for seed 0 (other seeds are the same runs with another seed)."""
+    """id: the name reproduce.py takes; artefact: what it reproduces; build(omega) -> the RunSpecs
+    for seed 0 in priority order (other seeds are the same runs with another seed)."""
 
     id: str
     artefact: str
     build: Callable[[Callable[[str, float, int], float | None]], list[RunSpec]]
 
     def runs(self, seeds: Iterable[int] = (0,), omega_from: str = "data") -> list[RunSpec]:
-        """The runs for these seeds; omega_from "paper" gives AMGFNO runs the paper's omega_f."""
+        """The runs for these seeds, each run's seeds together in the order build lists the runs;
+        omega_from "paper" gives AMGFNO runs the paper's omega_f."""
         if omega_from not in OMEGA_SOURCES:
             raise ValueError(f"omega_from must be one of {OMEGA_SOURCES}, got {omega_from!r}")
         omega = paper_omega if omega_from == "paper" else (lambda pde, nu, res: None)
-        base = self.build(omega)
-        return [RunSpec(**{**spec.to_dict(), "seed": seed}) for seed in seeds for spec in base]
+        base = list(dict.fromkeys(self.build(omega)))  # a run listed twice (additive alpha = 1 ...) once
+        return [spec.with_seed(seed) for spec in base for seed in dict.fromkeys(seeds)]
 
 
 def paper_omega(pde: str, nu: float, res: int) -> float | None:
@@ -105,3 +110,93 @@ register(Experiment("omega-ablation", "Appendix table: AMGFNO with per-batch ome
                                               for pde, nu, res in _settings(("ks",))]))
 register(Experiment("freq-gate-ablation", "Appendix table: AMGFNO without the frequency-aware gate",
                     lambda omega: [_amgfno(pde, nu, res, omega, "no-freq-gate") for pde, nu, res in _settings()]))
+
+
+# -- our studies ------------------------------------------------------------------------------------
+NORM_INC = {"normalize": True, "increment": True}
+_FOURIERFLOW = {"share_weights": True, "weight_norm": True, "decoder_input": "last_block"}
+# docs/fidelity.md's variants: name -> (TrainConfig overrides, KS data reading).
+FIDELITY_VARIANTS = {
+    "base": ({}, None),
+    "norm-inc": (NORM_INC, None),
+    "base@lpsda5": ({}, "s4ffno-t5"),
+    "norm": ({"normalize": True}, None),
+    "inc": ({"increment": True}, None),
+    "lastblock": ({"decoder_input": "last_block"}, None),
+    "ff": (_FOURIERFLOW, None),
+    "ff-norm-inc": ({**_FOURIERFLOW, **NORM_INC}, None),
+    "base@lpsda": ({}, "s4ffno-ic"),
+}
+# Which model ran which variants (docs/fidelity.md sections 3 and 8), most telling first.
+_FIDELITY_RUNS = (("ffno", "base"), ("ffno", "norm-inc"), ("amgfno", "base"), ("amgfno", "norm-inc"),
+                  ("s4ffno", "base"), ("s4ffno", "norm-inc"), ("ffno", "base@lpsda5"), ("amgfno", "base@lpsda5"),
+                  *(("ffno", v) for v in ("norm", "inc", "lastblock", "ff", "ff-norm-inc", "base@lpsda")))
+PRECISIONS = ("fp32", "tf32", "bf16")
+HEADLINE_MODELS = ("amgfno", "s4ffno", "ffno")  # issue 21's order: the memory models' cells first
+
+
+def fidelity_variant(spec: RunSpec) -> str | None:
+    """The docs/fidelity.md variant name of a run's overrides and reading (None: not one of them)."""
+    overrides = dict(spec.overrides)
+    return next((name for name, (o, reading) in FIDELITY_VARIANTS.items()
+                 if o == overrides and reading == spec.reading), None)
+
+
+def _variant_run(model: str, variant: str, omega) -> RunSpec:
+    overrides, reading = FIDELITY_VARIANTS[variant]
+    base = _amgfno("ks", 0.1, 32, omega if reading is None else (lambda *k: None)) if model == "amgfno" \
+        else RunSpec(model, "ks", 0.1, 32)
+    return dataclasses.replace(base, overrides=overrides, reading=reading)
+
+
+def _headline(omega):
+    return [dataclasses.replace(_amgfno("ks", 0.1, res, omega) if model == "amgfno" else RunSpec(model, "ks", 0.1, res),
+                                overrides=overrides)
+            for res in (32, 128) for model in HEADLINE_MODELS for overrides in ({}, NORM_INC)]
+
+
+register(Experiment("headline", "The headline comparison (issue 21): FFNO, S4FFNO and AMGFNO on KS nu = 0.1 at "
+                    "f = 32 and 128, the defaults and --normalize --increment; AMGFNO vs S4FFNO reduction", _headline))
+register(Experiment("fidelity", "docs/fidelity.md's variants on KS nu = 0.1, f = 32: output parametrisation "
+                    "(normalize, increment), fourierflow's options, the S4FFNO authors' data readings; one-step "
+                    "error, amplitude, train vs test",
+                    lambda omega: [_variant_run(model, variant, omega) for model, variant in _FIDELITY_RUNS]))
+register(Experiment("precision", "AMGFNO on KS nu = 0.1, f = 32 in fp32 / tf32 / bf16 (--precision); the GPU "
+                    "campaign ran it with --preset quick",
+                    lambda omega: [dataclasses.replace(_amgfno("ks", 0.1, 32, omega), overrides={"precision": p})
+                                   for p in PRECISIONS]))
+
+
+# -- your own grid ----------------------------------------------------------------------------------
+GRID_KEYS = ("model", "pde", "nu", "res", "fusion", "alpha", "variant", "omega", "reading") + OVERRIDABLE
+
+
+def grid_experiment(axes: dict[str, list]) -> Experiment:
+    """An (unregistered) experiment of every combination of the axes' values, the first axis varying
+    slowest: {"model": ["amgfno", "s4ffno"], "lr": [1e-3, 3e-4]} -> 4 runs. Keys: RunSpec fields
+    and TrainConfig settings (GRID_KEYS); unset: model amgfno, pde ks, nu the pde's default, res 32."""
+    from amg_fast.train.config import DEFAULT_NU
+
+    if not axes:
+        raise ValueError("a grid needs at least one axis KEY=V1,V2,...")
+    for key, values in axes.items():
+        if key not in GRID_KEYS:
+            raise ValueError(f"grid: unknown key {key!r}" + (" (give seeds with --seeds)" if key == "seed" else "")
+                             + f"; keys: {', '.join(GRID_KEYS)}")
+        if not values:
+            raise ValueError(f"grid: axis {key!r} has no values")
+    spec_keys = {"model", "pde", "nu", "res", "fusion", "alpha", "variant", "omega", "reading"}
+
+    def build(_omega):
+        specs = []
+        for combo in itertools.product(*axes.values()):
+            point = dict(zip(axes, combo))
+            fields = {k: v for k, v in point.items() if k in spec_keys}
+            pde = fields.setdefault("pde", "ks")
+            fields.setdefault("nu", DEFAULT_NU.get(pde))
+            fields.setdefault("model", "amgfno")
+            fields.setdefault("res", 32)
+            specs.append(RunSpec(**fields, overrides={k: v for k, v in point.items() if k not in spec_keys}))
+        return specs
+    label = " x ".join(f"{k} ({len(v)})" for k, v in axes.items())
+    return Experiment("grid", f"your grid: {label}", build)

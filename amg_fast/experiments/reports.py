@@ -1,11 +1,12 @@
 """Reports: the records of a sweep's runs -> the paper's tables (md, csv, tex) and figures (png, pdf).
 
-A record is one run directory (runner.read_record): "name", "run_dir", "status", the RunSpec fields,
-"results" (amg_fast.train.rundir.RunResults or None; results.get(name) reads a metric: a field
-of results.json or one of its DIAGNOSTICS), "history" (metrics.jsonl rows) and "error". A run
-counts toward a table cell when its results hold the cell's metric; a cell without any shows the
-state of its runs (failed, running, partial, missing) in markdown and "-" in LaTeX. Several seeds
-give mean ± sample std [n=k]. Training curves in the figures use every run's history, finished or not.
+A record is one run directory (runner.read_record): "name", "run_dir", "status", the RunSpec fields
+(with "overrides" as a {setting: value} dict), "results" (amg_fast.train.rundir.RunResults or None;
+results.get(name) reads a metric: a field of results.json or one of its DIAGNOSTICS), "history"
+(metrics.jsonl rows) and "error". A missing or non-numeric value is no value. A run counts toward a
+table cell when its results hold the cell's metric; a cell without any shows the state of its runs
+(failed, running, partial, missing) in markdown and "-" in LaTeX. Several seeds give mean ± sample
+std [n=k]. Training curves in the figures use every run's history, finished or not.
 
 REPORTERS[experiment id](records, out_dir) writes table.md, table.csv, table.tex and the figures
 into out_dir (created) and returns their paths; write_report checks the id first.
@@ -25,7 +26,7 @@ from typing import Callable
 from amg_fast._files import atomic_path
 from amg_fast.experiments.registry import EXPERIMENTS
 
-__all__ = ["REPORTERS", "write_report", "Stats", "Versus", "Table", "Ablation", "Artefact"]
+__all__ = ["REPORTERS", "write_report", "Stats", "Versus", "Table", "Ablation", "Artefact", "DIAGNOSTICS"]
 
 MODEL_NAMES = {"factformer": "FactFormer", "gkt": "GKT", "unet": "U-Net", "ffno": "FFNO",
                "multi_input_ffno": "Multi-Input FFNO", "s4ffno": "S4FFNO", "amgfno": "AMGFNO"}
@@ -37,7 +38,7 @@ GBAR = r"mean gate $\bar{g}$"  # figures: mathtext, not a font's "ḡ" glyph
 # A cell without values shows the first of these among its runs' states ("-" when none applies).
 EMPTY_STATES = ("failed", "running", "partial", "missing")
 SETTING = ("model", "pde", "nu", "res")
-_SPEC_DEFAULTS = {"fusion": "residual", "alpha": None, "variant": None, "omega": None, "seed": 0}
+_SPEC_DEFAULTS = {"fusion": "residual", "alpha": None, "variant": None, "omega": None, "seed": 0, "reading": None}
 _TEX = {"_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "±": r"$\pm$", "ν": r"$\nu$", "α": r"$\alpha$",
         "ω": r"$\omega$", "Δ": r"$\Delta$", "ḡ": r"$\bar g$", "−": "-"}
 
@@ -71,12 +72,45 @@ class Versus:
     paper: float | None
 
 
-def _metric(record: dict, key: str) -> float | None:
-    value = (record.get("results") or {}).get(key)
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+def _metric(record: dict, key) -> float | None:
+    """A finite number of the run's results: key names it (results.get), or is a function of the
+    results (anything with .get: RunResults, or _Extended)."""
+    results = record.get("results")
+    if results is None:
+        return None
+    value = key(results) if callable(key) else results.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else None
 
 
-def _stats(records: list[dict], key: str = "nrmse") -> Stats:
+class _Extended:
+    """A run's results with extra named values (a report's derived column), read by .get as results are."""
+
+    def __init__(self, results, **extra):
+        self.results, self.extra = results, extra
+
+    def get(self, name: str, default=None):
+        if name in self.extra:
+            return self.extra[name]
+        return self.results.get(name, default) if self.results is not None else default
+
+
+def _per_epoch(results: dict):
+    wall, epochs = results.get("wall_time_s"), results.get("epochs")
+    return wall / epochs if isinstance(wall, (int, float)) and isinstance(epochs, int) and epochs > 0 else None
+
+
+# The fidelity diagnostics of docs/fidelity.md as report columns: label -> a RunResults field or
+# property (amg_fast.train.rundir.DIAGNOSTICS: each computed there, once).
+DIAGNOSTICS = {
+    "one-step": "one_step_nrmse", "step 1": "nrmse_step1", "step 5": "nrmse_step5",
+    "last step": "nrmse_last_step", "amp 5": "amplitude_step5", "amp last": "amplitude_last_step",
+    "train loss": "train_one_step_loss", "test loss": "test_one_step_loss", "train rollout": "train_nrmse",
+    "ḡ": "gate_mean",
+}
+
+
+def _stats(records: list[dict], key="nrmse") -> Stats:
     values = tuple(v for v in (_metric(r, key) for r in records) if v is not None)
     states = {r.get("status") for r in records}
     return Stats(values, "done" if values else next((s for s in EMPTY_STATES if s in states),
@@ -106,6 +140,8 @@ def _fmt(value, md: bool = True) -> str:
         if not value.n:
             return value.state if md else "-"
         return _num(value.mean) + ("" if value.n < 2 else f" ± {_num(value.std)} [n={value.n}]")
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, (int, float)):
         return _num(value)
     return str(value)
@@ -121,12 +157,20 @@ def _setting_label(pde: str, nu: float, res: int) -> str:
 
 # -- records ------------------------------------------------------------------------------------
 def _get(record: dict, key: str):
+    if key == "overrides":
+        return record.get("overrides") if isinstance(record.get("overrides"), dict) else {}
     return record.get(key, _SPEC_DEFAULTS.get(key))
 
 
-def _select(records: list[dict], **want) -> list[dict]:
-    """Records with these field values (records without a setting, e.g. no job.json, left out)."""
-    return [r for r in records if all(r.get(k) is not None for k in SETTING)
+def _plain(record: dict) -> bool:
+    """A run as the paper trains it: no overrides, the default data."""
+    return not _get(record, "overrides") and _get(record, "reading") is None
+
+
+def _select(records: list[dict], plain: bool = True, **want) -> list[dict]:
+    """Records with these field values (records without a setting, e.g. no job.json, left out);
+    plain: only runs as the paper trains them (the paper's tables)."""
+    return [r for r in records if all(r.get(k) is not None for k in SETTING) and (_plain(r) or not plain)
             and all(_get(r, k) == v for k, v in want.items())]
 
 
@@ -211,7 +255,13 @@ def _write_atomic(path: Path, data: str | bytes) -> Path:
 CSV_BASE = ("name", "model", "pde", "nu", "res", "seed")
 CSV_TAIL = ("nrmse", "wall_time_s", "status", "run_dir", "error")
 _RESULT_COLUMNS = {"gate_mean": "gate_mean", "gate_mean_last20": "gate_mean_last20_epochs",
-                   "nrmse": "nrmse", "wall_time_s": "wall_time_s"}
+                   "nrmse": "nrmse", "wall_time_s": "wall_time_s", "epochs": "epochs",
+                   **{key: key for key in ("one_step_nrmse", "train_nrmse", "test_one_step_loss", "train_one_step_loss")},
+                   "amplitude_last": "amplitude_last_step"}
+
+
+def _overrides_text(record: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(_get(record, "overrides").items()))
 
 
 def _csv(records: list[dict], extra: tuple[str, ...]) -> str:
@@ -222,7 +272,8 @@ def _csv(records: list[dict], extra: tuple[str, ...]) -> str:
     writer.writerow(columns)
     order = ("pde", "nu", "res", "model", "fusion", "alpha", "variant", "seed")
     for r in sorted(records, key=lambda r: _sort_key(tuple(_get(r, k) for k in order))):
-        row = [_metric(r, _RESULT_COLUMNS[c]) if c in _RESULT_COLUMNS else _get(r, c) for c in columns]
+        row = [_metric(r, _RESULT_COLUMNS[c]) if c in _RESULT_COLUMNS else _overrides_text(r) if c == "overrides"
+               else _get(r, c) for c in columns]
         writer.writerow(["" if v is None else v for v in row])
     return out.getvalue()
 
@@ -425,8 +476,12 @@ def _ablation_tables(ablation: Ablation, records: list[dict]) -> list[Table]:
 # -- alpha sweeps -------------------------------------------------------------------------------
 def _alpha_cells(fusion: str, records: list[dict]) -> dict[tuple, dict[float, Stats]]:
     """(pde, nu, res) -> {alpha: nRMSE Stats} of S4FFNO with this fusion."""
+    runs_of_fusion = _select(records, fusion=fusion)
+    if fusion == "additive":  # h + 1 * z is the residual S4FFNO: its runs are the sweep's alpha = 1
+        runs_of_fusion += [{**r, "fusion": "additive", "alpha": 1.0} for r in _select(records, model="s4ffno",
+                                                                                         fusion="residual")]
     cells: dict[tuple, dict[float, Stats]] = {}
-    for (pde, nu, res, alpha), runs in _group(_select(records, fusion=fusion), "pde", "nu", "res", "alpha").items():
+    for (pde, nu, res, alpha), runs in _group(runs_of_fusion, "pde", "nu", "res", "alpha").items():
         cells.setdefault((pde, nu, res), {})[alpha] = _stats(runs)
     return cells
 
@@ -450,7 +505,8 @@ def _alpha_tables(fusion: str, records: list[dict]) -> list[Table]:
     return [Table(f"S4FFNO nRMSE vs a fixed {fusion} memory weight α, and α*",
                   ["PDE", "ν", "f", *(f"α={a:g}" for a in alphas), "α* (ours)", "α* (paper)"], rows,
                   "α* = argmin over α of the seed-mean nRMSE; (k/K α): only k of the K α values have results. "
-                  "The paper states α* in its text (no table of nRMSE per α).")]
+                  "The paper states α* in its text (no table of nRMSE per α)."
+                  + (" Additive α = 1 (h + z) is the residual S4FFNO, Table 2's run." if fusion == "additive" else ""))]
 
 
 def _alpha_sweep_figure(fusion: str, records: list[dict]):
@@ -497,6 +553,148 @@ def _alpha_heatmap_figure(fusion: str, records: list[dict]):
     ax.set_title(f"α* ({fusion}; paper in parentheses)")
     fig.colorbar(image, ax=ax, label="α*")
     return fig
+
+
+# -- our studies: headline, fidelity, precision, grids ------------------------------------------
+NORM_INC = {"normalize": True, "increment": True}
+PARAMETRISATIONS = {"defaults": {}, "--normalize --increment": NORM_INC}
+
+
+def _parametrisation(record: dict) -> str:
+    overrides = _get(record, "overrides")
+    return next((label for label, o in PARAMETRISATIONS.items() if o == overrides), _overrides_text(record))
+
+
+def _versus_gate(runs: list[dict], pde: str, nu: float, res: int, model: str) -> list:
+    if model != "amgfno":
+        return [None, None]
+    return [_stats(runs, "gate_mean_last20_epochs"), _paper("gate", pde=pde, nu=nu, res=res)]
+
+
+def _reduction(s4: list[dict], amg: list[dict]) -> tuple[float | None, Stats]:
+    """AMGFNO's nRMSE reduction against S4FFNO in %, from the seed means, and over paired seeds."""
+    mean = _delta_pct(_stats(s4).mean, _stats(amg).mean)
+    by_seed = {_get(r, "seed"): _metric(r, "nrmse") for r in s4}
+    paired = tuple(-_delta_pct(by_seed[_get(r, "seed")], _metric(r, "nrmse")) for r in amg
+                   if by_seed.get(_get(r, "seed")) is not None and _metric(r, "nrmse") is not None)
+    return (None if mean is None else -mean), Stats(paired, "done" if paired else "missing")
+
+
+def _headline_tables(records: list[dict]) -> list[Table]:
+    runs = [r for r in _select(records, plain=False, fusion="residual", variant=None) if _get(r, "reading") is None]
+    groups = _group([{**r, "parametrisation": _parametrisation(r)} for r in runs], "pde", "nu", "res", "model",
+                    "parametrisation")
+    order = {m: i for i, m in enumerate(("ffno", "s4ffno", "amgfno"))}
+    keys = sorted(groups, key=lambda k: (_sort_key(k[:3]), order.get(k[3], 9), k[4] != "defaults", str(k[4])))
+    cells = Table("Per cell: nRMSE, ours beside the paper; g-bar; the fidelity diagnostics",
+                  ["PDE", "ν", "f", "Model", "output", *_versus_columns("nRMSE"), "ḡ last 20 (ours)",
+                   "ḡ (paper)", "one-step", "amp last", "train rollout", "s / epoch"],
+                  [[PDE_NAMES.get(pde, pde), f"{nu:g}", res, MODEL_NAMES.get(m, m), p,
+                    *_versus_values(_stats(rs), _paper("nrmse", model=m, pde=pde, nu=nu, res=res)),
+                    *_versus_gate(rs, pde, nu, res, m), _stats(rs, "one_step_nrmse"),
+                    _stats(rs, DIAGNOSTICS["amp last"]), _stats(rs, "train_nrmse"), _stats(rs, _per_epoch)]
+                   for (pde, nu, res, m, p) in keys for rs in [groups[(pde, nu, res, m, p)]]],
+                  "ours: mean ± sample std over seeds [n]; ḡ last 20: AMGFNO's mean gate over the last 20 training "
+                  "epochs (the paper's Table 3); amp last: rollout norm / true norm at the last step.")
+    reduction_rows = []
+    for (pde, nu, res, p) in dict.fromkeys((k[0], k[1], k[2], k[4]) for k in keys):
+        s4, amg = groups.get((pde, nu, res, "s4ffno", p), []), groups.get((pde, nu, res, "amgfno", p), [])
+        if s4 and amg:
+            mean, paired = _reduction(s4, amg)
+            paper = _delta_pct(_paper("nrmse", model="s4ffno", pde=pde, nu=nu, res=res),
+                               _paper("nrmse", model="amgfno", pde=pde, nu=nu, res=res))
+            reduction_rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, p, _stats(s4), _stats(amg),
+                                   _pct(mean), paired, _pct(None if paper is None else -paper)])
+    reduction = Table("AMGFNO vs S4FFNO: nRMSE reduction", ["PDE", "ν", "f", "output", "S4FFNO", "AMGFNO",
+                                                            "reduction (means)", "reduction per seed (%)",
+                                                            "reduction (paper)"], reduction_rows,
+                      "reduction = 100 (S4FFNO − AMGFNO) / S4FFNO; per seed: over the seeds both have, mean ± std.")
+    effect_rows = []
+    for (pde, nu, res, m) in dict.fromkeys(k[:4] for k in keys):
+        base, ni = (_stats(groups.get((pde, nu, res, m, p), [])) for p in PARAMETRISATIONS)
+        if base.n and ni.n:
+            spread = max(base.std or 0.0, ni.std or 0.0)
+            beyond = "yes" if base.n > 1 and ni.n > 1 and base.mean - ni.mean > spread else "no"
+            effect_rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, MODEL_NAMES.get(m, m), base, ni,
+                                _pct(_delta_pct(base.mean, ni.mean)), beyond])
+    effect = Table("--normalize --increment against the defaults", ["PDE", "ν", "f", "Model", "defaults",
+                                                                   "--normalize --increment", "change",
+                                                                   "lower by more than the seed spread"],
+                   effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each).")
+    return [cells, reduction, effect]
+
+
+def _fidelity_label(record: dict) -> str:
+    from amg_fast.experiments.registry import FIDELITY_VARIANTS
+
+    overrides, reading = _get(record, "overrides"), _get(record, "reading")
+    return next((name for name, (o, rd) in FIDELITY_VARIANTS.items() if o == overrides and rd == reading),
+                " ".join(filter(None, [_overrides_text(record), reading and f"reading={reading}"])) or "base")
+
+
+def _diagnostics_table(title: str, label_headers: list[str], groups: dict[tuple, list[dict]], caption: str,
+                       extra: dict | None = None) -> Table:
+    """One row per group: its labels, n, rollout nRMSE, extra columns and the fidelity diagnostics."""
+    columns = {"nRMSE": "nrmse", **(extra or {}), **DIAGNOSTICS}
+    return Table(title, [*label_headers, "n", *columns],
+                 [[*labels, _stats(rs).n, *(_stats(rs, key) for key in columns.values())]
+                  for labels, rs in groups.items()], caption)
+
+
+_DIAGNOSTICS_CAPTION = ("Mean ± sample std over seeds. nRMSE: rollout from u_0 (the paper's metric); one-step: the "
+                        "same with teacher forcing; step k: rollout nRMSE at step k; amp: rollout norm / true norm; "
+                        "train / test loss: the training loss on training and test trajectories; train rollout: "
+                        "the rollout nRMSE on training trajectories; ḡ: AMGFNO's rollout gate.")
+
+
+def _fidelity_tables(records: list[dict]) -> list[Table]:
+    runs = [{**r, "label": _fidelity_label(r), "model_name": MODEL_NAMES.get(r["model"], r["model"])}
+            for r in _select(records, plain=False)]
+    groups = {(k[3], k[4], *k[:3]): v for k, v in _group(runs, "pde", "nu", "res", "model_name", "label").items()}
+    return [_diagnostics_table("Fidelity variants (docs/fidelity.md)", ["Model", "variant", "PDE", "ν", "f"],
+                               {(m, v, PDE_NAMES.get(pde, pde), f"{nu:g}", res): rs
+                                for (m, v, pde, nu, res), rs in groups.items()},
+                               _DIAGNOSTICS_CAPTION + " Variants: base = defaults; norm / inc / norm-inc = "
+                               "--normalize / --increment / both; lastblock = --decoder-input last_block; ff = "
+                               "fourierflow's options; @lpsda / @lpsda5 = the S4FFNO authors' KS data readings.")]
+
+
+def _precision_tables(records: list[dict]) -> list[Table]:
+    runs = [{**r, "precision": _get(r, "overrides").get("precision", "fp32")} for r in _select(records, plain=False)]
+    groups = _group(runs, "model", "pde", "nu", "res", "precision")
+    fp32 = {k[:4]: _stats(v).mean for k, v in groups.items() if k[4] == "fp32"}
+
+    def versus_fp32(r: dict, setting: tuple) -> dict:  # the run's nRMSE over fp32's seed mean, as a result
+        nrmse, base = _metric(r, "nrmse"), fp32.get(setting)
+        return {**r, "results": _Extended(r.get("results"), vs_fp32=nrmse / base if nrmse and base else None)}
+    rows = {(MODEL_NAMES.get(m, m), PDE_NAMES.get(pde, pde), f"{nu:g}", res, p): [versus_fp32(r, (m, pde, nu, res))
+                                                                                  for r in rs]
+            for (m, pde, nu, res, p), rs in groups.items()}
+    return [_diagnostics_table("Precision modes", ["Model", "PDE", "ν", "f", "precision"], rows,
+                               _DIAGNOSTICS_CAPTION + " vs fp32: nRMSE over fp32's seed mean.",
+                               {"vs fp32": "vs_fp32", "s / epoch": _per_epoch})]
+
+
+GRID_AXES = ("model", "pde", "nu", "res", "fusion", "alpha", "variant", "omega", "reading")
+
+
+def _grid_tables(records: list[dict]) -> list[Table]:
+    """A row per combination of the settings that vary among the runs (seeds pooled)."""
+    from amg_fast.train.config import TrainConfig
+
+    defaults = {k: v for k, v in TrainConfig().to_dict().items() if v is not None and k != "cache_dir"}
+
+    def setting(r: dict, key: str):  # an override, else TrainConfig's default ("-": the preset's value)
+        return _get(r, "overrides").get(key, defaults.get(key, "-")) if key not in GRID_AXES else _get(r, key)
+    keys = list(GRID_AXES) + sorted({k for r in records for k in _get(r, "overrides")})
+    axes = [k for k in keys if len({repr(setting(r, k)) for r in records}) > 1] or ["model"]
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault(tuple(setting(r, k) for k in axes), []).append(r)
+    groups = dict(sorted(groups.items(), key=lambda item: _sort_key(item[0])))
+    return [_diagnostics_table("Grid: one row per setting (seeds pooled)", axes, groups,
+                               _DIAGNOSTICS_CAPTION + " Columns before n: the settings that vary among the runs "
+                               "('-': the preset's value).", {"s / epoch": _per_epoch})]
 
 
 # -- reporters ----------------------------------------------------------------------------------
@@ -553,6 +751,8 @@ def _alpha_artefact(fusion: str) -> Artefact:
 
 
 _ABLATION_COLUMNS = ("variant", "omega", "gate_mean", "gate_mean_last20")
+_DIAGNOSTIC_COLUMNS = ("gate_mean", "gate_mean_last20", "one_step_nrmse", "amplitude_last", "train_nrmse",
+                       "test_one_step_loss", "train_one_step_loss", "epochs")
 ARTEFACTS: dict[str, Artefact] = {
     "alpha-convex": _alpha_artefact("convex"),
     "alpha-additive": _alpha_artefact("additive"),
@@ -564,6 +764,11 @@ ARTEFACTS: dict[str, Artefact] = {
                        ("omega", "gate_mean", "gate_mean_last20")),
     "omega-ablation": Artefact(partial(_ablation_tables, OMEGA), csv_columns=_ABLATION_COLUMNS),
     "freq-gate-ablation": Artefact(partial(_ablation_tables, FREQ_GATE), csv_columns=_ABLATION_COLUMNS),
+    "headline": Artefact(_headline_tables, csv_columns=("overrides",) + _DIAGNOSTIC_COLUMNS),
+    "fidelity": Artefact(_fidelity_tables, csv_columns=("overrides", "reading") + _DIAGNOSTIC_COLUMNS),
+    "precision": Artefact(_precision_tables, csv_columns=("overrides",) + _DIAGNOSTIC_COLUMNS),
+    "grid": Artefact(_grid_tables, csv_columns=("fusion", "alpha", "variant", "omega", "reading", "overrides")
+                     + _DIAGNOSTIC_COLUMNS),
 }
 REPORTERS: dict[str, Callable[[list[dict], Path], list[Path]]] = {
     name: partial(_report, name, artefact) for name, artefact in ARTEFACTS.items()}

@@ -1,18 +1,22 @@
 """Running a sweep: one directory per run, its state read from its files, the job that trains it,
-and the launchers (a local pool of worker processes; Slurm through submitit).
+the launchers (a local pool of worker processes; Slurm through submitit) and the export of finished
+runs into a tree that travels (a repository, another machine).
 
-Layout of a sweep directory DIR:
-  DIR/sweep.json            {"preset": ...}: a DIR holds runs of one preset only
+Layout of a sweep directory DIR (every path in it is relative to DIR, so a sweep moved, copied or
+committed and checked out elsewhere resumes where it lies, and a copy never writes into its origin):
+  DIR/sweep.json            {"preset": ...}: a DIR holds runs of one preset only (created under DIR/.sweep.lock)
   DIR/data/                 the generated data sets (each generated once, under DIR/data/.generate.lock)
-  DIR/runs/<name>/job.json  the run's RunSpec and TrainConfig; then the trainer's run directory
-                            (amg_fast.train.rundir: config.json, metrics.jsonl, checkpoint.pt,
-                            results.json, ...), train.log,
-                            error.json after a failure, .lock while a process trains it
+  DIR/runs/<name>/job.json  the run's RunSpec and TrainConfig (paths relative to DIR); then the trainer's
+                            run directory (amg_fast.train.rundir: config.json, metrics.jsonl, checkpoint.pt,
+                            results.json, ...), train.log, machine.json (where it trained), error.json after
+                            a failure, .lock while a process trains it
   DIR/reports/<EXP>/        tables and figures (amg_fast.experiments.reports)
 
-State of a run, from its files: done (results.json), running (its lock is held), failed
-(error.json), partial (a checkpoint to resume), missing. A finished run is never trained again; a
-partial one resumes from its checkpoint; a failed one is retried by the next `run`. kill -9 of the
+State of a run, from its files: done (a readable results.json), corrupt (a results.json that is not a
+results object: the next `run` trains it again), running (its lock is held), failed (error.json),
+partial (a checkpoint to resume), died (started, then ended without results, error or checkpoint:
+a killed worker), missing. A finished run is never trained again; a partial one resumes from its
+checkpoint; failed, died and corrupt ones are trained again by the next `run`. kill -9 of the
 driver and its workers loses at most the epochs since each run's last checkpoint.
 """
 from __future__ import annotations
@@ -30,17 +34,24 @@ from typing import Callable, Iterable
 
 from filelock import FileLock, Timeout
 
-from amg_fast._files import atomic_write_text
+from amg_fast._files import atomic_write_text, check_writable_dir
 from amg_fast.experiments.specs import RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
-from amg_fast.train.rundir import ResultsError, RunDir, RunDirError
+from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 
-__all__ = ["prepare_sweep", "write_job", "run_state", "run_job", "run_local", "run_slurm", "check_slurm",
-           "read_record", "STATES", "SweepError", "run_dir_of", "visible_gpus", "check_worker_counts",
-           "worker_slots", "slurm_parameters"]
+__all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
+           "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
+           "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
+           "export_runs", "state_note"]
 
-STATES = ("done", "running", "partial", "failed", "missing")
+STATES = ("done", "running", "partial", "failed", "died", "corrupt", "missing")
+NOT_DONE = ("failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
 SWEEP_FILE, JOB_FILE, ERROR_FILE, LOCK_FILE, LOG_FILE = "sweep.json", "job.json", "error.json", ".lock", "train.log"
+RESULTS_FILE, SWEEP_LOCK, MACHINE_FILE = "results.json", ".sweep.lock", "machine.json"
+# What export copies of a finished run: its settings, results, per-epoch metrics and machine; train.log
+# when it is at most EXPORT_LOG_LIMIT bytes. Never checkpoints or rollouts.
+EXPORT_FILES = (JOB_FILE, "config.json", RESULTS_FILE, "metrics.jsonl", MACHINE_FILE)
+EXPORT_LOG_LIMIT = 256 * 1024
 
 
 class SweepError(ValueError):
@@ -58,33 +69,110 @@ def _read_json(path: Path):
         return None
 
 
+def _check_out(out: Path) -> None:
+    """--out must be (or become) a directory: not a file, not below one, writable."""
+    try:
+        check_writable_dir("--out", out)
+    except ValueError as err:
+        raise SweepError(str(err)) from None
+
+
+def read_sweep(out: Path) -> dict:
+    """sweep.json of out/ ({"preset": ...}); a SweepError naming what is wrong when out/ is no sweep."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out} is a file, not a sweep directory")
+    path = out / SWEEP_FILE
+    if not path.exists():
+        raise SweepError(f"{out} is not a sweep directory (no {SWEEP_FILE}); make one with `reproduce.py run`")
+    recorded = _read_json(path)
+    if not isinstance(recorded, dict) or recorded.get("preset") is None:
+        raise SweepError(f"{path}: unreadable or not a sweep record ({{\"preset\": ...}}); restore or delete it")
+    return recorded
+
+
+def _foreign_contents(out: Path) -> list[str]:
+    """What a directory without sweep.json holds (empty: it can become a sweep)."""
+    return sorted(p.name for p in out.iterdir() if p.name != SWEEP_LOCK) if out.is_dir() else []
+
+
 def prepare_sweep(out: Path, preset: str) -> None:
-    """Create out/ for a sweep at `preset`; refuse an out/ that holds runs of another preset."""
+    """Make out/ a sweep at `preset` (sweep.json created atomically, under out/.sweep.lock, so one
+    preset wins when several starts race); refuse an out/ that is a file, holds runs of another
+    preset, or holds anything else without being a sweep (a train.py run directory, say)."""
     check_preset(preset)
     out = Path(out)
-    recorded = _read_json(out / SWEEP_FILE)
-    if recorded is not None and recorded.get("preset") != preset:
-        raise SweepError(f"{out} holds runs of preset {recorded.get('preset')!r}; run with --preset "
-                         f"{recorded.get('preset')} or choose another --out for preset {preset!r}")
-    if recorded is None and (out / "runs").is_dir() and any((out / "runs").iterdir()):
-        raise SweepError(f"{out}/runs holds runs but no {SWEEP_FILE}: not a sweep directory of reproduce.py")
+    _check_out(out)
+
+    def check():
+        if not (out / SWEEP_FILE).exists():
+            foreign = _foreign_contents(out)
+            if foreign:
+                hint = " (a train.py run directory?)" if "config.json" in foreign else ""
+                raise SweepError(f"--out {out} is not a sweep directory (no {SWEEP_FILE}) and not empty{hint}: it "
+                                 f"holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}; choose a new or "
+                                 "empty directory")
+            return None
+        recorded = read_sweep(out)
+        if recorded["preset"] != preset:
+            raise SweepError(f"{out} holds runs of preset {recorded['preset']!r}; run with --preset "
+                             f"{recorded['preset']} or choose another --out for preset {preset!r}")
+        return recorded
+
+    check()  # before anything is created
     out.mkdir(parents=True, exist_ok=True)
-    if recorded is None:
-        _write_json(out / SWEEP_FILE, {"preset": preset})
+    with FileLock(str(out / SWEEP_LOCK)):
+        if check() is None:
+            _write_json(out / SWEEP_FILE, {"preset": preset})
 
 
 def run_dir_of(out: Path, spec: RunSpec) -> Path:
     return Path(out) / "runs" / spec.name
 
 
+def run_dirs(out: Path) -> list[Path]:
+    """The run directories of a sweep (those with a job.json; export's temp folders start with '.')."""
+    runs = Path(out) / "runs"
+    return sorted(d for d in runs.iterdir() if not d.name.startswith(".") and (d / JOB_FILE).is_file()) \
+        if runs.is_dir() else []
+
+
+def check_run_dir(out: Path, spec: RunSpec) -> Path:
+    """The run's directory, refused (SweepError) when a file is in its place."""
+    run_dir = run_dir_of(out, spec)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SweepError(f"{run_dir} is a file, not a run directory; move it away and run again")
+    return run_dir
+
+
+def job_config(spec: RunSpec, preset: str, *, device: str = "auto", fast_kernels: bool = False,
+               cuda_graph: bool = False) -> TrainConfig:
+    """The resolved TrainConfig of a run, its paths relative to the sweep (runs/<name>, data); a bad
+    setting is a ValueError naming the run."""
+    try:
+        return resolve_config(spec.train_config(preset, out=f"runs/{spec.name}", cache_dir="data", device=device,
+                                                fast_kernels=fast_kernels, cuda_graph=cuda_graph))
+    except ValueError as err:
+        raise ValueError(f"run {spec.name}: {err}") from None
+
+
+def read_job(run_dir: Path) -> dict | None:
+    """job.json as {"spec": RunSpec, "config": TrainConfig}; None when unreadable or not a job."""
+    job = _read_json(Path(run_dir) / JOB_FILE)
+    try:
+        return {"spec": RunSpec.from_dict(job["spec"]), "config": TrainConfig.from_dict(job["config"])}
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
 def write_job(out: Path, spec: RunSpec, preset: str, *, device: str = "auto", fast_kernels: bool = False,
               cuda_graph: bool = False) -> Path:
     """The run directory of spec with its job.json (the resolved TrainConfig); returns the directory.
-    A run that has started keeps its job.json (its settings are fixed by its config.json)."""
-    run_dir = run_dir_of(Path(out).resolve(), spec)  # absolute: workers and Slurm jobs run elsewhere
-    cfg = resolve_config(spec.train_config(preset, out=str(run_dir), cache_dir=str(run_dir.parents[1] / "data"),
-                                           device=device, fast_kernels=fast_kernels, cuda_graph=cuda_graph))
-    if not (run_dir / "config.json").exists():
+    A run that has started keeps its job.json (its settings are fixed by its config.json) unless the
+    file is unreadable (a truncated write)."""
+    run_dir = check_run_dir(Path(out).resolve(), spec)  # absolute: workers and Slurm jobs run elsewhere
+    cfg = job_config(spec, preset, device=device, fast_kernels=fast_kernels, cuda_graph=cuda_graph)
+    if not (run_dir / "config.json").exists() or read_job(run_dir) is None:
         run_dir.mkdir(parents=True, exist_ok=True)
         _write_json(run_dir / JOB_FILE, {"spec": spec.to_dict(), "config": cfg.to_dict()})
     return run_dir
@@ -94,53 +182,113 @@ def _lock(run_dir: Path) -> FileLock:
     return FileLock(str(Path(run_dir) / LOCK_FILE))
 
 
+def read_results(run_dir: Path) -> RunResults | None:
+    """The run's results (amg_fast.train.rundir.RunResults) when results.json is a readable results
+    object, else None (no file, or a corrupt one: run_state calls that run "corrupt")."""
+    try:
+        return RunDir(run_dir).read_results()
+    except ResultsError:
+        return None
+
+
 def run_state(run_dir: Path) -> str:
-    """done / running / failed / partial / missing (see the module docstring)."""
+    """done / corrupt / running / failed / partial / died / missing (see the module docstring)."""
     run_dir = Path(run_dir)
-    if RunDir(run_dir).finished():
-        return "done"
-    if run_dir.is_dir():
-        lock = _lock(run_dir)
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            return "running"
-        lock.release()
+    if not run_dir.is_dir():
+        return "missing"
+    if (run_dir / RESULTS_FILE).exists():
+        return "done" if read_results(run_dir) is not None else "corrupt"
+    lock = _lock(run_dir)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return "running"
+    lock.release()
     if (run_dir / ERROR_FILE).exists():
         return "failed"
-    return "partial" if RunDir(run_dir).has_checkpoint() else "missing"
+    if RunDir(run_dir).has_checkpoint():
+        return "partial"
+    return "died" if (run_dir / "config.json").exists() or (run_dir / LOG_FILE).exists() else "missing"
+
+
+def state_note(run_dir: Path, state: str) -> str:
+    """What a state means for one run, for a summary line."""
+    run_dir = Path(run_dir)
+    if state == "failed":
+        error = _read_json(run_dir / ERROR_FILE)
+        return str(error.get("error") if isinstance(error, dict) else "error.json unreadable")
+    return {"died": "its process ended without results, error or checkpoint (killed?); see its train.log",
+            "corrupt": f"{RESULTS_FILE} is unreadable or not a results object; the next run trains it again",
+            "partial": "stopped after a checkpoint (killed?); the next run resumes it",
+            "running": "another process trains it",
+            "missing": "not started"}.get(state, state)
+
+
+def _relocate(run_dir: Path, cfg: TrainConfig, log) -> None:
+    """A run that started elsewhere (a moved or copied sweep): its config.json's paths become this
+    sweep's, so the trainer resumes it here (the other settings must still match)."""
+    path = run_dir / "config.json"
+    old = _read_json(path)
+    if not isinstance(old, dict):
+        return  # the trainer says what is wrong with it
+    moved = {k: getattr(cfg, k) for k in ("out", "cache_dir", "data") if k in old and old[k] != getattr(cfg, k)}
+    if moved:
+        log(f"run directory moved: config.json paths updated ({', '.join(f'{k}: {old[k]} -> {v}' for k, v in moved.items())})")
+        _write_json(path, {**old, **moved})
+
+
+def _machine() -> dict:
+    """Where this process trains (estimate.machine_of for the device it will use)."""
+    from amg_fast.experiments.estimate import machine_of
+
+    return machine_of("auto", visible_gpus())
 
 
 def run_job(run_dir: str) -> str:
     """Train the run in run_dir (what local workers and Slurm jobs call); returns its state after.
 
-    Holds the run's lock throughout (a second process finds it "running" and leaves it), generates
-    the data under the sweep's data lock, resumes from whatever the directory holds. A training
-    error is written to error.json (message and traceback) and returns "failed"; it does not raise.
+    Holds the run's lock throughout (a second process finds it "running" and leaves it), takes every
+    path from where run_dir lies (runs/<name> of the sweep, data/ beside), generates the data under
+    the sweep's data lock, resumes from whatever the directory holds. An error (also an unreadable
+    job.json) is written to error.json (message and traceback) and returns "failed"; it does not
+    raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
     """
     from amg_fast.data.generate import generate_dataset
+    from amg_fast.experiments.readings import READINGS
     from amg_fast.train.trainer import train
 
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).resolve()
     lock = _lock(run_dir)
     try:
         lock.acquire(timeout=0)
     except Timeout:
         return "running"
     try:
-        if RunDir(run_dir).finished():
+        if read_results(run_dir) is not None:
             return "done"
-        cfg = TrainConfig.from_dict(json.loads((run_dir / JOB_FILE).read_text())["config"])
-        cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
+        if (run_dir / RESULTS_FILE).exists():
+            os.replace(run_dir / RESULTS_FILE, run_dir / (RESULTS_FILE + ".corrupt"))
         (run_dir / ERROR_FILE).unlink(missing_ok=True)
         with open(run_dir / LOG_FILE, "a") as log_file:
             def log(*parts):
                 print(*parts, file=log_file, flush=True)
             try:
+                job = read_job(run_dir)
+                if job is None:
+                    raise SweepError(f"{run_dir / JOB_FILE}: unreadable or not a job; run `reproduce.py run` with "
+                                     "this run's experiment again to rewrite it")
+                spec, cfg = job["spec"], job["config"]
+                cfg.out, cfg.cache_dir = str(run_dir), str(run_dir.parents[1] / "data")
+                cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
+                _write_json(run_dir / MACHINE_FILE, _machine())
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
+                options = READINGS[spec.reading].options if spec.reading else None
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):
-                    generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test, seed=cfg.seed,
-                                     out_dir=cfg.cache_dir)
+                    path, _ = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
+                                               seed=cfg.seed, out_dir=cfg.cache_dir, ks_options=options)
+                if spec.reading:
+                    cfg.data = str(path)
+                _relocate(run_dir, cfg, log)
                 train(cfg, log=log)
             except Exception as err:  # recorded; the sweep goes on and the next `run` retries it
                 log(traceback.format_exc())
@@ -153,13 +301,15 @@ def run_job(run_dir: str) -> str:
 
 
 def read_record(run_dir: Path) -> dict:
-    """A run directory as a report record: its RunSpec fields, status, results (RunResults or
-    None), history (metrics.jsonl rows), error (error.json's, or why a file of the run could not
-    be read: that run then counts without its results or history)."""
+    """A run directory as a report record: its RunSpec fields (with "overrides" as a {setting: value}
+    dict), status, results (RunResults or None; results.get(name) reads a field or a diagnostic),
+    history (metrics.jsonl rows) and error (error.json's, or why a file of the run could not be read:
+    that run then counts without its results or history)."""
     run = RunDir(run_dir)
-    job = _read_json(run.path / JOB_FILE) or {}
+    job = _read_json(run.path / JOB_FILE)
+    spec = job.get("spec") if isinstance(job, dict) and isinstance(job.get("spec"), dict) else {}
     recorded = _read_json(run.path / ERROR_FILE)
-    errors = [recorded.get("error")] if recorded else []
+    errors = [recorded.get("error")] if isinstance(recorded, dict) and recorded.get("error") else []
     history, results = [], None
     try:
         history = run.read_metrics()
@@ -169,8 +319,69 @@ def read_record(run_dir: Path) -> dict:
         results = run.read_results()
     except ResultsError as err:
         errors.append(str(err))
-    return {"name": run.path.name, "run_dir": str(run.path), "status": run_state(run.path), **job.get("spec", {}),
+    return {"name": run.path.name, "run_dir": str(run.path), "status": run_state(run.path), **spec,
             "results": results, "history": history, "error": "; ".join(errors) if errors else None}
+
+
+# -- export -------------------------------------------------------------------------------------
+def _copy_run(run_dir: Path, target: Path) -> None:
+    """Copy a finished run's small files to target as one rename (a temp folder beside it first)."""
+    tmp = target.with_name(f".{target.name}.export-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        for name in EXPORT_FILES:
+            if (run_dir / name).is_file():
+                shutil.copy2(run_dir / name, tmp / name)
+        log = run_dir / LOG_FILE
+        if log.is_file() and log.stat().st_size <= EXPORT_LOG_LIMIT:
+            shutil.copy2(log, tmp / LOG_FILE)
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        if target.exists():
+            os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_dead_exports(runs: Path) -> None:
+    from amg_fast._files import _pid_running
+
+    for tmp in runs.glob(".*.export-*") if runs.is_dir() else []:
+        pid = tmp.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _pid_running(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
+    """Copy each finished run of sweep out/ (job.json, config.json, results.json, metrics.jsonl,
+    machine.json, a small train.log; no checkpoints or rollouts) to dest/runs/<name>/, each run as one
+    rename, and dest/sweep.json; dest then is a sweep whose `run` treats those runs as finished.
+    Returns {"copied": names, "present": names already finished in dest, "skipped": "name (state)"},
+    or None (and nothing written) when out/ has no finished run."""
+    out, dest = Path(out), Path(dest)
+    preset = read_sweep(out)["preset"]
+    if dest.resolve() == out.resolve() or dest.resolve().is_relative_to(out.resolve() / "runs"):
+        raise SweepError(f"--to {dest}: the sweep itself or inside its runs/; choose a directory of its own")
+    states = {run_dir: run_state(run_dir) for run_dir in run_dirs(out)}
+    if "done" not in states.values():
+        return None
+    prepare_sweep(dest, preset)
+    _remove_dead_exports(dest / "runs")
+    report: dict[str, list[str]] = {"copied": [], "present": [], "skipped": []}
+    for run_dir, state in states.items():
+        target = dest / "runs" / run_dir.name
+        if state != "done":
+            report["skipped"].append(f"{run_dir.name} ({state})")
+        elif run_state(target) == "done":
+            report["present"].append(run_dir.name)
+        elif run_state(target) == "running":
+            report["skipped"].append(f"{run_dir.name} (running in {dest})")
+        else:
+            _copy_run(run_dir, target)
+            report["copied"].append(run_dir.name)
+    return report
 
 
 # -- launchers ---------------------------------------------------------------------------------
@@ -216,9 +427,12 @@ def _run_in_subprocess(run_dir: Path, gpu: str | None, cpu_threads: int | None =
 
 
 def run_local(run_dirs: Iterable[Path], *, workers: int | None = None, runs_per_gpu: int = 1,
-              on_done: Callable[[Path, str], None] | None = None) -> dict[str, str]:
+              on_done: Callable[[Path, str], None] | None = None,
+              should_start: Callable[[Path], str | None] | None = None) -> dict[str, str]:
     """Train the runs that are not done, each in its own process, as many at once as there are
-    worker slots; returns {run name: state after}. on_done(run_dir, state) after each run."""
+    worker slots, in the order given; returns {run name: state after}. should_start(run_dir), asked
+    when a slot is free, returns None to start the run or the reason to skip it (state "skipped");
+    on_done(run_dir, state) after each run."""
     todo = [Path(d) for d in run_dirs if run_state(d) != "done"]
     slots = worker_slots(workers, runs_per_gpu, visible_gpus())
     # CPU workers share the cores (torch's default of one thread per core each oversubscribes them:
@@ -231,7 +445,8 @@ def run_local(run_dirs: Iterable[Path], *, workers: int | None = None, runs_per_
     def work(run_dir: Path) -> str:
         slot = free.get()
         try:
-            state = _run_in_subprocess(run_dir, slot, cpu_threads)
+            skip = should_start(run_dir) if should_start is not None else None
+            state = "skipped" if skip else _run_in_subprocess(run_dir, slot, cpu_threads)
         finally:
             free.put(slot)
         if on_done is not None:

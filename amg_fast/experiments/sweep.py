@@ -1,25 +1,29 @@
-"""Choosing a sweep's runs (experiments x seeds, filters, shared runs trained once), planning it and
-collecting its records for the reports. scripts/reproduce.py is a thin CLI over this module."""
+"""Choosing a sweep's runs (experiments or a grid x seeds, filters, shared runs trained once),
+planning it (states, counts, time estimates, a budget) and collecting its records for the reports.
+scripts/reproduce.py is a thin CLI over this module."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import time
+from collections import Counter
 from pathlib import Path
 
-from amg_fast.experiments.registry import EXPERIMENTS, get_experiment
-from amg_fast.experiments.runner import JOB_FILE, read_record, run_dir_of, run_state
-from amg_fast.experiments.specs import FILTER_KEYS, RunSpec
+from amg_fast.experiments.estimate import Estimator
+from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, Experiment, get_experiment, grid_experiment
+from amg_fast.experiments.runner import job_config, read_job, run_dir_of, run_dirs, run_state
+from amg_fast.experiments.specs import FILTER_KEYS, OVERRIDABLE, RunSpec, parse_setting
 
-__all__ = ["resolve_experiments", "parse_where", "select_runs", "plan", "records_for", "SECONDS_PER_RUN"]
+__all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_grid", "parse_set", "load_grid_file", "select_runs", "plan",
+           "records_for", "summary_lines", "Budget"]
 
 # Runs of other experiments a report uses where the sweep has them: the ablations pair with AMGFNO's
-# plain runs (Table 3's, which Table 2 also trains); Table 2's bar charts show S4FFNO at alpha*.
+# plain runs (Table 3's, which Table 2 also trains); Table 2's bar charts show S4FFNO at alpha*; the
+# additive alpha sweep's alpha = 1 is Table 2's residual S4FFNO (h + 1 * z, one run).
 COMPANIONS = {"omega-ablation": ("table3",), "freq-gate-ablation": ("table3",), "table2": ("alpha-convex",)}
-
-# Rough cost of one run when the sweep has no finished run to go by (seconds). Measured on the
-# 2-core development CPU (2026-11-26): smoke ~3 s; cpu AMGFNO 20 s at f = 32 and 77 s at f = 128.
-# paper: one KS run at f = 32 graphed on an H200 takes ~1.1 s an epoch with three runs sharing the
-# GPU (results/gpu/20261126-h200).
-SECONDS_PER_RUN = {"smoke": 5, "cpu": 60, "paper": 220}
+_CHOICES = {"pde": ("ks", "burgers"), "variant": ("none", "no-freq-gate", "omega-batch")}
+_NUMBERS = {"nu": float, "res": int, "alpha": float, "omega": float, "seed": int}
 
 
 def resolve_experiments(names: list[str]) -> list[str]:
@@ -34,40 +38,107 @@ def resolve_experiments(names: list[str]) -> list[str]:
     return out
 
 
-def _numeric(key: str, text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"--where {key}: {text!r} is not a number") from None
-
-
-def parse_where(items: list[str] | None) -> dict[str, list]:
-    """["model=ffno,amgfno", "res=32"] -> {"model": ["ffno", "amgfno"], "res": [32.0]}."""
+def _value(option: str, key: str, text: str):
+    """One command-line value of a run setting, typed (model/pde/... checked against what exists)."""
+    from amg_fast.experiments.readings import READINGS
     from amg_fast.layers import FUSIONS
     from amg_fast.models import available_models
 
-    allowed = {"model": tuple(available_models()), "pde": ("ks", "burgers"), "fusion": FUSIONS}
-    where: dict[str, list] = {}
+    allowed = {"model": tuple(available_models()), "fusion": FUSIONS, "reading": ("none", *READINGS), **_CHOICES}
+    if key in allowed:
+        if text not in allowed[key]:
+            raise ValueError(f"{option} {key}: unknown value {text!r}; allowed: {', '.join(allowed[key])}")
+        return None if text == "none" and option == "--grid" else text  # a filter compares "none"
+    if key in _NUMBERS:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{option} {key}: {text!r} is not a number") from None
+        if _NUMBERS[key] is int and value.is_integer():
+            value = int(value)
+        return value
+    try:
+        return parse_setting(key, text)
+    except ValueError as err:
+        raise ValueError(f"{option} {err}") from None
+
+
+def _pairs(option: str, items: list[str] | None, keys: tuple[str, ...]) -> dict[str, list]:
+    """["model=ffno,amgfno", "res=32"] -> {"model": ["ffno", "amgfno"], "res": [32]}; a key given
+    again adds its values."""
+    out: dict[str, list] = {}
     for item in items or []:
         key, sep, values = item.partition("=")
         if not sep or not values:
-            raise ValueError(f"--where takes KEY=V1,V2,...; got {item!r}")
-        if key not in FILTER_KEYS:
-            raise ValueError(f"--where: unknown key {key!r}; keys: {', '.join(FILTER_KEYS)}")
-        parsed = []
-        for value in values.split(","):
-            if key in allowed:
-                if value not in allowed[key]:
-                    raise ValueError(f"--where {key}: unknown value {value!r}; allowed: {', '.join(allowed[key])}")
-                parsed.append(value)
-            else:
-                parsed.append(_numeric(key, value))
-        where.setdefault(key, []).extend(parsed)
-    return where
+            raise ValueError(f"{option} takes KEY=V1,V2,...; got {item!r}")
+        if key not in keys:
+            raise ValueError(f"{option}: unknown key {key!r}; keys: {', '.join(keys)}")
+        for text in values.split(","):
+            value = _value(option, key, text)
+            if value not in out.setdefault(key, []):
+                out[key].append(value)
+    return out
+
+
+def parse_where(items: list[str] | None) -> dict[str, list]:
+    """--where filters (all of them apply; a key given again adds values): {key: [values]}."""
+    return _pairs("--where", items, FILTER_KEYS + OVERRIDABLE)
+
+
+def parse_grid(items: list[str] | None) -> dict[str, list]:
+    """--grid axes: {key: [values]} in the order given."""
+    return _pairs("--grid", items, GRID_KEYS)
+
+
+def parse_set(items: list[str] | None) -> dict:
+    """--set KEY=VALUE ...: TrainConfig settings added to every selected run's overrides (one value each)."""
+    values = _pairs("--set", items, OVERRIDABLE)
+    several = {k: v for k, v in values.items() if len(v) > 1}
+    if several:
+        key = next(iter(several))
+        raise ValueError(f"--set {key}: one value per setting, got {len(several[key])} (sweep values with --grid)")
+    return {k: v[0] for k, v in values.items()}
+
+
+def _with(specs, overrides: dict | None) -> list[RunSpec]:
+    """The specs with these overrides added (they win over a run's own), each distinct run once."""
+    if overrides:
+        specs = [dataclasses.replace(s, overrides={**dict(s.overrides), **overrides}) for s in specs]
+    return list(dict.fromkeys(specs))
+
+
+def load_grid_file(path: Path) -> dict[str, list]:
+    """A grid from JSON or TOML: {"model": ["amgfno", "s4ffno"], "lr": [1e-3, 3e-4], "width": 64}
+    (a single value is a one-value axis; text values are parsed as on the command line)."""
+    path = Path(path)
+    if path.suffix not in (".json", ".toml"):
+        raise ValueError(f"--grid-file {path}: name a .json or .toml file")
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ValueError(f"--grid-file {path}: cannot read it ({err.strerror or err})") from None
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except ValueError as err:  # tomllib.TOMLDecodeError is one
+        raise ValueError(f"--grid-file {path}: not valid {path.suffix[1:].upper()} ({err})") from None
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"--grid-file {path}: expected a table of KEY = [values], got {type(data).__name__}")
+    axes = {}
+    for key, values in data.items():
+        values = values if isinstance(values, list) else [values]
+        items = [",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in values)] if values else []
+        axes.update(parse_grid([f"{key}={items[0]}"]) if items else {key: []})
+    grid_experiment(axes)  # keys checked now, with the file named
+    return axes
 
 
 def _keep(spec: RunSpec, where: dict[str, list]) -> bool:
-    """A run passes a filter when it has no such setting or its value is one of the filter's."""
+    """A run passes the filters when, for each, it has no such setting or its value is one of them."""
     for key, values in where.items():
         value = spec.get(key)
         if value is not None and value not in values:
@@ -76,43 +147,142 @@ def _keep(spec: RunSpec, where: dict[str, list]) -> bool:
 
 
 def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
-                where: dict[str, list] | None = None) -> list[RunSpec]:
-    """The runs of these experiments, filtered; a run several experiments need appears once."""
-    specs: dict[RunSpec, None] = {}
-    for name in resolve_experiments(experiments):
-        for spec in get_experiment(name).runs(seeds, omega_from):
-            if _keep(spec, where or {}):
-                specs.setdefault(spec)
-    return list(specs)
+                where: dict[str, list] | None = None, grid: dict[str, list] | None = None,
+                overrides: dict | None = None) -> list[RunSpec]:
+    """The runs of these experiments (and of a grid), with `overrides` (--set) added to each, filtered,
+    in priority order: the order each
+    experiment lists its runs, then seeds; a run several experiments need appears once (where it
+    first does). A filter value that matches no run, or filters that together leave none, are an
+    error naming them."""
+    where = where or {}
+    sources: list[Experiment] = [get_experiment(name) for name in (resolve_experiments(experiments) if experiments
+                                                                    else [])]
+    if grid is not None:
+        sources.append(grid_experiment(grid))
+    if not sources:
+        raise ValueError(f"name at least one experiment (or all, or a --grid); known: {', '.join(EXPERIMENTS)}")
+    every = _with([spec for exp in sources for spec in exp.runs(seeds, omega_from)], overrides)
+    for key, values in where.items():
+        having = {spec.get(key) for spec in every} - {None}
+        unmatched = [v for v in values if v not in having]
+        if unmatched:
+            shown = ", ".join(map(str, sorted(having, key=str))) or "none of these runs has it"
+            raise ValueError(f"--where {key}={','.join(map(str, unmatched))} matches no run of "
+                             f"{', '.join(e.id for e in sources)} (their {key} values: {shown})")
+    specs = [spec for spec in every if _keep(spec, where)]
+    if not specs:
+        raise ValueError("the filters " + " ".join(f"{k}={','.join(map(str, v))}" for k, v in where.items())
+                         + f" together match no run of {', '.join(e.id for e in sources)}")
+    names = Counter(spec.name for spec in specs)
+    clash = [name for name, n in names.items() if n > 1]
+    if clash:
+        raise ValueError(f"different runs share the name {clash[0]} (report this: run names must be unique)")
+    return specs
 
 
-def plan(out: Path, specs: list[RunSpec], preset: str) -> dict:
-    """{"runs": [(spec, state)], "counts": {state: n}, "estimate_s": seconds for the runs not done}.
-    The estimate uses the mean wall time of the sweep's finished runs, else SECONDS_PER_RUN."""
-    rows = [(spec, run_state(run_dir_of(Path(out), spec))) for spec in specs]
-    counts = {state: sum(1 for _, s in rows if s == state) for state in ("done", "running", "partial", "failed",
-                                                                         "missing")}
-    walls = [r["results"].wall_time_s for r in (read_record(d) for d in _run_dirs(out))
-             if r["results"] and r["results"].wall_time_s]
-    per_run = sum(walls) / len(walls) if walls else SECONDS_PER_RUN[preset]
-    return {"runs": rows, "counts": counts, "estimate_s": per_run * (len(rows) - counts["done"]),
-            "seconds_per_run": per_run, "from_finished_runs": bool(walls)}
+def runs_by_experiment(specs: list[RunSpec], experiments: list[str], *, seeds=(0,), omega_from: str = "data",
+                       grid: dict[str, list] | None = None, overrides: dict | None = None) -> dict[str, int]:
+    """How many of the selected runs each experiment (and the grid) has (a shared run counts in each)."""
+    chosen = set(specs)
+    sources = {name: get_experiment(name) for name in (resolve_experiments(experiments) if experiments else [])}
+    if grid is not None:
+        sources["grid"] = grid_experiment(grid)
+    return {name: len(chosen & set(_with(exp.runs(seeds, omega_from), overrides))) for name, exp in sources.items()}
 
 
-def _run_dirs(out: Path) -> list[Path]:
-    runs = Path(out) / "runs"
-    return sorted(d for d in runs.iterdir() if (d / JOB_FILE).exists()) if runs.is_dir() else []
+def plan(out: Path, specs: list[RunSpec], preset: str, estimator: Estimator, **job) -> dict:
+    """{"runs": [(spec, state, seconds, source)], "counts": {state: n}, "estimate_s": seconds for the
+    runs not done on one worker}. job: device / fast_kernels / cuda_graph of the runs."""
+    rows = []
+    for spec in specs:
+        state = run_state(run_dir_of(Path(out), spec))
+        seconds, source = estimator.seconds(job_config(spec, preset, **job).to_dict())
+        rows.append((spec, state, seconds, source))
+    counts = Counter(state for _, state, _, _ in rows)
+    return {"runs": rows, "counts": counts, "estimate_s": sum(s for _, state, s, _ in rows if state != "done")}
 
 
-def records_for(out: Path, experiment: str, omega_from: str = "data") -> list[dict]:
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 \
+        else f"{seconds:.0f} s"
+
+
+def summary_lines(result: dict, by_experiment: dict[str, int], machine: dict, preset: str, slots: int,
+                  gpu_result: dict | None = None) -> list[str]:
+    """The plan's summary: runs by experiment / model / f, states, and the time left on this machine
+    (and on a GPU, by the defaults, when this is a CPU)."""
+    rows = result["runs"]
+    todo = [spec for spec, state, _, _ in rows if state != "done"]
+    by = {"model": Counter(s.model for s, *_ in rows), "f": Counter(s.res for s, *_ in rows)}
+    sources = Counter(source for _, state, _, source in rows if state != "done")
+    states = ", ".join(f"{n} {s}" for s, n in sorted(result["counts"].items(), key=lambda i: -i[1]))
+    lines = [f"{len(rows)} runs at preset {preset} ({states})",
+             "  by experiment: " + ", ".join(f"{e} {n}" for e, n in by_experiment.items()),
+             "  by model: " + ", ".join(f"{m} {n}" for m, n in by["model"].items()),
+             "  by f: " + ", ".join(f"{f} {n}" for f, n in sorted(by["f"].items()))]
+    if todo:
+        wall = result["estimate_s"] / max(1, min(slots, len(todo)))
+        lines.append(f"  to do: {len(todo)} runs, ~{_hours(result['estimate_s'])} of training on this machine "
+                     f"({machine['name']}), ~{_hours(wall)} with {slots} at once; estimates: "
+                     + "; ".join(f"{n} from {src}" for src, n in sources.items()))
+        if gpu_result is not None:
+            lines.append(f"  on one GPU (defaults from the committed H100/H200 timings): ~{_hours(gpu_result['estimate_s'])}")
+        if machine["device"] == "cpu" and preset in ("paper", "quick") and result["estimate_s"] > 3 * 3600:
+            lines.append(f"  preset {preset} on a CPU takes hours: for a CPU-sized sweep use --preset cpu (or smoke "
+                         "to try the commands), or run this one on a GPU")
+    return lines
+
+
+class Budget:
+    """Whether a run may start: elapsed time since the command began plus the run's estimate must stay
+    within budget_s (None: no budget). Says what it skipped and why."""
+
+    def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict], clock=time.monotonic):
+        if budget_s is not None and (isinstance(budget_s, bool) or not math.isfinite(budget_s) or budget_s <= 0):
+            raise ValueError(f"--budget-s must be a finite number of seconds > 0, got {budget_s!r}")
+        self.budget_s, self.estimator, self.configs, self.clock = budget_s, estimator, configs, clock
+        self.start = clock()
+        self.skipped: dict[str, str] = {}
+
+    def __call__(self, run_dir: Path) -> str | None:
+        if self.budget_s is None:
+            return None
+        left = self.budget_s - (self.clock() - self.start)
+        seconds, source = self.estimator.seconds(self.configs[Path(run_dir).name])
+        if seconds <= left:
+            return None
+        reason = f"needs ~{seconds:.0f} s ({source}), {max(left, 0):.0f} s of the budget left"
+        self.skipped[Path(run_dir).name] = reason
+        return reason
+
+    def observe(self, run_dir: Path, state: str) -> None:
+        if state == "done":
+            self.estimator.observe(run_dir)
+
+
+def _spec_of(run_dir: Path) -> RunSpec | None:
+    job = read_job(run_dir)
+    return job["spec"] if job else None
+
+
+def records_for(out: Path, experiment: str, omega_from: str = "data", grid: dict[str, list] | None = None,
+                overrides: dict | None = None) -> list[dict]:
     """The records of every run in out/ that belongs to the experiment (any seed), plus its
-    companions' (the plain AMGFNO runs an ablation compares with)."""
-    wanted = set()
-    for name in (experiment, *COMPANIONS.get(experiment, ())):
-        wanted |= {RunSpec(**{**s.to_dict(), "seed": 0}) for s in get_experiment(name).runs((0,), omega_from)}
+    companions' (the plain AMGFNO runs an ablation compares with), with `overrides` (--set) as run
+    gave them. experiment "grid": the runs of `grid` (every run of the sweep when None)."""
+    from amg_fast.experiments.runner import read_record
+
+    if experiment == "grid":
+        wanted = None if grid is None else set(_with(grid_experiment(grid).runs((0,), omega_from), overrides))
+    else:
+        wanted = set()
+        for name in (experiment, *COMPANIONS.get(experiment, ())):
+            wanted |= set(_with(get_experiment(name).runs((0,), omega_from), overrides))
     records = []
-    for run_dir in _run_dirs(out):
-        spec = json.loads((run_dir / JOB_FILE).read_text())["spec"]
-        if RunSpec(**{**spec, "seed": 0}) in wanted:
+    for run_dir in run_dirs(out):
+        spec = _spec_of(run_dir)
+        # a directory whose name is not its spec's (an older sweep's run that is now another's, e.g.
+        # additive alpha = 1 before it became the residual run) is left out, not counted twice
+        if spec is not None and spec.name == run_dir.name and (wanted is None or spec.with_seed(0) in wanted):
             records.append(read_record(run_dir))
     return records

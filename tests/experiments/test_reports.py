@@ -40,14 +40,16 @@ def fake_paper(monkeypatch):
 
 
 def rec(model, pde="ks", nu=0.1, res=32, seed=0, *, nrmse=None, status=None, gate=None, fusion="residual",
-        alpha=None, variant=None, history=(), error=None):
+        alpha=None, variant=None, history=(), error=None, overrides=None, reading=None, diagnostics=None):
     """A run record; nrmse None: no results.json (status missing unless given)."""
     spec = dict(model=model, pde=pde, nu=nu, res=res, seed=seed, fusion=fusion, alpha=alpha, variant=variant,
-                omega=None)
-    results = None if nrmse is None else run_results(model=model, pde=pde, nu=nu, res=res, nrmse=nrmse,
-                                                     nrmse_per_step=[nrmse], gate_mean=gate, wall_time_s=1.0,
-                                                     gate_mean_last20_epochs=None if gate is None else gate + 0.01)
-    return {"name": f"{model}-{variant}-{fusion}-{alpha}_{pde}_nu{nu:g}_f{res}_seed{seed}", "run_dir": f"/r/{seed}",
+                omega=None, reading=reading, overrides=dict(overrides or {}))
+    results = None if nrmse is None else run_results(**{
+        "model": model, "pde": pde, "nu": nu, "res": res, "nrmse": nrmse, "nrmse_per_step": [nrmse],
+        "gate_mean": gate, "wall_time_s": 1.0, "gate_mean_last20_epochs": None if gate is None else gate + 0.01,
+        **(diagnostics or {})})
+    tag = "".join(f"+{k}={v}" for k, v in sorted((overrides or {}).items())) + (f"+{reading}" if reading else "")
+    return {"name": f"{model}-{variant}-{fusion}-{alpha}_{pde}_nu{nu:g}_f{res}{tag}_seed{seed}", "run_dir": f"/r/{seed}",
             "status": status or ("done" if results else "missing"), **spec, "results": results,
             "history": list(history), "error": error}
 
@@ -59,40 +61,80 @@ def curve(epochs=4, gate0=0.6):
 
 def amgfno(nu, res, seed=0, nrmse=0.03, variant=None, **kw):
     return rec("amgfno", "ks" if nu != 0.001 else "burgers", nu, res, seed, nrmse=nrmse, variant=variant,
-               gate=0.4, history=curve(), **kw)
+               gate=0.4 + seed ** 2 / 100, history=curve(), **kw)
+
+
+SEEDS = (0, 1, 2)  # three seeds whose values (x + seed^2 d) have mean != median: a median would fail the tests
 
 
 FAILED = dict(status="failed", error="Traceback ...\nTrainingDiverged: loss is nan at epoch 3")
 RECORDS = {
-    "alpha-convex": [rec("s4ffno", nu=nu, res=res, seed=seed, fusion="convex", alpha=a, nrmse=0.1 + a / 10 + seed / 100)
+    "alpha-convex": [rec("s4ffno", nu=nu, res=res, seed=seed, fusion="convex", alpha=a,
+                         nrmse=0.1 + a / 10 + seed ** 2 / 100)
                      for nu in (0.1, 0.125) for res in (32, 64) for a in (0.0, 0.5, 1.0)
-                     for seed in ((0, 1) if (nu, res) == (0.1, 32) else (0,))]
+                     for seed in (SEEDS if (nu, res) == (0.1, 32) else (0,))]
     + [rec("s4ffno", nu=0.075, res=32, fusion="convex", alpha=0.5, **FAILED),
        rec("s4ffno", nu=0.075, res=64, fusion="convex", alpha=0.5)],
-    "table2": [rec(m, nu=nu, res=res, seed=seed, nrmse=0.01 * (i + 1) + seed / 1000,
+    "table2": [rec(m, nu=nu, res=res, seed=seed, nrmse=0.01 * (i + 1) + seed ** 2 / 1000,
                    gate=0.3 if m == "amgfno" else None)
                for i, m in enumerate(("ffno", "multi_input_ffno", "s4ffno", "amgfno"))
-               for nu, res in ((0.1, 32), (0.1, 64), (0.075, 64)) for seed in ((0, 1) if m == "amgfno" else (0,))]
+               for nu, res in ((0.1, 32), (0.1, 64), (0.075, 64)) for seed in (SEEDS if m == "amgfno" else (0,))]
     + [rec("unet", nu=0.1, res=32, **FAILED), rec("unet", nu=0.1, res=64)],
-    "table3": [amgfno(0.1, 32, seed) for seed in (0, 1)] + [amgfno(0.1, 64), amgfno(0.001, 32),
+    "table3": [amgfno(0.1, 32, seed) for seed in SEEDS] + [amgfno(0.1, 64), amgfno(0.001, 32),
                                                             rec("amgfno", res=128, **FAILED)],
-    "omega-ablation": [amgfno(0.1, 32, seed, nrmse=0.02 + seed / 100) for seed in (0, 1)]
-    + [amgfno(0.1, 32, seed, nrmse=0.03 + seed / 100, variant="omega-batch") for seed in (0, 1)]
+    "omega-ablation": [amgfno(0.1, 32, seed, nrmse=0.02 + seed ** 2 / 100) for seed in SEEDS]
+    + [amgfno(0.1, 32, seed, nrmse=0.03 + seed ** 2 / 100, variant="omega-batch") for seed in SEEDS]
     + [rec("amgfno", res=64, variant="omega-batch", **FAILED)],
     "freq-gate-ablation": [amgfno(0.1, 32), amgfno(0.1, 32, nrmse=0.06, variant="no-freq-gate"),
                            rec("amgfno", res=64, variant="no-freq-gate"),
                            rec("amgfno", "burgers", 0.001, 64, variant="no-freq-gate", **FAILED)],
 }
+NORM_INC = {"normalize": True, "increment": True}
+
+
+def diag(nrmse, seed):
+    """The fidelity diagnostics of a run's results (values made up, distinct per seed)."""
+    return {"one_step_nrmse": nrmse / 10, "amplitude_per_step": [1.0, 1.1, 1.2, 1.3, 1.4 + seed ** 2 / 10, 1.5],
+            "nrmse_per_step": [nrmse / 5, 0.5, 0.6, 0.7, 0.8, nrmse * 2], "train_nrmse": nrmse * 0.9,
+            "train_one_step_loss": 1.0 + seed, "test_one_step_loss": 2.0 + seed, "epochs": 10,
+            "wall_time_s": 20.0 + seed}
+
+
+def study(model, seed, nrmse, overrides=None, reading=None, res=32, **kw):
+    return rec(model, res=res, seed=seed, nrmse=nrmse, overrides=overrides, reading=reading,
+               gate=0.5 + seed / 10 if model == "amgfno" else None, diagnostics=diag(nrmse, seed), **kw)
+
+
+# headline: S4FFNO and AMGFNO at f = 32 (defaults and --normalize --increment) over 3 seeds; FFNO one
+# seed; f = 128 AMGFNO only (no reduction row there)
+RECORDS["headline"] = [study(m, seed, base + seed ** 2 / 100 - (0.05 if o else 0.0), o)
+                       for m, base in (("s4ffno", 0.2), ("amgfno", 0.1)) for o in (None, NORM_INC) for seed in SEEDS] \
+    + [study("ffno", 0, 0.5), study("amgfno", 0, 0.05, res=128), rec("ffno", res=128, **FAILED)]
+RECORDS["fidelity"] = [study("ffno", seed, 0.5 + seed ** 2 / 100, o, reading)
+                       for o, reading in ((None, None), (NORM_INC, None), (None, "s4ffno-t5"),
+                                          ({"decoder_input": "last_block"}, None), ({"lr": 3e-4}, None))
+                       for seed in SEEDS] + [rec("amgfno", overrides=NORM_INC, **FAILED)]
+RECORDS["precision"] = [study("amgfno", seed, 0.1 * (1 + i) + seed ** 2 / 100, {"precision": p} if p != "fp32" else None)
+                        for i, p in enumerate(("fp32", "tf32", "bf16")) for seed in SEEDS] \
+    + [rec("amgfno", overrides={"precision": "bf16"}, seed=3, **FAILED)]
+RECORDS["grid"] = [study(m, seed, 0.2 + 0.1 * j + seed ** 2 / 100, {"lr": lr})
+                   for m in ("amgfno", "s4ffno") for j, lr in enumerate((1e-3, 3e-4)) for seed in SEEDS] \
+    + [rec("s4ffno", overrides={"lr": 3e-4}, seed=3, **FAILED)]
 FIGURES = {"alpha-convex": ("alpha_sweep", "alpha_star_heatmap"), "alpha-additive": (),
            "table2": ("bars_by_nu_f64", "bars_by_f_nu0.1"),
            "table3": ("gate_during_training", "nrmse_and_gate_over_epochs"),
-           "omega-ablation": (), "freq-gate-ablation": ()}
+           "omega-ablation": (), "freq-gate-ablation": (), "headline": (), "fidelity": (), "precision": (), "grid": ()}
+
+
+def mean_std(values) -> str:
+    """A cell as the reports print it: mean ± sample std [n=k] (4 significant digits)."""
+    return f"{statistics.fmean(values):.4g} ± {statistics.stdev(values):.4g} [n={len(values)}]"
 
 
 def test_reporters_cover_the_experiments():
     from amg_fast.experiments.registry import EXPERIMENTS
 
-    assert set(REPORTERS) == set(EXPERIMENTS) == set(FIGURES)
+    assert set(REPORTERS) == set(EXPERIMENTS) | {"grid"} == set(FIGURES)
 
 
 @pytest.mark.parametrize("exp", [e for e in RECORDS])
@@ -118,9 +160,8 @@ def test_each_reporter_writes_its_tables_and_figures(tmp_path, exp):
 def test_alpha_sweep_table(tmp_path):
     write_report("alpha-convex", RECORDS["alpha-convex"], tmp_path)
     md = (tmp_path / "table.md").read_text()
-    # nu=0.1, f=32, alpha=0: seeds 0.1 and 0.11 -> mean +- sample std over 2 seeds
-    std = statistics.stdev([0.1, 0.11])
-    assert f"| KS | 0.1 | 32 | 0.105 ± {std:.4g} [n=2] | " in md
+    # nu=0.1, f=32, alpha=0: seeds 0.1, 0.11 and 0.14 -> mean +- sample std over 3 seeds
+    assert f"| KS | 0.1 | 32 | {mean_std([0.1, 0.11, 0.14])} | " in md
     assert "| 0 | 0.5 |" in md  # alpha* ours 0, paper 0.5
     lines = {line.split(" | ")[2]: line for line in md.splitlines() if line.startswith("| KS | 0.075")}
     assert "failed" in lines["32"] and "missing" in lines["64"]
@@ -135,10 +176,10 @@ def test_table2_ours_beside_the_paper_with_ratio(tmp_path):
     header = next(line for line in md.splitlines() if line.startswith("| Model"))
     # KS by f, then nu (the paper's column order); only the settings that have runs
     assert header == "| Model | KS ν=0.1 f=32 | KS ν=0.075 f=64 | KS ν=0.1 f=64 |"
-    amg = statistics.fmean([0.04, 0.041])
-    assert f"| AMGFNO | {amg:.4g} ± {statistics.stdev([0.04, 0.041]):.4g} [n=2] (0.02) |" in md
+    amg = statistics.fmean([0.04, 0.041, 0.044])
+    assert f"| AMGFNO | {mean_std([0.04, 0.041, 0.044])} (0.02) |" in md
     assert "| FFNO | 0.01 (0.4) |" in md
-    assert f"| AMGFNO | KS | 0.1 | 32 | {amg:.4g} ± " in md and f"| 0.02 | {amg / 0.02:.4g} | 0.3 ± 0 [n=2] |" in md
+    assert f"| AMGFNO | KS | 0.1 | 32 | {amg:.4g} ± " in md and f"| 0.02 | {amg / 0.02:.4g} | 0.3 ± 0 [n=3] |" in md
     assert "| U-Net | failed (-) | missing (-) | missing (-) |" in md
     tex = (tmp_path / "table.tex").read_text()
     assert r"$\pm$" in tex and "Multi-Input FFNO" in tex and "Per cell" not in tex
@@ -147,14 +188,15 @@ def test_table2_ours_beside_the_paper_with_ratio(tmp_path):
 def test_table3_gate_against_the_paper(tmp_path):
     write_report("table3", RECORDS["table3"], tmp_path)
     md = (tmp_path / "table.md").read_text()
-    assert "| KS | 0.1 | 32 | 0.41 ± 0 [n=2] | 0.5 | 0.82 |" in md
+    gates = [0.41, 0.42, 0.45]  # the last 20 epochs' g-bar of seeds 0, 1, 2
+    assert f"| KS | 0.1 | 32 | {mean_std(gates)} | 0.5 | {statistics.fmean(gates) / 0.5:.4g} |" in md
     assert "| KS | 0.1 | 128 | failed | - | - |" in md
 
 
 def test_ablations_pair_the_variant_with_the_full_model(tmp_path):
     write_report("omega-ablation", RECORDS["omega-ablation"], tmp_path / "omega")
     md = (tmp_path / "omega" / "table.md").read_text()
-    fixed, batch = statistics.fmean([0.02, 0.03]), statistics.fmean([0.03, 0.04])
+    fixed, batch = statistics.fmean([0.02, 0.03, 0.06]), statistics.fmean([0.03, 0.04, 0.07])
     row = next(line for line in md.splitlines() if line.startswith("| KS | 0.1 | 32 |"))
     assert f"| {batch:.4g} ± " in row and f"| 0.025 | {batch / 0.025:.4g} |" in row
     assert row.endswith(f"| {100 * (batch - fixed) / fixed:+.1f}% | +25.0% |")
@@ -178,8 +220,13 @@ def test_with_the_papers_numbers(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "amg_fast.experiments.paper", real_paper)
     for exp in REPORTERS:
         write_report(exp, RECORDS.get(exp, []), tmp_path / exp)
-    assert "| AMGFNO | 0.0405 ± 0.0007071 [n=2] (0.023) |" in (tmp_path / "table2" / "table.md").read_text()
-    assert "| 0.0249 | 1.406 | +40.0% | +10.1% |" in (tmp_path / "omega-ablation" / "table.md").read_text()
+    assert f"| AMGFNO | {mean_std([0.04, 0.041, 0.044])} (0.023) |" in (tmp_path / "table2" / "table.md").read_text()
+    fixed, batch = statistics.fmean([0.02, 0.03, 0.06]), statistics.fmean([0.03, 0.04, 0.07])
+    assert f"| 0.0249 | {batch / 0.0249:.4g} | {100 * (batch - fixed) / fixed:+.1f}% | +10.1% |" in \
+        (tmp_path / "omega-ablation" / "table.md").read_text()
+    headline = (tmp_path / "headline" / "table.md").read_text()
+    assert "| KS | 0.1 | 32 | S4FFNO | defaults | " in headline and "| 0.108 |" in headline and "| 0.7036 |" in headline
+    assert "| +78.7% |" in headline  # the paper's reduction at f = 32: 100 (0.108 - 0.023) / 0.108
 
 
 def test_unknown_experiment(tmp_path):
@@ -210,3 +257,77 @@ def test_table2_bars_show_s4ffno_at_alpha_star_from_the_sweeps_runs():
     stats = _alpha_star_stats(sweep + [rec("s4ffno", nrmse=0.1)], "ks", 0.1, 32)  # the residual run is not alpha*
     assert stats.values == (0.3, 0.35)
     assert _alpha_star_stats(sweep, "ks", 0.1, 128).n == 0
+
+
+def test_additive_alpha_1_is_the_residual_s4ffno_run():
+    """Additive fusion with alpha = 1 (h + 1 z) is the residual S4FFNO: the alpha-additive report takes
+    the residual runs as its alpha = 1 column (one run serves both reports)."""
+    from amg_fast.experiments.reports import _alpha_cells
+
+    sweep = [rec("s4ffno", fusion="additive", alpha=a, nrmse=0.3 + a / 10) for a in (0.0, 0.5, 2.0)]
+    residual = [rec("s4ffno", nrmse=0.2 + seed ** 2 / 100, seed=seed) for seed in SEEDS]
+    cell = _alpha_cells("additive", sweep + residual)[("ks", 0.1, 32)]
+    assert sorted(cell) == [0.0, 0.5, 1.0, 2.0] and cell[1.0].values == pytest.approx((0.2, 0.21, 0.24))
+    assert 1.0 not in _alpha_cells("convex", residual).get(("ks", 0.1, 32), {})  # convex alpha = 1 is z alone
+
+
+def _rows(md: str, start: str) -> list[list[str]]:
+    return [line.strip("| ").split(" | ") for line in md.splitlines() if line.startswith(start)]
+
+
+def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path):
+    write_report("headline", RECORDS["headline"], tmp_path)
+    md = (tmp_path / "table.md").read_text()
+    s4 = [0.2 + s ** 2 / 100 for s in SEEDS]
+    amg = [0.1 + s ** 2 / 100 for s in SEEDS]
+    cell = next(r for r in _rows(md, "| KS | 0.1 | 32 | AMGFNO | defaults |"))
+    assert cell[5] == mean_std(amg) and cell[6] == "0.02"  # ours, the (fake) paper's
+    assert cell[8] == mean_std([0.51 + s / 10 for s in SEEDS])  # g-bar of the last 20 epochs (gate + 0.01)
+    assert cell[10] == mean_std([v / 10 for v in amg])  # one-step nRMSE, a fidelity diagnostic
+    assert cell[11] == "1.5 ± 0 [n=3]"  # amplitude at the last step
+    paired = [100 * (a - b) / a for a, b in zip(s4, amg)]
+    reduction = next(r for r in _rows(md, "| KS | 0.1 | 32 | defaults |"))
+    assert reduction[4:8] == [mean_std(s4), mean_std(amg),
+                              f"{100 * (1 - statistics.fmean(amg) / statistics.fmean(s4)):+.1f}%", mean_std(paired)]
+    assert not _rows(md, "| KS | 0.1 | 128 | defaults |")  # no S4FFNO there: no reduction row
+    effect = {r[3]: r for r in _rows(md, "| KS | 0.1 | 32 |") if len(r) == 8}
+    assert effect["AMGFNO"][6] == f"{100 * -0.05 / statistics.fmean(amg):+.1f}%" and effect["AMGFNO"][7] == "yes"
+    assert "FFNO" not in effect  # FFNO ran the defaults only: nothing to compare
+    assert "| KS | 0.1 | 128 | FFNO | defaults | failed |" in md
+
+
+def test_fidelity_table_names_the_variants_with_the_diagnostics(tmp_path):
+    write_report("fidelity", RECORDS["fidelity"], tmp_path)
+    md = (tmp_path / "table.md").read_text()
+    rows = {r[1]: r for r in _rows(md, "| FFNO |")}
+    assert set(rows) == {"base", "norm-inc", "base@lpsda5", "lastblock", "lr=0.0003"}
+    values = [0.5 + s ** 2 / 100 for s in SEEDS]
+    base = rows["base"]
+    assert base[5:8] == ["3", mean_std(values), mean_std([v / 10 for v in values])]  # n, nRMSE, one-step
+    assert base[8] == mean_std([v / 5 for v in values])  # step 1
+    assert base[11] == mean_std([1.4 + s ** 2 / 10 for s in SEEDS])  # amplitude at step 5
+    assert base[13:16] == [mean_std([1.0 + s for s in SEEDS]), mean_std([2.0 + s for s in SEEDS]),
+                           mean_std([0.9 * v for v in values])]  # train / test loss, train rollout
+    assert "| AMGFNO | norm-inc | KS | 0.1 | 32 | 0 | failed |" in md
+    rows = list(csv.DictReader((tmp_path / "table.csv").read_text().splitlines()))
+    assert {r["reading"] for r in rows} == {"", "s4ffno-t5"} and "decoder_input=last_block" in {r["overrides"] for r in rows}
+
+
+def test_precision_table_against_fp32(tmp_path):
+    write_report("precision", RECORDS["precision"], tmp_path)
+    md = (tmp_path / "table.md").read_text()
+    rows = {r[4]: r for r in _rows(md, "| AMGFNO | KS | 0.1 | 32 |")}
+    fp32 = statistics.fmean([0.1 + s ** 2 / 100 for s in SEEDS])
+    bf16 = [0.3 + s ** 2 / 100 for s in SEEDS]
+    assert rows["bf16"][5:8] == ["3", mean_std(bf16), mean_std([v / fp32 for v in bf16])]
+    assert rows["fp32"][7].startswith("1 ± ") and rows["bf16"][8] == mean_std([(20 + s) / 10 for s in SEEDS])
+
+
+def test_grid_table_over_the_axes_that_vary(tmp_path):
+    write_report("grid", RECORDS["grid"], tmp_path)
+    md = (tmp_path / "table.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| model"))
+    assert header.startswith("| model | lr | n | nRMSE |")
+    rows = {(r[0], r[1]): r for r in _rows(md, "| amgfno |") + _rows(md, "| s4ffno |")}
+    assert set(rows) == {(m, lr) for m in ("amgfno", "s4ffno") for lr in ("0.001", "0.0003")}
+    assert rows[("s4ffno", "0.0003")][2:4] == ["3", mean_std([0.3 + s ** 2 / 100 for s in SEEDS])]

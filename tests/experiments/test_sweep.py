@@ -31,12 +31,17 @@ def test_list_counts_the_papers_runs():
     assert proc.returncode == 0, proc.stderr
     counts = {line.split()[0]: int(line.split()[1]) for line in proc.stdout.splitlines()}
     assert counts == {"alpha-convex": 45, "alpha-additive": 45, "table2": 84, "table3": 12, "omega-ablation": 9,
-                      "freq-gate-ablation": 12}
+                      "freq-gate-ablation": 12, "headline": 12, "fidelity": 14, "precision": 3}
 
 
 def test_shared_runs_are_selected_once_and_filters_apply():
     assert len(select_runs(["table2", "table3"])) == 84  # Table 3 reads Table 2's AMGFNO runs
-    assert len(select_runs(["all"])) == 195
+    # the paper's six: 195 runs before additive alpha = 1 became Table 2's residual S4FFNO (9 KS settings)
+    paper = ["alpha-convex", "alpha-additive", "table2", "table3", "omega-ablation", "freq-gate-ablation"]
+    assert len(select_runs(paper)) == 195 - 9
+    # headline: 6 runs of its own (norm-inc) + Table 2's; fidelity: 14 - 3 base (Table 2) - 3 norm-inc
+    # (headline's); precision: 2 (fp32 is Table 2's AMGFNO)
+    assert len(select_runs(["all"])) == 186 + 6 + 8 + 2
     assert len(select_runs(["table2"], seeds=(0, 1, 2))) == 3 * 84
     kept = select_runs(["table2", "alpha-convex"], where=parse_where(["res=32", "nu=0.1", "alpha=0,1"]))
     assert {s.res for s in kept} == {32} and {s.nu for s in kept if s.pde == "ks"} == {0.1}
@@ -56,7 +61,7 @@ def test_paper_omega_source_gives_amgfno_the_papers_value():
 
 @pytest.mark.parametrize("args,message", [
     (["plan", "tabel2", "--preset", "smoke"], "unknown experiment 'tabel2'; available: alpha-convex"),
-    (["plan", "table2", "--preset", "smoke", "--where", "width=64"], "--where: unknown key 'width'; keys: model"),
+    (["plan", "table2", "--preset", "smoke", "--where", "colour=red"], "--where: unknown key 'colour'; keys: model"),
     (["plan", "table2", "--preset", "smoke", "--where", "model=fno"], "--where model: unknown value 'fno'"),
     (["plan", "table2", "--preset", "smoke", "--where", "res=big"], "--where res: 'big' is not a number"),
     (["plan", "table2", "--preset", "smoke", "--where", "res"], "--where takes KEY=V1,V2"),
@@ -117,7 +122,8 @@ def test_local_sweep_end_to_end_with_report(tmp_path):
     assert again.returncode == 0 and {d.name: (d / "results.json").stat().st_mtime
                                       for d in (out / "runs").iterdir()} == mtimes  # finished runs untouched
     plan = reproduce("plan", "table2", "--preset", "smoke", "--out", out, *PAIR)
-    assert plan.stdout.count("done ") == 2 and "2 runs: 2 done" in plan.stdout
+    assert plan.stdout.count("done ") == 2 and plan.stdout.startswith("2 runs at preset smoke (2 done)")
+    assert "by experiment: table2 2" in plan.stdout
     status = reproduce("status", "--out", out)
     assert "2 runs: 2 done" in status.stdout
     report = reproduce("report", "table2", "--out", out)

@@ -1,0 +1,136 @@
+"""How long a run takes: seconds per epoch measured by the sweep's finished runs of the same kind on
+the same machine, else a documented default per preset, device and resolution.
+
+A run's machine is recorded in its directory (machine.json: device type and GPU or CPU name) when
+it starts, so a sweep carried between machines (reproduce.py export / run --out) estimates each
+machine from its own runs. Nothing here initialises CUDA (GPU names come from nvidia-smi).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+from amg_fast.train.rundir import RunDir
+
+__all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "Estimator", "machine_of", "kind_of", "device_type"]
+
+# Seconds per epoch at f = 32 when the sweep has no finished run of the same kind on this machine;
+# other resolutions scale linearly with f, other training-set sizes with n_train (measured steps grow about so: 3.9 / 7.4 / 14.4 ms graphed
+# at f = 32 / 64 / 128 on an H100, bench/results/20261126-h100; the cpu preset's AMGFNO 1.0 / 3.9 s
+# an epoch at f = 32 / 128 on the 2-core development CPU). Conservative: a budget must not start a
+# run it cannot finish (an exported sweep keeps no checkpoints, so an unfinished run is lost).
+DEFAULT_SECONDS_PER_EPOCH = {
+    # H200, 2026-11-26: 200 paper-preset epochs in 182 s of training each with three runs at once
+    ("paper", "cuda"): 1.0,
+    # H100, 2026-11-26: the campaign's quick-preset precision runs, 40 epochs in 30 s (GPU shared)
+    ("quick", "cuda"): 0.75,
+    ("cpu", "cuda"): 0.75,  # not measured: the quick preset's (a few steps an epoch, launch-bound)
+    ("smoke", "cuda"): 0.75,
+    # 2-core development CPU, 2026-11-27: one AMGFNO training step at the paper's size (B 32, H 128)
+    # took 2.4 s of CPU time, 64 steps an epoch; quick (B 16, H 64) 0.37 s, 16 steps
+    ("paper", "cpu"): 160.0,
+    ("quick", "cpu"): 6.0,
+    ("cpu", "cpu"): 1.0,  # 2026-11-26: AMGFNO 20 s a 20-epoch run at f = 32
+    ("smoke", "cpu"): 2.0,  # 2026-11-27: about 10 s a 2-epoch run with data generation, machine loaded
+}
+# The training trajectories the defaults were measured with: an epoch's cost scales with them.
+PRESET_N_TRAIN = {"paper": 2048, "quick": 256, "cpu": 128, "smoke": 8}
+# Per run, besides its epochs: process start, data generation or loading, CUDA set-up and graph capture.
+STARTUP_SECONDS = {"cpu": 5.0, "cuda": 60.0}
+MACHINE_FILE = "machine.json"
+# The settings that set a run's cost: runs alike in these (and machine) share a seconds-per-epoch.
+KIND_KEYS = ("model", "res", "n_train", "batch_size", "width", "precision", "fast_kernels", "cuda_graph",
+             "share_weights", "weight_norm")
+
+
+def _gpu_name(index: str | None = None) -> str | None:
+    cmd = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"] + (["-i", index] if index else [])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    return names[0] if names else None
+
+
+def _cpu_name() -> str:
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        model = platform.processor() or platform.machine()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model} x{cores}"
+
+
+def device_type(device: str, gpus: list[str]) -> str:
+    """"cuda" or "cpu": what a run with this --device trains on here (auto: cuda when a GPU is visible)."""
+    return "cuda" if device.startswith("cuda") or (device == "auto" and gpus) else "cpu"
+
+
+def machine_of(device: str, gpus: list[str]) -> dict:
+    """{"device": "cuda" | "cpu", "name": the first visible GPU's name or the CPU's model and cores}."""
+    kind = device_type(device, gpus)
+    name = _gpu_name(gpus[0] if gpus else None) if kind == "cuda" else None
+    return {"device": kind, "name": name or (_cpu_name() if kind == "cpu" else "cuda")}
+
+
+def kind_of(config: dict) -> tuple:
+    return tuple(config.get(k) for k in KIND_KEYS)
+
+
+class Estimator:
+    """Seconds a run will take on `machine` (machine_of), from the finished runs of `run_dirs` that
+    ran there and are of the same kind, else DEFAULT_SECONDS_PER_EPOCH; observe() adds a run that
+    finished meanwhile."""
+
+    def __init__(self, machine: dict, preset: str, run_dirs=()):
+        self.machine, self.preset = machine, preset
+        self.per_epoch: dict[tuple, list[float]] = {}
+        for run_dir in run_dirs:
+            self.observe(run_dir)
+
+    @classmethod
+    def for_gpu(cls, preset: str, run_dirs=()) -> "Estimator":
+        """An estimator for a GPU: the GPU most of the sweep's finished runs trained on (measured), else
+        the defaults (from the committed H100 / H200 timings)."""
+        seen = []
+        for run_dir in run_dirs:
+            try:
+                machine = json.loads((Path(run_dir) / MACHINE_FILE).read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(machine, dict) and machine.get("device") == "cuda":
+                seen.append(machine)
+        machine = max(seen, key=seen.count) if seen else {"device": "cuda", "name": "a GPU (defaults)"}
+        return cls(machine, preset, run_dirs)
+
+    def observe(self, run_dir) -> None:
+        run_dir = Path(run_dir)
+        try:
+            machine = json.loads((run_dir / MACHINE_FILE).read_text())
+            config = json.loads((run_dir / "job.json").read_text())["config"]
+            results = RunDir(run_dir).read_results()
+        except (OSError, ValueError, KeyError, TypeError):  # ResultsError is a ValueError
+            return
+        if results is None:
+            return
+        wall, epochs = results.wall_time_s, results.epochs
+        if machine == self.machine and epochs > 0 and wall > 0:
+            self.per_epoch.setdefault(kind_of(config), []).append(wall / epochs)
+
+    def seconds(self, config: dict) -> tuple[float, str]:
+        """(estimated seconds, where the estimate comes from) for a run with this resolved config dict."""
+        startup = STARTUP_SECONDS[self.machine["device"]]
+        measured = self.per_epoch.get(kind_of(config))
+        if measured:
+            per_epoch = sum(measured) / len(measured)
+            source = f"measured here ({len(measured)} finished run{'s' * (len(measured) > 1)} of its kind)"
+        else:
+            per_epoch = DEFAULT_SECONDS_PER_EPOCH[(self.preset, self.machine["device"])] * config["res"] / 32 \
+                * config["n_train"] / PRESET_N_TRAIN[self.preset]
+            source = f"default for preset {self.preset} on {self.machine['device']}"
+        return startup + per_epoch * config["epochs"], source

@@ -1,0 +1,451 @@
+"""The engine across runs and machines (issues 20 and 23): runs with overrides, user grids (kill -9
+and resume), export + continue elsewhere, the budget, repeated --where, the alpha = 1 dedupe, a
+sweep moved or copied, truthful exit status and states, one preset under concurrent starts, and
+commands refused before they write anything. Every training run is at the smoke preset."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from amg_fast.cli import reproduce as cli
+from amg_fast.experiments import runner
+from amg_fast.experiments.estimate import Estimator
+from amg_fast.experiments.registry import EXPERIMENTS
+from amg_fast.experiments.specs import RunSpec, check_overrides
+from amg_fast.experiments.sweep import Budget, parse_where, select_runs
+
+ROOT = Path(__file__).parents[2]
+PAIR = ["--where", "model=ffno,amgfno", "--where", "pde=ks", "nu=0.1", "res=32"]  # repeated --where, 2 runs
+FFNO, AMGFNO = "ffno_ks_nu0.1_f32_seed0", "amgfno_ks_nu0.1_f32_seed0"
+
+
+def reproduce(*args, **kw):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), *map(str, args)],
+                          capture_output=True, text=True, **kw)
+
+
+def in_process(capsys, *args) -> subprocess.CompletedProcess:
+    """reproduce.py's main in this process (no interpreter start: for commands that train nothing)."""
+    try:
+        code = cli.main([str(a) for a in args])
+    except SystemExit as exit_:  # argparse's refusals
+        code = exit_.code
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A smoke sweep with FFNO and AMGFNO (KS nu = 0.1, f = 32) finished; tests copy it."""
+    out = tmp_path_factory.mktemp("trained") / "sweep"
+    proc = reproduce("run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def copy(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest)
+    return dest
+
+
+def mtimes(out: Path) -> dict[str, float]:
+    return {d.name: (d / "results.json").stat().st_mtime_ns for d in runner.run_dirs(out)
+            if (d / "results.json").exists()}
+
+
+# -- overrides and names -------------------------------------------------------------------------
+def test_override_names_are_readable_stable_and_defaults_keep_todays_names():
+    spec = RunSpec("amgfno", "ks", 0.1, 32, overrides={"normalize": True, "increment": True})
+    assert spec.name == "amgfno_ks_nu0.1_f32+increment+normalize_seed0"
+    assert RunSpec("ffno", "ks", 0.1, 32, seed=2, overrides={"lr": 3e-4, "decoder_input": "last_block"}).name == \
+        "ffno_ks_nu0.1_f32+decoder_input=last_block+lr=0.0003_seed2"
+    # an override equal to TrainConfig's default is no override: today's name, the same run
+    assert RunSpec("ffno", "ks", 0.1, 32, overrides={"normalize": False, "lr": 1e-3}) == RunSpec("ffno", "ks", 0.1, 32)
+    assert RunSpec("ffno", "ks", 0.1, 32).name == FFNO
+    assert RunSpec("ffno", "ks", 0.1, 32, overrides={"lr": 1e-3 + 1e-12}).name != FFNO  # exact: no rounding clash
+    assert RunSpec.from_dict(spec.to_dict()) == spec and json.loads(json.dumps(spec.to_dict()))["overrides"] == {
+        "increment": True, "normalize": True}
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"colour": 1}, "unknown training setting 'colour'; settings a run can override: n_train"),
+    ({"alpha": 0.5}, "'alpha' cannot be a run's override: it is a field of the run itself"),
+    ({"device": "cpu"}, "'device' cannot be a run's override: it is set for the whole sweep"),
+    ({"lr": "fast"}, "override lr='fast': lr takes a finite float"),
+    ({"lr": float("nan")}, "override lr=nan: lr takes a finite float"),
+    ({"width": 6.5}, "override width=6.5: width takes an int"),
+    ({"normalize": 1}, "override normalize=1: normalize takes a bool"),
+    ({"precision": "fp8"}, "override precision='fp8': allowed values fp32, tf32, bf16"),
+], ids=["unknown", "spec-field", "sweep-field", "type", "nan", "int", "bool", "choice"])
+def test_bad_overrides_name_the_key_the_value_and_what_is_allowed(overrides, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        check_overrides(overrides)
+
+
+def test_override_values_are_checked_against_the_whole_config(tmp_path):
+    spec = RunSpec("unet", "ks", 0.1, 32, overrides={"share_weights": True})
+    with pytest.raises(ValueError, match=r"run unet_ks_nu0.1_f32\+share_weights_seed0: --share-weights applies to "
+                                         r"the FFNO family"):
+        runner.write_job(tmp_path, spec, "smoke")
+    with pytest.raises(ValueError, match="lr must be a finite number > 0, got -0.1"):
+        runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32, overrides={"lr": -0.1}), "smoke")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_with_overrides_names_trains_and_reports_its_runs(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    proc = in_process(capsys, "run", "headline", "--preset", "smoke", "--out", out, "--where", "model=ffno", "res=32")
+    assert proc.returncode == 0, proc.stderr
+    plain, norm_inc = out / "runs" / FFNO, out / "runs" / "ffno_ks_nu0.1_f32+increment+normalize_seed0"
+    assert {d.name for d in runner.run_dirs(out)} == {plain.name, norm_inc.name}
+    for run_dir, value in ((plain, False), (norm_inc, True)):
+        config = json.loads((run_dir / "config.json").read_text())  # what the trainer used
+        assert config["normalize"] is value and config["increment"] is value
+    report = in_process(capsys, "report", "headline", "--out", out)
+    assert report.returncode == 0, report.stderr
+    md = (out / "reports" / "headline" / "table.md").read_text()
+    results = {d: json.loads((d / "results.json").read_text())["nrmse"] for d in (plain, norm_inc)}
+    for run_dir, label in ((plain, "defaults"), (norm_inc, "--normalize --increment")):
+        assert f"| KS | 0.1 | 32 | FFNO | {label} | {results[run_dir]:.4g} | 0.446 |" in md
+
+
+# -- selection ----------------------------------------------------------------------------------
+def test_repeated_where_combines_its_filters(capsys):
+    assert parse_where(["pde=ks", "nu=0.1"]) == parse_where(["pde=ks"]) | parse_where(["nu=0.1"])
+    proc = in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", "/nonexistent/sweep", "--where", "pde=ks",
+                     "--where", "nu=0.1", "--where", "res=32", "--where", "model=ffno", "--where", "model=unet")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("2 runs at preset smoke (2 missing)\n  by experiment: table2 2\n")  # ffno, unet
+    assert "--where may be given several times and all filters apply" in " ".join(
+        in_process(capsys, "run", "--help").stdout.split())
+
+
+def test_additive_alpha_1_is_trained_once_as_the_residual_s4ffno():
+    residual = RunSpec("s4ffno", "ks", 0.1, 32)
+    assert RunSpec("s4ffno", "ks", 0.1, 32, fusion="additive", alpha=1.0) == residual
+    additive = EXPERIMENTS["alpha-additive"].runs()
+    assert residual in additive and len(additive) == 45
+    both = select_runs(["alpha-additive", "table2"])
+    assert both.count(residual) == 1 and not [s for s in both if s.fusion == "additive" and s.alpha == 1]
+    assert len(both) == 45 + 84 - 9  # the 9 KS settings' alpha = 1 runs are Table 2's S4FFNO runs
+
+
+def test_set_adds_settings_to_every_run_and_report_finds_them(tmp_path):
+    from amg_fast.experiments.sweep import parse_set, records_for
+
+    overrides = parse_set(["precision=tf32", "n_train=16"])
+    specs = select_runs(["headline"], where=parse_where(["res=32", "model=ffno"]), overrides=overrides)
+    assert [s.name for s in specs] == ["ffno_ks_nu0.1_f32+n_train=16+precision=tf32_seed0",
+                                       "ffno_ks_nu0.1_f32+increment+n_train=16+normalize+precision=tf32_seed0"]
+    runner.prepare_sweep(tmp_path, "smoke")
+    for spec in specs + [RunSpec("ffno", "ks", 0.1, 32)]:
+        runner.write_job(tmp_path, spec, "smoke")
+    assert {r["name"] for r in records_for(tmp_path, "headline", overrides=overrides)} == {s.name for s in specs}
+    assert {r["name"] for r in records_for(tmp_path, "headline")} == {FFNO}
+    with pytest.raises(ValueError, match="--set lr: one value per setting, got 2"):
+        parse_set(["lr=1e-3,3e-4"])
+
+
+def test_priority_order_is_the_experiments_order_then_seeds():
+    specs = select_runs(["headline"], seeds=(0, 1, 2))
+    assert [s.name for s in specs[:4]] == ["amgfno_ks_nu0.1_f32_seed0", "amgfno_ks_nu0.1_f32_seed1",
+                                           "amgfno_ks_nu0.1_f32_seed2", "amgfno_ks_nu0.1_f32+increment+normalize_seed0"]
+    assert [s.res for s in specs] == [32] * 18 + [128] * 18
+
+
+# -- a user's grid ------------------------------------------------------------------------------
+def test_a_user_grid_trains_resumes_after_kill_9_and_reports(tmp_path):
+    """Two axes (lr, width) x two seeds; the sweep killed -9 while a run trains, run again, reported."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('model = "ffno"\nlr = [1e-3, 3e-4]\nwidth = [4, 8]\nepochs = 1\n')
+    args = ["run", "--grid-file", grid, "--seeds", 0, 1, "--preset", "smoke", "--workers", 1]
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "reproduce.py"), *map(str, args), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        dirs = runner.run_dirs(out)
+        done = [d for d in dirs if (d / "results.json").exists()]
+        if done and any((d / "config.json").exists() and d not in done for d in dirs):
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail(f"the grid never had one run done and another started (exit {proc.returncode})")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = mtimes(out)
+    rerun = reproduce(*args, "--out", out)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "8 of 8 runs done" in rerun.stdout
+    assert {k: v for k, v in mtimes(out).items() if k in finished} == finished  # finished runs untouched
+    assert "ffno_ks_nu0.1_f32+epochs=1+lr=0.0003+width=4_seed1" in mtimes(out)
+    report = reproduce("report", "grid", "--out", out)
+    assert report.returncode == 0, report.stderr
+    md = (out / "reports" / "grid" / "table.md").read_text()
+    assert "| lr | width | n | nRMSE |" in md
+    rows = [line for line in md.splitlines() if line.startswith(("| 0.001 |", "| 0.0003 |"))]
+    assert len(rows) == 4 and all(" | 2 | " in row and "[n=2]" in row for row in rows)
+
+
+# -- results that travel ------------------------------------------------------------------------
+def test_export_then_run_elsewhere_trains_no_run_twice_and_gives_equal_tables(trained, tmp_path, capsys):
+    first = copy(trained, tmp_path / "machine1")  # machine 1 finished FFNO only (AMGFNO's run lost)
+    shutil.rmtree(first / "runs" / AMGFNO)
+    tree = tmp_path / "repo" / "results" / "sweep"
+    assert in_process(capsys, "export", first, "--to", tree).returncode == 0
+    assert {p.name for p in (tree / "runs" / FFNO).iterdir()} <= set(runner.EXPORT_FILES) | {runner.LOG_FILE}
+    assert not list(tree.rglob("*.pt")) and not list(tree.rglob("rollout.npz"))
+    status = in_process(capsys, "status", "--out", tree)
+    assert status.returncode == 0 and "1 runs: 1 done" in status.stdout
+    ffno_results = (tree / "runs" / FFNO / "results.json").read_bytes()
+
+    second = copy(tree, tmp_path / "machine2")  # the committed tree checked out on machine 2
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", second, *PAIR)
+    assert proc.returncode == 0, proc.stderr
+    assert (second / "runs" / FFNO / "results.json").read_bytes() == ffno_results  # not trained again
+    assert not (second / "runs" / FFNO / "checkpoint.pt").exists()
+    again = in_process(capsys, "export", second, "--to", tree)
+    assert again.returncode == 0 and "exported 1 runs" in again.stdout and "1 were there already" in again.stdout
+    for out in (second, tree):
+        assert in_process(capsys, "report", "table2", "--out", out).returncode == 0
+    tables = [(out / "reports" / "table2" / "table.md").read_text() for out in (second, tree)]
+    assert tables[0] == tables[1] and "2 done" in tables[0]
+
+
+def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
+    out = copy(trained, tmp_path / "sweep")
+    for dest, message in ((out, "the sweep itself"), (out / "runs" / "x", "inside its runs/")):
+        proc = in_process(capsys, "export", out, "--to", dest)
+        assert proc.returncode == 2 and message in proc.stderr
+    other = tmp_path / "other"
+    runner.prepare_sweep(other, "cpu")
+    proc = in_process(capsys, "export", out, "--to", other)
+    assert proc.returncode == 2 and "holds runs of preset 'cpu'" in proc.stderr
+    empty = tmp_path / "empty"
+    runner.prepare_sweep(empty, "smoke")
+    assert "no finished run to export" in in_process(capsys, "export", empty, "--to", tmp_path / "nothing").stdout
+    assert not (tmp_path / "nothing").exists()
+
+
+# -- the budget ---------------------------------------------------------------------------------
+def test_budget_starts_only_what_it_can_finish():
+    clock = [100.0]
+    estimator = Estimator({"device": "cpu", "name": "test"}, "smoke")
+    config = {"res": 32, "epochs": 2, "n_train": 8}  # 5 s start-up + 2 epochs x 2 s = 9 s by the defaults
+    budget = Budget(20.0, estimator, {"a": config, "b": config, "c": {**config, "epochs": 1}}, clock=lambda: clock[0])
+    assert budget(Path("a")) is None
+    clock[0] += 8.0  # 12 s left: b fits
+    assert budget(Path("b")) is None
+    clock[0] += 6.0  # 6 s left: b's kind needs 9 s, c 7 s
+    assert budget(Path("a")) and budget(Path("c"))
+    assert budget.skipped["a"].startswith("needs ~9 s (default for preset smoke on cpu), 6 s of the budget left")
+    assert Budget(None, estimator, {})(Path("a")) is None
+    with pytest.raises(ValueError, match="--budget-s must be a finite number of seconds > 0, got 0"):
+        Budget(0, estimator, {})
+
+
+def test_default_estimates_scale_with_f_and_the_training_set():
+    from amg_fast.experiments.estimate import PRESET_N_TRAIN
+    from amg_fast.experiments.specs import PRESETS
+
+    estimator = Estimator({"device": "cpu", "name": "test"}, "cpu")
+    base = runner.job_config(RunSpec("ffno", "ks", 0.1, 32), "cpu").to_dict()
+    assert estimator.seconds(base)[0] == pytest.approx(5.0 + 1.0 * 20)  # the cpu preset: 1 s an epoch, 20 epochs
+    assert estimator.seconds({**base, "res": 128, "n_train": 256})[0] == pytest.approx(5.0 + 8.0 * 20)
+    assert {p: runner.job_config(RunSpec("ffno", "ks", 0.1, 32), p).n_train for p in PRESETS} == PRESET_N_TRAIN
+
+
+def test_estimates_use_this_machines_finished_runs(trained):
+    machine = json.loads((trained / "runs" / FFNO / "machine.json").read_text())
+    config = json.loads((trained / "runs" / FFNO / "job.json").read_text())["config"]
+    results = json.loads((trained / "runs" / FFNO / "results.json").read_text())
+    here = Estimator(machine, "smoke", runner.run_dirs(trained))
+    seconds, source = here.seconds(config)
+    assert source.startswith("measured here (1 finished run")
+    assert seconds == pytest.approx(5.0 + results["wall_time_s"])
+    elsewhere = Estimator({**machine, "name": "another CPU"}, "smoke", runner.run_dirs(trained))
+    assert elsewhere.seconds(config)[1] == "default for preset smoke on cpu"
+
+
+def test_a_tiny_budget_starts_nothing_and_says_why(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR, "--budget-s", "1")
+    assert proc.returncode == cli.EXIT_BUDGET, proc.stderr
+    assert proc.stderr.count("skipped: ") == 2 and "1 s of the budget left" in proc.stderr
+    assert "2 not started within --budget-s 1" in proc.stdout
+    assert all(runner.run_state(d) == "missing" for d in runner.run_dirs(out))
+
+
+# -- sweeps that move, copies, truthful states ----------------------------------------------------
+def test_a_moved_half_finished_sweep_finishes_where_it_lies_and_a_copy_never_writes_into_its_origin(
+        trained, tmp_path, capsys):
+    origin = copy(trained, tmp_path / "origin")
+    (origin / "runs" / AMGFNO / "results.json").unlink()  # half-finished: a checkpoint, no results
+    assert runner.run_state(origin / "runs" / AMGFNO) == "partial"
+    moved = tmp_path / "moved"
+    origin.rename(moved)
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", moved, *PAIR)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 of 2 runs done" in proc.stdout and not origin.exists()
+    config = json.loads((moved / "runs" / AMGFNO / "config.json").read_text())
+    assert config["out"] == str(moved.resolve() / "runs" / AMGFNO) and config["cache_dir"] == str(moved.resolve() / "data")
+    assert "run directory moved" in (moved / "runs" / AMGFNO / "train.log").read_text()
+
+    clone = copy(moved, tmp_path / "clone")
+    (clone / "runs" / AMGFNO / "results.json").unlink()
+    before = mtimes(moved)
+    assert in_process(capsys, "run", "table2", "--preset", "smoke", "--out", clone, *PAIR).returncode == 0
+    assert mtimes(moved) == before and runner.run_state(clone / "runs" / AMGFNO) == "done"
+
+
+@pytest.mark.parametrize("content", ['{"nrmse": 0.', "[1]", '{"nrmse": "low"}', "", '{"nrmse": true}'],
+                         ids=["truncated", "list", "wrong-type", "empty", "bool"])
+def test_a_corrupt_results_file_makes_the_run_corrupt(tmp_path, capsys, content):
+    runner.prepare_sweep(tmp_path, "smoke")
+    run_dir = runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32), "smoke")
+    (run_dir / "results.json").write_text(content)
+    assert runner.run_state(run_dir) == "corrupt" and runner.read_record(run_dir)["results"] is None
+    for command in (["plan", "table2", "--preset", "smoke", "--where", "model=ffno", "pde=ks", "nu=0.1", "res=32"],
+                    ["status"], ["report", "table2"]):
+        proc = in_process(capsys, *command, "--out", tmp_path)  # a traceback would fail the test
+        assert proc.returncode in (0, 1), proc.stderr
+    status = in_process(capsys, "status", "--out", tmp_path).stdout
+    assert "corrupt: ffno_ks_nu0.1_f32_seed0: results.json is unreadable" in status
+
+
+def test_a_corrupt_run_is_trained_again(trained, tmp_path, capsys):
+    out = copy(trained, tmp_path / "sweep")
+    (out / "runs" / FFNO / "results.json").write_text("[1]")
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert proc.returncode == 0 and "2 of 2 runs done" in proc.stdout, proc.stderr
+    assert runner.read_results(out / "runs" / FFNO) is not None
+    assert (out / "runs" / FFNO / "results.json.corrupt").read_text() == "[1]"
+
+
+def test_a_run_whose_worker_died_is_named_and_the_exit_is_non_zero(tmp_path, monkeypatch, capsys):
+    """A worker killed without writing error.json (here: it writes config.json and exits)."""
+    def dies(run_dir, gpu, threads):
+        (Path(run_dir) / "config.json").write_text("{}")
+        return runner.run_state(run_dir)
+    monkeypatch.setattr(runner, "_run_in_subprocess", dies)
+    code = cli.main(["run", "table2", "--preset", "smoke", "--out", str(tmp_path / "s"), *PAIR])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_NOT_DONE
+    assert f"died: {FFNO}: its process ended without results" in err and f"died: {AMGFNO}" in err
+    truncated = runner.write_job(tmp_path / "s", RunSpec("ffno", "ks", 0.1, 32), "smoke")
+    (truncated / "job.json").write_text('{"spec": {"mod')
+    assert runner.run_job(str(truncated)) == "failed"  # not a traceback in the worker: recorded
+    assert "job.json: unreadable or not a job" in json.loads((truncated / "error.json").read_text())["error"]
+
+
+def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
+    code = "import sys; from amg_fast.experiments import runner\n" \
+           "try: runner.prepare_sweep(sys.argv[1], sys.argv[2]); print('ok')\n" \
+           "except runner.SweepError: print('refused')"
+    for attempt in range(2):
+        out = tmp_path / f"sweep{attempt}"
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(out), preset], stdout=subprocess.PIPE, text=True)
+                 for preset in ("smoke", "cpu")]
+        said = [p.communicate()[0].strip() for p in procs]
+        assert sorted(said) == ["ok", "refused"], said
+        assert json.loads((out / "sweep.json").read_text())["preset"] == ("smoke", "cpu")[said.index("ok")]
+
+
+# -- refused before anything is written ---------------------------------------------------------
+@pytest.mark.parametrize("args,message", [
+    (["run", "table2", "--where", "nu=0.2"], "--where nu=0.2 matches no run of table2 (their nu values: 0.001, 0.075"),
+    (["run", "table2", "--where", "nu=nan"], "--where nu=nan matches no run"),
+    (["run", "table2", "--where", "seed=1"], "--where seed=1 matches no run of table2 (their seed values: 0)"),
+    (["run", "table2", "alpha-convex", "--where", "model=ffno", "--where", "fusion=convex"],
+     "the filters model=ffno fusion=convex together match no run"),
+    (["run", "table2", "--device", "gpu0"] + PAIR, "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
+    (["run", "table2", "--seeds", "-1"] + PAIR, "a seed must be an integer in [0, 2**32), got '-1'"),
+    (["run", "table2", "--seeds", "1e20"] + PAIR, "a seed must be an integer in [0, 2**32), got '1e20'"),
+    (["run", "table2", "--seeds", str(2 ** 32)] + PAIR, "a seed must be an integer in [0, 2**32)"),
+    (["run", "table2", "--sbatch", "account=x\n#SBATCH --wrap=rm"] + PAIR, "control characters"),
+    (["run", "table2", "--partition", "gpu\n#SBATCH --x"] + PAIR, "--partition 'gpu\\n#SBATCH --x': control"),
+    (["run", "--grid", "colour=red"], "--grid: unknown key 'colour'"),
+    (["run", "--grid", "lr=fast"], "--grid lr='fast': lr takes a float"),
+    (["run", "--grid", "model=unet", "share_weights=true"], "--share-weights applies to the FFNO family"),
+    (["run", "--grid", "model=ffno", "--grid-file", "g.toml"], "with --grid or --grid-file, not both"),
+    (["run"], "name at least one experiment (or all, or a --grid)"),
+    (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
+], ids=["nu-absent", "nu-nan", "seed-absent", "filters-together", "device", "seed-negative", "seed-1e20",
+        "seed-2^32", "sbatch-newline", "partition-newline", "grid-key", "grid-value", "grid-combination",
+        "grid-twice", "nothing", "budget"])
+def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
+    out = tmp_path / "sweep"
+    proc = in_process(capsys, *args, "--preset", "smoke", "--out", out)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_out_that_is_no_sweep_is_refused(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", afile, *PAIR)
+    assert proc.returncode == 2 and f"--out {afile} is a file, not a sweep directory" in proc.stderr
+    train_dir = tmp_path / "trainrun"  # a scripts/train.py run directory
+    train_dir.mkdir()
+    (train_dir / "config.json").write_text("{}")
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", train_dir, *PAIR)
+    assert proc.returncode == 2 and "not a sweep directory (no sweep.json) and not empty (a train.py run directory?)" \
+        in proc.stderr
+    assert sorted(p.name for p in train_dir.iterdir()) == ["config.json"]
+    for command in (["status"], ["report", "table2"]):
+        proc = in_process(capsys, *command, "--out", afile)
+        assert proc.returncode == 2 and "is a file, not a sweep directory" in proc.stderr
+
+
+def test_status_without_runs_and_a_run_directory_that_is_a_file(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    runner.prepare_sweep(out, "smoke")
+    proc = in_process(capsys, "status", "--out", out)
+    assert proc.returncode == 0 and "0 runs: none yet" in proc.stdout, proc.stderr
+    (out / "runs").mkdir()
+    (out / "runs" / FFNO).write_text("not a directory")
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert proc.returncode == 2 and f"runs/{FFNO} is a file, not a run directory; move it away" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_report_never_overwrites_a_table_with_an_empty_one(trained, tmp_path, capsys):
+    out = copy(trained, tmp_path / "sweep")
+    assert in_process(capsys, "report", "table3", "--out", out).returncode == 0
+    table = (out / "reports" / "table3" / "table.md").read_text()
+    proc = in_process(capsys, "report", "table3", "--out", out, "--omega-from", "paper")  # a data-omega sweep
+    assert proc.returncode == 1
+    assert "table3: no finished run in" in proc.stderr and "the sweep has its runs with --omega-from data" in proc.stderr
+    assert (out / "reports" / "table3" / "table.md").read_text() == table
+    proc = in_process(capsys, "report", "table2", "--out", out)
+    assert proc.returncode == 0 and "lacks 82 of its 84 runs (seeds 0): ffno_ks_nu0.075_f32_seed0" in proc.stdout
+
+
+# -- KS data readings (the fidelity experiment's @lpsda runs) --------------------------------------
+def test_a_reading_run_trains_on_the_data_of_its_reading(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    proc = in_process(capsys, "run", "fidelity", "--preset", "smoke", "--out", out, "--where", "model=ffno",
+                      "reading=s4ffno-t5")
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = runner.run_dirs(out)
+    assert run_dir.name == "ffno_ks_nu0.1_f32+reading=s4ffno-t5_seed0"
+    data = Path(json.loads((run_dir / "config.json").read_text())["data"])
+    assert data.parent == out.resolve() / "data" and data.name.startswith("ks_nu0.1_terms10_kmax7_tend5_dt0.2_")
+    assert [p.name for p in (out / "data").glob("*.h5")] == [data.name]  # the default data set never made
+
+
+def test_omega_of_each_reading(capsys):
+    from amg_fast.experiments.readings import READINGS
+
+    proc = in_process(capsys, "omega", "--n", 1, "--nu", 0.1)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 0.1 |")]
+    assert len(rows) == len(READINGS) == 8 and "s4ffno IC [0, 5], dt 0.2 (26 frames) (`s4ffno-t5`)" in proc.stdout
+    assert all(0.0 <= float(cell) <= 1.0 for row in rows for cell in row.strip("| ").split(" | ")[2:])
