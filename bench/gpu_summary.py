@@ -81,7 +81,8 @@ OP_PRECISION = "fp32"  # the mode of op_ms and kernels_per_step: the paper prese
 PARTS = ("triton", "eager", "ops", "kernels", "compiled", "variants")
 DEFAULT_BUDGET_S = 240.0
 # Seconds a part is expected to take on an H100 until one of its kind has run (then: the last one's).
-# From bench/results/20261126-h100 (logs/03-bench.log, followup/): a step case ~2 s warm; Triton's JIT
+# From the 2026-11-26 H100 session (its bench log, in git history at ed6e4ea;
+# results/gpu/20261126-h100/followup/): a step case ~2 s warm; Triton's JIT
 # ~10-20 s per precision mode on a cold cache; compiling the step 15-25 s per mode and size.
 PRIOR_S = {"triton/first": 25.0, "triton": 4.0, "eager": 4.0, "ops": 5.0, "kernels": 6.0, "compiled": 35.0,
            "variant": 30.0}
