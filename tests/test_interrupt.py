@@ -17,6 +17,7 @@ import torch
 from helpers import translating_waves
 
 from amg_fast.data.h5 import write_amg_fast
+from amg_fast.experiments import runner
 from amg_fast.train.config import TrainConfig
 from amg_fast.train.trainer import train
 
@@ -127,3 +128,20 @@ def test_generate_leaves_no_partial_file_and_says_a_rerun_skips_complete_ones(tm
     assert line.startswith(f"interrupted: {path} was not written (no partial file is left; the data sets already in "
                            f"{out} are complete and a rerun skips them); generate it with: python ")
     assert not path.exists() and not temp_files(tmp_path)
+
+
+def test_reproduce_stops_its_workers_and_says_how_to_continue(tmp_path):
+    """SIGINT to the driver alone (a terminal's Ctrl-C reaches the workers too; they ignore the
+    second SIGINT): the driver stops its worker, which keeps the run's checkpoint."""
+    out = tmp_path / "sweep"
+    args = ["run", "table2", "--preset", "cpu", "--out", out, "--where", "model=ffno", "pde=ks", "nu=0.1", "res=32"]
+    run_dir = out / "runs" / "ffno_ks_nu0.1_f32_seed0"
+    run = Running("reproduce.py", *args)
+    line = the_line(*run.interrupt_when(lambda: (run_dir / "checkpoint.pt").exists(), "the run's first checkpoint"))
+    assert line == ("interrupted: 0 of 1 runs done, 1 partial (each resumes from its last checkpoint); continue with: "
+                    + shlex.join(["python", str(SCRIPTS / "reproduce.py"), *map(str, args)]))
+    assert runner.run_state(run_dir) == "partial"  # the worker has exited (its lock is free); not an error
+    log = (run_dir / runner.LOG_FILE).read_text()
+    assert f"interrupted: {run_dir} stopped (its last checkpoint is kept; the next `reproduce.py run` resumes it)" \
+        in log and "Traceback" not in log, log
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] >= 1 and not temp_files(tmp_path)

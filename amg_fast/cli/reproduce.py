@@ -4,6 +4,7 @@
   reproduce.py plan EXP... --preset P --out DIR [--where KEY=V1,V2 ...] [--seeds 0 1 2]
   reproduce.py run EXP... --preset P --out DIR [filters] [--launcher local|slurm] [--workers N]
                [--runs-per-gpu K] [--device D] [--fast-kernels] [--cuda-graph] [--omega-from data|paper]
+               [--launcher slurm --time MIN --max-requeues N ...]
   reproduce.py status --out DIR
   reproduce.py report EXP... --out DIR [--omega-from data|paper]
 
@@ -11,7 +12,9 @@ EXP: experiment ids from `list`, or all. A run that several experiments need is 
 Presets: paper (the paper's protocol, as train.py --preset paper), cpu (a small scale for a 2-core
 CPU), smoke (seconds per run). Runs live in DIR/runs/<name>/ with train.py's files; finished runs
 are never redone, partial ones resume, failed ones are retried by the next `run`; reports go to
-DIR/reports/<EXP>/ (table.md, table.csv, table.tex, figures as PNG and PDF).
+DIR/reports/<EXP>/ (table.md, table.csv, table.tex, figures as PNG and PDF). Ctrl-C stops a local
+sweep (each run keeps its last checkpoint) and prints the command that continues it; a Slurm job
+that reaches --time is requeued and resumes from its checkpoint.
 
 Example (CPU, about 10 minutes): reproduce.py run table2 --preset cpu --out sweeps/cpu
     --where model=ffno,s4ffno,amgfno pde=ks nu=0.1 res=32 && reproduce.py report table2 --out sweeps/cpu
@@ -23,6 +26,7 @@ import json
 import sys
 from pathlib import Path
 
+from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.experiments import runner
 from amg_fast.experiments.registry import EXPERIMENTS, OMEGA_SOURCES
 from amg_fast.experiments.specs import FILTER_KEYS, PRESETS
@@ -66,6 +70,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     run.add_argument("--array-parallelism", type=int, default=64, help="slurm: runs at once (default 64)")
     run.add_argument("--sbatch", nargs="+", metavar="KEY=VALUE", default=[],
                      help="slurm: extra sbatch options, e.g. account=myproj qos=high")
+    run.add_argument("--max-requeues", type=int, default=runner.MAX_REQUEUES,
+                     help="slurm: times a run's job that reaches --time is requeued, resuming from the run's last "
+                          f"checkpoint (submitit's slurm_max_num_timeout; default {runner.MAX_REQUEUES}: up to "
+                          f"{runner.MAX_REQUEUES + 1} x --time per run; preemptions are not counted)")
     status = sub.add_parser("status", help="how many runs are done / running / partial / failed, and the errors")
     status.add_argument("--out", required=True, type=Path, help="the sweep directory")
     report = sub.add_parser("report", help="tables and figures from the finished runs")
@@ -111,6 +119,7 @@ def cmd_run(args) -> int:
     specs = _specs(args)
     sbatch = _sbatch_options(args.sbatch)
     if args.launcher == "slurm":  # checked before anything is written
+        runner.check_max_requeues(args.max_requeues)
         runner.check_slurm()
     else:
         runner.check_worker_counts(args.workers, args.runs_per_gpu)
@@ -120,7 +129,8 @@ def cmd_run(args) -> int:
     if args.launcher == "slurm":
         ids = runner.run_slurm(run_dirs, args.out / "slurm", partition=args.partition, time_min=args.time,
                                gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
-                               array_parallelism=args.array_parallelism, extra_sbatch=sbatch)
+                               array_parallelism=args.array_parallelism, extra_sbatch=sbatch,
+                               max_requeues=args.max_requeues)
         print(f"submitted {len(ids)} runs" + (f" (jobs {ids[0]} ... {ids[-1]})" if ids else "")
               + f"; follow with: reproduce.py status --out {args.out}")
         return 0
@@ -171,8 +181,26 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _kept(args, argv) -> str:
+    """After Ctrl-C: for `run`, the runs' states from their files and the command that continues
+    the sweep; for the other commands, that nothing is half-written."""
+    again = command_line(argv)
+    if args.command != "run" or not (args.out / runner.SWEEP_FILE).exists():
+        return f"every file written so far is complete (each is written whole); run it again with: {again}"
+    states = [runner.run_state(runner.run_dir_of(args.out, spec)) for spec in _specs(args)]
+    counts = {state: states.count(state) for state in runner.STATES}
+    other = ", ".join(f"{counts[s]} {s}" for s in ("running", "failed", "missing") if counts[s])
+    queued = "; runs already submitted stay queued" if args.launcher == "slurm" else ""
+    return (f"{counts['done']} of {len(states)} runs done, {counts['partial']} partial (each resumes from its last "
+            f"checkpoint){', ' + other if other else ''}{queued}; continue with: {again}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    return run_interruptible(lambda: _command(args), lambda: _kept(args, argv))
+
+
+def _command(args) -> int:
     try:
         return {"list": cmd_list, "plan": cmd_plan, "run": cmd_run, "status": cmd_status,
                 "report": cmd_report}[args.command](args)
