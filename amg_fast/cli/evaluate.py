@@ -15,6 +15,7 @@ import torch
 
 from amg_fast._checks import check_device
 from amg_fast._files import atomic_write_text, check_output_file
+from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.models import build_model
 from amg_fast.train.checkpoint import CheckpointError, load_checkpoint
@@ -66,6 +67,12 @@ def load_run(path: Path) -> tuple[TrainConfig, torch.nn.Module]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    kept = (f"nothing was written (--json {args.json} is written when the evaluation finishes)" if args.json
+            else "nothing was written") + f"; run it again with: {command_line(argv)}"
+    return run_interruptible(lambda: _run(args), lambda: kept)
+
+
+def _run(args) -> int:
     try:
         return _evaluate(args)
     except USER_ERRORS as err:  # a message, no traceback
@@ -88,6 +95,7 @@ def _evaluate(args) -> int:
     model.to(device)
     check_model_runs(model, res, device)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)
+    print(f"evaluating {path} ({cfg.model}) at f={res} on {len(ds)} {args.split} trajectories", flush=True)
     result = evaluate(model, loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
     out = {"checkpoint": str(path), "data": args.data, "res": res, "split": args.split, "n": len(ds),
            "nrmse": result.nrmse, "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,

@@ -15,7 +15,9 @@ import sys
 
 from tqdm import tqdm
 
-from amg_fast.data.generate import KS_OPTIONS, OMEGA_RESOLUTIONS, PDES, default_n_test, generate_dataset
+from amg_fast._interrupt import command_line, run_interruptible
+from amg_fast.data.generate import (KS_OPTIONS, OMEGA_RESOLUTIONS, PDES, dataset_path, default_n_test,
+                                    generate_dataset)
 
 __all__ = ["parse_args", "ks_options_of", "main"]
 
@@ -63,6 +65,21 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     nu = args.nu if args.nu is not None else (0.1 if args.pde == "ks" else 0.001)
     n_test = args.n_test if args.n_test is not None else default_n_test(args.pde, args.n_train)
+    return run_interruptible(lambda: _generate(args, nu, n_test), lambda: _kept(args, nu, n_test, argv))
+
+
+def _kept(args, nu: float, n_test: int, argv) -> str:
+    """After Ctrl-C: the data set's file is either complete (written whole, then renamed) or absent."""
+    path = dataset_path(args.out, args.pde, nu, args.n_train, n_test, args.seed, ks_options_of(args) or None)
+    if path.exists() and args.overwrite:
+        return f"{path} was not replaced (it keeps the earlier data set, whole); replace it with: {command_line(argv)}"
+    if path.exists():
+        return f"{path} is complete; a rerun skips it"
+    return (f"{path} was not written (no partial file is left; the data sets already in {args.out} are complete "
+            f"and a rerun skips them); generate it with: {command_line(argv)}")
+
+
+def _generate(args, nu: float, n_test: int) -> int:
     with tqdm(total=args.n_train + n_test, unit="traj", desc=f"{args.pde} nu={nu:g}") as bar:
         try:
             path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,

@@ -6,6 +6,7 @@ resumable, local or Slurm, continued across machines.
   reproduce.py run EXP... --preset P --out DIR [filters] [--set KEY=VALUE ...] [--budget-s N] [--launcher local|slurm] [--workers N]
                [--runs-per-gpu K] [--device D] [--fast-kernels] [--cuda-graph] [--omega-from data|paper]
   reproduce.py run --grid KEY=V1,V2 ... (or --grid-file grid.toml) --preset P --out DIR [--seeds ...]
+               [--launcher slurm --time MIN --max-requeues N ...]
   reproduce.py status --out DIR
   reproduce.py report EXP... (or grid) --out DIR [--omega-from data|paper] [--set ...]
   reproduce.py export DIR --to PATH
@@ -24,7 +25,9 @@ trains only what is missing.
 
 Exit status of run: 0 every selected run done; 1 a run not done (named with its state: failed,
 died, corrupt, partial, running); 3 only runs the --budget-s left unstarted remain; 2 a refused
-command (nothing written).
+command (nothing written). Ctrl-C stops a local sweep (each run keeps its last checkpoint) and
+prints the command that continues it (exit 130); a Slurm job that reaches --time is requeued and
+resumes from its checkpoint.
 
 Example (CPU, about 10 minutes): reproduce.py run table2 --preset cpu --out sweeps/cpu
     --where model=ffno,s4ffno,amgfno --where pde=ks nu=0.1 res=32 && reproduce.py report table2 --out sweeps/cpu
@@ -36,6 +39,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.experiments import runner
 from amg_fast.experiments.estimate import Estimator, machine_of
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, OMEGA_SOURCES
@@ -110,6 +114,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     run.add_argument("--array-parallelism", type=int, default=64, help="slurm: runs at once (default 64)")
     run.add_argument("--sbatch", nargs="+", metavar="KEY=VALUE", default=[],
                      help="slurm: extra sbatch options, e.g. account=myproj qos=high (no control characters)")
+    run.add_argument("--max-requeues", type=int, default=runner.MAX_REQUEUES,
+                     help="slurm: times a run's job that reaches --time is requeued, resuming from the run's last "
+                          f"checkpoint (submitit's slurm_max_num_timeout; default {runner.MAX_REQUEUES}: up to "
+                          f"{runner.MAX_REQUEUES + 1} x --time per run; preemptions are not counted)")
     status = sub.add_parser("status", help="how many runs are done / running / partial / failed / died / corrupt, "
                                            "and why each is not done")
     status.add_argument("--out", required=True, type=Path, help="the sweep directory")
@@ -233,7 +241,8 @@ def cmd_run(args) -> int:
     sbatch = _sbatch_options(args.sbatch)
     if args.partition is not None:
         _no_control("--partition", args.partition)
-    if args.launcher == "slurm":
+    if args.launcher == "slurm":  # checked before anything is written
+        runner.check_max_requeues(args.max_requeues)
         runner.check_slurm()
     else:
         runner.check_worker_counts(args.workers, args.runs_per_gpu)
@@ -249,7 +258,8 @@ def cmd_run(args) -> int:
     if args.launcher == "slurm":
         ids = runner.run_slurm(run_dirs, args.out / "slurm", partition=args.partition, time_min=args.time,
                                gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
-                               array_parallelism=args.array_parallelism, extra_sbatch=sbatch)
+                               array_parallelism=args.array_parallelism, extra_sbatch=sbatch,
+                               max_requeues=args.max_requeues)
         print(f"submitted {len(ids)} runs" + (f" (jobs {ids[0]} ... {ids[-1]})" if ids else "")
               + f"; follow with: reproduce.py status --out {args.out}")
         return 0
@@ -357,8 +367,26 @@ def cmd_omega(args) -> int:
     return 0
 
 
+def _kept(args, argv) -> str:
+    """After Ctrl-C: for `run`, the runs' states from their files and the command that continues
+    the sweep; for the other commands, that nothing is half-written."""
+    again = command_line(argv)
+    if args.command != "run" or not (args.out / runner.SWEEP_FILE).exists():
+        return f"every file written so far is complete (each is written whole); run it again with: {again}"
+    states = [runner.run_state(runner.run_dir_of(args.out, spec)) for spec in _specs(args)]
+    counts = {state: states.count(state) for state in runner.STATES}
+    other = ", ".join(f"{counts[s]} {s}" for s in ("running", "failed", "died", "corrupt", "missing") if counts[s])
+    queued = "; runs already submitted stay queued" if args.launcher == "slurm" else ""
+    return (f"{counts['done']} of {len(states)} runs done, {counts['partial']} partial (each resumes from its last "
+            f"checkpoint){', ' + other if other else ''}{queued}; continue with: {again}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    return run_interruptible(lambda: _command(args), lambda: _kept(args, argv))
+
+
+def _command(args) -> int:
     try:
         return {"list": cmd_list, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report,
                 "export": cmd_export, "omega": cmd_omega}[args.command](args)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 
-from amg_fast.train.config import TrainConfig
-from amg_fast.train.trainer import USER_ERRORS, train
+from amg_fast._interrupt import command_line, run_interruptible
+from amg_fast.train.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.trainer import USER_ERRORS, default_out, train
 
 __all__ = ["build_parser", "parse_args", "main"]
 
@@ -53,6 +56,10 @@ def parse_args(argv=None) -> TrainConfig:
 
 def main(argv=None) -> int:
     cfg = parse_args(argv)
+    return run_interruptible(lambda: _train(cfg), lambda: _kept(cfg, argv))
+
+
+def _train(cfg: TrainConfig) -> int:
     try:
         results = train(cfg)
     except USER_ERRORS as err:  # a message, no traceback (a corrupt checkpoint is a ValueError too)
@@ -64,3 +71,18 @@ def main(argv=None) -> int:
               f"| {results['model']} | {results['pde']} | {results['nu']:g} | {results['res']} | {results['params']:,} "
               f"| {results['nrmse']:.4f} | {gate} | {results['wall_time_s']:.0f} s |")
     return 0
+
+
+def _kept(cfg: TrainConfig, argv) -> str:
+    """After Ctrl-C: the epoch the run directory's checkpoint holds and the command that resumes
+    it, or that nothing was kept (the trainer removes a run directory that has no checkpoint)."""
+    out = Path(cfg.out if cfg.out is not None else default_out(resolve_config(cfg)))
+    path = latest_checkpoint(out)
+    if path is None:
+        return f"no checkpoint was written yet, so nothing was kept in {out}; run the same command to start again"
+    try:
+        state = load_checkpoint(path, required=("epoch", "config"))
+    except CheckpointError as err:
+        return f"{err}"
+    return (f"run directory {out} keeps the checkpoint of epoch {state['epoch']} of {state['config']['epochs']}; "
+            f"continue with: {command_line(argv, *([] if cfg.resume else ['--resume']))}")

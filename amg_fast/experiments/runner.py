@@ -17,15 +17,19 @@ results object: the next `run` trains it again), running (its lock is held), fai
 partial (a checkpoint to resume), died (started, then ended without results, error or checkpoint:
 a killed worker), missing. A finished run is never trained again; a partial one resumes from its
 checkpoint; failed, died and corrupt ones are trained again by the next `run`. kill -9 of the
-driver and its workers loses at most the epochs since each run's last checkpoint.
+driver and its workers loses at most the epochs since each run's last checkpoint; so does Ctrl-C,
+which stops the workers (run_local) with exit 130, and so does a Slurm job that reaches its time
+limit, which is requeued and resumes (amg_fast.experiments.slurm_job).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +39,7 @@ from typing import Callable, Iterable
 from filelock import FileLock, Timeout
 
 from amg_fast._files import atomic_write_text, check_writable_dir
+from amg_fast._interrupt import EXIT_INTERRUPTED, stop_once
 from amg_fast.experiments.specs import RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
@@ -42,7 +47,7 @@ from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
            "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
            "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
-           "export_runs", "state_note"]
+           "export_runs", "state_note", "check_max_requeues", "MAX_REQUEUES"]
 
 STATES = ("done", "running", "partial", "failed", "died", "corrupt", "missing")
 NOT_DONE = ("failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
@@ -414,16 +419,42 @@ def worker_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> lis
     return [None] * (workers or 1)
 
 
-def _run_in_subprocess(run_dir: Path, gpu: str | None, cpu_threads: int | None = None) -> str:
-    env = dict(os.environ)
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    if cpu_threads is not None and "OMP_NUM_THREADS" not in os.environ:
-        env["OMP_NUM_THREADS"] = str(cpu_threads)
-    with open(Path(run_dir) / LOG_FILE, "a") as log_file:
-        subprocess.run([sys.executable, "-m", "amg_fast.experiments.runner", str(run_dir)], env=env,
-                       stdout=log_file, stderr=subprocess.STDOUT, check=False)
-    return run_state(run_dir)
+class _Workers:
+    """The worker processes of run_local. Ctrl-C in the driver (KeyboardInterrupt in its main
+    thread) calls interrupt(): no new worker starts and the running ones get SIGINT, so each stops
+    as train.py does on Ctrl-C (its last checkpoint kept) whether or not the terminal signalled it."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._live: set[subprocess.Popen] = set()
+        self.stopping = False
+
+    def run(self, run_dir: Path, gpu: str | None, cpu_threads: int | None = None) -> str | None:
+        """Train run_dir in a worker process; its state after, or None when the sweep is stopping."""
+        env = dict(os.environ)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        if cpu_threads is not None and "OMP_NUM_THREADS" not in os.environ:
+            env["OMP_NUM_THREADS"] = str(cpu_threads)
+        with open(Path(run_dir) / LOG_FILE, "a") as log_file:
+            with self._guard:
+                if self.stopping:
+                    return None
+                proc = subprocess.Popen([sys.executable, "-m", "amg_fast.experiments.runner", str(run_dir)], env=env,
+                                        stdout=log_file, stderr=subprocess.STDOUT)
+                self._live.add(proc)
+            try:
+                proc.wait()
+            finally:
+                with self._guard:
+                    self._live.discard(proc)
+        return None if self.stopping else run_state(run_dir)
+
+    def interrupt(self) -> None:
+        with self._guard:
+            self.stopping = True
+            for proc in self._live:
+                proc.send_signal(signal.SIGINT)
 
 
 def run_local(run_dirs: Iterable[Path], *, workers: int | None = None, runs_per_gpu: int = 1,
@@ -432,7 +463,8 @@ def run_local(run_dirs: Iterable[Path], *, workers: int | None = None, runs_per_
     """Train the runs that are not done, each in its own process, as many at once as there are
     worker slots, in the order given; returns {run name: state after}. should_start(run_dir), asked
     when a slot is free, returns None to start the run or the reason to skip it (state "skipped");
-    on_done(run_dir, state) after each run."""
+    on_done(run_dir, state) after each run. KeyboardInterrupt (Ctrl-C) stops the workers (each
+    keeps its run's last checkpoint), waits for them and is raised again."""
     todo = [Path(d) for d in run_dirs if run_state(d) != "done"]
     slots = worker_slots(workers, runs_per_gpu, visible_gpus())
     # CPU workers share the cores (torch's default of one thread per core each oversubscribes them:
@@ -441,43 +473,59 @@ def run_local(run_dirs: Iterable[Path], *, workers: int | None = None, runs_per_
     free: Queue = Queue()
     for slot in slots:
         free.put(slot)
+    processes = _Workers()
 
-    def work(run_dir: Path) -> str:
+    def work(run_dir: Path) -> str | None:
         slot = free.get()
         try:
             skip = should_start(run_dir) if should_start is not None else None
-            state = "skipped" if skip else _run_in_subprocess(run_dir, slot, cpu_threads)
+            state = "skipped" if skip else processes.run(run_dir, slot, cpu_threads)
         finally:
             free.put(slot)
-        if on_done is not None:
+        if on_done is not None and state is not None:
             on_done(run_dir, state)
         return state
 
-    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(slots))
+    try:
         states = list(pool.map(work, todo))
+    except KeyboardInterrupt:
+        processes.interrupt()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return {d.name: s for d, s in zip(todo, states)}
 
 
 SLURM_JOB_FILE = "slurm_job.json"
+MAX_REQUEUES = 3  # a run's job is requeued at most this many times after reaching its time (submitit's default)
 
 
 def run_slurm(run_dirs: Iterable[Path], folder: Path, *, partition: str | None = None, time_min: int = 240,
               gpus_per_task: int = 1, cpus_per_task: int = 4, array_parallelism: int = 64,
-              extra_sbatch: dict | None = None, cluster: str | None = None) -> list[str]:
+              extra_sbatch: dict | None = None, cluster: str | None = None,
+              max_requeues: int = MAX_REQUEUES) -> list[str]:
     """Submit the runs that are not done and not queued as one Slurm job array through submitit;
-    returns the submitted job ids. cluster="local" uses submitit's local executor (tests)."""
+    returns the submitted job ids. cluster="local" uses submitit's local executor (tests).
+
+    Each job is a RequeueableRun (amg_fast.experiments.slurm_job): one that reaches time_min is
+    requeued, up to max_requeues times, and resumes from its run's last checkpoint."""
     check_slurm(cluster)
+    check_max_requeues(max_requeues)
     import submitit
 
-    todo = [Path(d) for d in run_dirs if run_state(d) in ("missing", "partial", "failed")]
+    from amg_fast.experiments.slurm_job import RequeueableRun
+
+    todo = [Path(d) for d in run_dirs if run_state(d) in ("missing", "partial", "failed", "died", "corrupt")]
     todo = [d for d in todo if not _queued(d, folder)]
     if not todo:
         return []
-    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster, slurm_max_num_timeout=max_requeues,
+                                     local_max_num_timeout=max_requeues)
     executor.update_parameters(**slurm_parameters(partition=partition, time_min=time_min, gpus_per_task=gpus_per_task,
                                                   cpus_per_task=cpus_per_task, array_parallelism=array_parallelism,
                                                   extra_sbatch=extra_sbatch, local=cluster == "local"))
-    jobs = executor.map_array(run_job, [str(d) for d in todo])
+    jobs = executor.map_array(RequeueableRun(), [str(d) for d in todo])
     for run_dir, job in zip(todo, jobs):
         _write_json(run_dir / SLURM_JOB_FILE, {"job_id": job.job_id})
     return [job.job_id for job in jobs]
@@ -491,6 +539,11 @@ def check_slurm(cluster: str | None = None) -> None:
         raise SweepError("--launcher slurm needs the submitit package: pip install 'amg_fast[slurm]'") from err
     if cluster is None and shutil.which("sbatch") is None:
         raise SweepError("--launcher slurm needs Slurm's sbatch on PATH (none found); use --launcher local")
+
+
+def check_max_requeues(value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SweepError(f"--max-requeues must be an integer >= 0, got {value!r}")
 
 
 def slurm_parameters(*, partition, time_min, gpus_per_task, cpus_per_task, array_parallelism, extra_sbatch,
@@ -517,7 +570,24 @@ def _queued(run_dir: Path, folder: Path) -> bool:
     return state in ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING")
 
 
+def _worker_main(run_dir: str) -> int:
+    """A local worker (python -m amg_fast.experiments.runner RUN_DIR, output into train.log): 0 when
+    the run is done (or another process trains it), 1 when it failed, 130 on SIGINT (the driver's
+    Ctrl-C), after which the run keeps its last checkpoint. SIGINT is handled whatever this process
+    inherited: the driver may have started it while ignoring a second Ctrl-C."""
+    signal.signal(signal.SIGINT, stop_once)
+    try:
+        return 0 if run_job(run_dir) in ("done", "running") else 1
+    except KeyboardInterrupt:
+        if RunDir(run_dir).has_checkpoint():
+            kept = "its last checkpoint is kept; the next `reproduce.py run` resumes it"
+        else:
+            kept = "no checkpoint yet; the next `reproduce.py run` starts it again"
+        print(f"interrupted: {run_dir} stopped ({kept})", flush=True)
+        return EXIT_INTERRUPTED
+
+
 if __name__ == "__main__":  # python -m amg_fast.experiments.runner RUN_DIR: one run (a local worker)
     if len(sys.argv) != 2:
         sys.exit("usage: python -m amg_fast.experiments.runner RUN_DIR")
-    sys.exit(0 if run_job(sys.argv[1]) in ("done", "running") else 1)
+    sys.exit(_worker_main(sys.argv[1]))

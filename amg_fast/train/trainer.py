@@ -41,7 +41,7 @@ from amg_fast.train.precision import autocast, precision_scope
 from amg_fast.train.rundir import RunDir, RunDirError, RunResults, check_run_dir, open_run_dir
 
 __all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs",
-           "normalization_stats", "USER_ERRORS", "Run", "setup", "start_in", "run_epoch", "finish"]
+           "normalization_stats", "USER_ERRORS", "Run", "setup", "start_in", "run_epoch", "finish", "default_out"]
 
 
 class TrainingDiverged(RuntimeError):
@@ -198,6 +198,11 @@ class Run:
                         omega_mode=self.cfg.omega_mode, precision=self.cfg.precision)
 
 
+def default_out(cfg: TrainConfig) -> str:
+    """The run directory when --out is not given (cfg resolved: nu filled in)."""
+    return f"runs/{cfg.model}_{cfg.pde}_nu{cfg.nu:g}_f{cfg.res}_seed{cfg.seed}"
+
+
 def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
     """Every check that can run before the run directory exists, and what the run needs from it:
     device, data, model (run once at the resolution), optimizer and the --resume checkpoint.
@@ -205,7 +210,7 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
     rank, world = _distributed()
     log = log if rank == 0 else (lambda *a, **k: None)
     if cfg.out is None:
-        cfg.out = f"runs/{cfg.model}_{cfg.pde}_nu{cfg.nu:g}_f{cfg.res}_seed{cfg.seed}"
+        cfg.out = default_out(cfg)
     device = _device(cfg.device, rank)
     if cfg.cuda_graph:
         _check_cuda_graph(device, world)

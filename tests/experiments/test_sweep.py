@@ -3,6 +3,7 @@ states and the job that trains one run, the local launcher end to end, kill -9 a
 Slurm path through submitit's local executor, and every bad input."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from amg_fast.experiments import runner
 from amg_fast.experiments.registry import EXPERIMENTS
@@ -67,7 +69,10 @@ def test_paper_omega_source_gives_amgfno_the_papers_value():
     (["plan", "table2", "--preset", "smoke", "--where", "res"], "--where takes KEY=V1,V2"),
     (["run", "table2", "--preset", "smoke", "--workers", "0"] + PAIR, "--workers must be an integer >= 1, got 0"),
     (["run", "table2", "--preset", "smoke", "--launcher", "slurm"] + PAIR, "needs Slurm's sbatch on PATH"),
-], ids=["experiment", "where-key", "where-value", "where-number", "where-form", "workers", "slurm-without-sbatch"])
+    (["run", "table2", "--preset", "smoke", "--launcher", "slurm", "--max-requeues", "-1"] + PAIR,
+     "--max-requeues must be an integer >= 0, got -1"),
+], ids=["experiment", "where-key", "where-value", "where-number", "where-form", "workers", "slurm-without-sbatch",
+        "max-requeues"])
 def test_bad_input_is_refused_with_a_message(tmp_path, args, message):
     out = tmp_path / "sweep"
     proc = reproduce(*args, "--out", out)
@@ -182,19 +187,28 @@ def _submitit_report(jobs, run_dirs) -> str:
     return "\n".join(lines)
 
 
-def test_slurm_path_with_submitits_local_executor(tmp_path, monkeypatch):
-    """The same job function through submitit (its local executor stands in for a cluster), and the
-    sbatch options the sweep's parameters produce."""
+@pytest.fixture
+def submitted(monkeypatch):
+    """The submitit jobs that run_slurm submits (in order), to wait on them."""
     import submitit
-    from submitit.slurm import slurm
 
-    jobs, map_array = [], submitit.AutoExecutor.map_array  # the submitted jobs, to wait on them
+    jobs, map_array = [], submitit.AutoExecutor.map_array
 
     def keep_jobs(self, *args, **kw):
-        jobs.extend(map_array(self, *args, **kw))
-        return jobs
+        new = map_array(self, *args, **kw)
+        jobs.extend(new)
+        return new
 
     monkeypatch.setattr(submitit.AutoExecutor, "map_array", keep_jobs)
+    return jobs
+
+
+def test_slurm_path_with_submitits_local_executor(tmp_path, submitted):
+    """The same job function through submitit (its local executor stands in for a cluster), and the
+    sbatch options the sweep's parameters produce."""
+    from submitit.slurm import slurm
+
+    jobs = submitted
     run_dirs = [runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32, seed=s), "smoke") for s in (0, 1)]
     ids = runner.run_slurm(run_dirs, tmp_path / "slurm", cluster="local", time_min=15, cpus_per_task=1)
     assert ids == [job.job_id for job in jobs] and len(ids) == 2
@@ -222,11 +236,114 @@ def test_slurm_path_with_submitits_local_executor(tmp_path, monkeypatch):
         assert f"#SBATCH {option}" in sbatch
 
 
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is pid (Linux /proc)."""
+    kids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "(comm)": state, ppid, ...
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(pid) and fields[0] != "Z":
+            kids.add(int(stat.parent.name))
+    return kids
+
+
+def _epochs(run_dir: Path) -> list[int]:
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line)["epoch"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.timeout(600)
+def test_slurm_job_at_its_time_limit_is_requeued_and_resumes_from_its_checkpoint(tmp_path, submitted):
+    """A job signalled as Slurm signals one nearing --time (SIGUSR2 to the job's process; here sent
+    by the test mid-training, where submitit's local controller would send it at its own timeout)
+    is requeued by submitit and resumes its run from the checkpoint: every epoch is trained once
+    (metrics.jsonl runs 1..E, no restart from epoch 1), and a finished run is never trained again."""
+    from amg_fast.experiments.slurm_job import RequeueableRun
+
+    jobs, epochs = submitted, 40
+    run_dir = runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32), "smoke")
+    job_file = json.loads((run_dir / runner.JOB_FILE).read_text())
+    job_file["config"]["epochs"] = epochs  # smoke-size epochs (~0.1 s), enough of them to interrupt one
+    (run_dir / runner.JOB_FILE).write_text(json.dumps(job_file))
+    deadline = time.monotonic() + 500  # only catches a hang: a loaded 2-core machine is slow, not stuck
+
+    def wait_for(condition, what):
+        while not condition():
+            if time.monotonic() > deadline or jobs[0].done():
+                pytest.fail(f"waiting for {what}:\n" + _submitit_report(jobs, [run_dir]))
+            time.sleep(0.02)
+
+    try:
+        # --time 5: a signal at any time counts as a timeout (submitit: after min(0.8 x 5, 5 - 10) minutes)
+        assert len(runner.run_slurm([run_dir], tmp_path / "slurm", cluster="local", time_min=5, cpus_per_task=1,
+                                    max_requeues=1)) == 1
+        assert isinstance(jobs[0].submission().function, RequeueableRun)
+        controller = jobs[0]._process.pid
+        wait_for(lambda: len(_epochs(run_dir)) >= 2 and _children(controller), "epoch 2 of the job's task process")
+        os.kill(next(iter(_children(controller))), signal.SIGUSR2)
+        deadline = time.monotonic() + 500
+        while time.monotonic() < deadline and not jobs[0].done():
+            time.sleep(0.1)
+        assert jobs[0].result() == "done", _submitit_report(jobs, [run_dir])
+    finally:
+        if not jobs[0].done():
+            jobs[0].cancel()  # a hung job does not outlive the test
+    log = jobs[0].stdout()
+    assert "Job has timed out" in log and "Requeued job" in log and "(0 remaining timeouts)" in log, log
+    assert runner.run_state(run_dir) == "done"
+    assert _epochs(run_dir) == list(range(1, epochs + 1))  # each epoch once: continued, never restarted
+    resumed = re.findall(r"resumed \S+ after epoch (\d+)", (run_dir / runner.LOG_FILE).read_text())
+    assert len(resumed) == 1 and 2 <= int(resumed[0]) < epochs, resumed
+    finished = (run_dir / "results.json").stat().st_mtime
+    assert RequeueableRun()(str(run_dir)) == "done"  # a requeued job of a finished run trains nothing
+    assert runner.run_slurm([run_dir], tmp_path / "slurm", cluster="local") == []
+    assert (run_dir / "results.json").stat().st_mtime == finished
+
+
+def test_a_job_not_requeued_again_leaves_a_failed_run_that_resumes(tmp_path, monkeypatch):
+    """After --max-requeues timeouts submitit raises UncompletedJobError in the job instead of
+    requeuing it (from its signal handler, in the middle of training): run_job records the run as
+    failed, its checkpoint kept, and the next job of the run resumes from that checkpoint."""
+    from submitit.core.utils import UncompletedJobError
+
+    from amg_fast.train import trainer
+
+    run_dir = runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32), "smoke")
+    job_file = json.loads((run_dir / runner.JOB_FILE).read_text())
+    job_file["config"]["epochs"] = 4
+    (run_dir / runner.JOB_FILE).write_text(json.dumps(job_file))
+    run_epoch = trainer.run_epoch
+
+    def timed_out_in_epoch_3(run, epoch):
+        if epoch == 3:
+            raise UncompletedJobError("Job not requeued because: timed-out too many times.")
+        return run_epoch(run, epoch)
+
+    monkeypatch.setattr(trainer, "run_epoch", timed_out_in_epoch_3)
+    assert runner.run_job(str(run_dir)) == "failed" and runner.run_state(run_dir) == "failed"
+    assert "timed-out too many times" in json.loads((run_dir / runner.ERROR_FILE).read_text())["error"]
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] == 2
+    monkeypatch.undo()
+    assert runner.run_job(str(run_dir)) == "done"
+    assert _epochs(run_dir) == [1, 2, 3, 4]
+    assert "after epoch 2" in (run_dir / runner.LOG_FILE).read_text()
+
+
 def test_cpu_workers_share_the_cores(tmp_path, monkeypatch):
     """Each of N CPU workers gets cpu_count // N torch threads (oversubscribing the cores made 2
     workers 3-6x slower on the 2-core machine); a GPU worker gets its own CUDA_VISIBLE_DEVICES."""
     seen = []
-    monkeypatch.setattr(runner.subprocess, "run", lambda cmd, env, **kw: seen.append(env))
+
+    class Worker:  # a worker process that exits at once
+        def __init__(self, cmd, env, **kw):
+            seen.append(env)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(runner.subprocess, "Popen", Worker)
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     run_dirs = [runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32, seed=s), "smoke") for s in (0, 1)]

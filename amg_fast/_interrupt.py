@@ -1,0 +1,54 @@
+"""Ctrl-C in the command-line tools: one line saying what was kept, exit status 130, no traceback.
+
+The first SIGINT stops the work as Python always does (KeyboardInterrupt); while the work unwinds
+(removing what a run directory holds before its first checkpoint, temp files of unfinished
+writes) further SIGINTs are ignored, so a second Ctrl-C cannot leave a half-cleaned state. Every
+file amg_fast writes is written to a temp file and renamed (amg_fast._files), so an interrupted
+write leaves the previous file, or none.
+"""
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+from typing import Callable, Sequence
+
+__all__ = ["EXIT_INTERRUPTED", "run_interruptible", "stop_once", "command_line"]
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a process stopped by Ctrl-C
+
+
+def stop_once(signum, frame) -> None:
+    """SIGINT handler: raise KeyboardInterrupt the first time, ignore SIGINT from then on."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
+    """work() -> its exit status; on Ctrl-C print "interrupted: <kept()>" to stderr and return 130.
+
+    kept() says, from the files, what was kept and how to continue. A SIGINT that the caller's
+    environment ignores (a job started with nohup, say) stays ignored. Main thread only (signal)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, stop_once)
+    try:
+        return work()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the message is printed whole
+        try:
+            message = kept()
+        except Exception as err:  # noqa: BLE001 - the line is printed whatever the files hold
+            message = f"what was kept could not be read ({type(err).__name__}: {err})"
+        print(f"interrupted: {message}", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def command_line(argv: Sequence[str] | None, *extra: str) -> str:
+    """The command that was run, ready to paste again (plus `extra` arguments): `python
+    scripts/train.py ARGS` or `amg-fast-train ARGS` as invoked; argv None means sys.argv[1:]."""
+    args = list(sys.argv[1:] if argv is None else argv) + list(extra)
+    program = sys.argv[0] if sys.argv and sys.argv[0] else "python"
+    return shlex.join((["python"] if program.endswith(".py") else []) + [program, *args])
