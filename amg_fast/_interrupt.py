@@ -8,14 +8,16 @@ write leaves the previous file, or none.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import sys
 from typing import Callable, Sequence
 
-__all__ = ["EXIT_INTERRUPTED", "run_interruptible", "stop_once", "command_line"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "run_interruptible", "stop_once", "command_line"]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a process stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell tool reports when its reader went away (`| head`)
 
 
 def stop_once(signum, frame) -> None:
@@ -25,7 +27,8 @@ def stop_once(signum, frame) -> None:
 
 
 def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
-    """work() -> its exit status; on Ctrl-C print "interrupted: <kept()>" to stderr and return 130.
+    """work() -> its exit status; on Ctrl-C print "interrupted: <kept()>" to stderr and return 130;
+    when stdout's reader goes away (`plan ... | head`) stop quietly with 141, as a shell tool does.
 
     kept() says, from the files, what was kept and how to continue. A SIGINT that the caller's
     environment ignores (a job started with nohup, say) stays ignored. Main thread only (signal)."""
@@ -42,6 +45,9 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
             message = f"what was kept could not be read ({type(err).__name__}: {err})"
         print(f"interrupted: {message}", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return EXIT_BROKEN_PIPE
     finally:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 

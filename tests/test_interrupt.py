@@ -145,3 +145,16 @@ def test_reproduce_stops_its_workers_and_says_how_to_continue(tmp_path):
     assert f"interrupted: {run_dir} stopped (its last checkpoint is kept; the next `reproduce.py run` resumes it)" \
         in log and "Traceback" not in log, log
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] >= 1 and not temp_files(tmp_path)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """`reproduce.py plan ... | head -n 1`: exit 141 (as a shell tool's SIGPIPE), no BrokenPipeError traceback."""
+    # ~120 kB of plan output: more than a pipe's buffer holds, so the writer meets the closed pipe
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "reproduce.py"), "plan", "all", "--preset", "paper",
+                             "--seeds", *map(str, range(10)), "--out", str(tmp_path / "sweep")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "runs at preset paper" in proc.stdout.readline()  # read one line, then close the pipe
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr

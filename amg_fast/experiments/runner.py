@@ -290,7 +290,8 @@ def run_job(run_dir: str) -> str:
                 options = READINGS[spec.reading].options if spec.reading else None
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):
                     path, _ = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
-                                               seed=cfg.seed, out_dir=cfg.cache_dir, ks_options=options)
+                                               seed=cfg.seed, out_dir=cfg.cache_dir, ks_options=options,
+                                               device=cfg.device)  # on the run's GPU when it has one
                 if spec.reading:
                     cfg.data = str(path)
                 _relocate(run_dir, cfg, log)

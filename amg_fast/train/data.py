@@ -42,7 +42,8 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
         path, summary = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
-                                         seed=cfg.seed, out_dir=cfg.cache_dir, overwrite=cfg.regenerate)
+                                         seed=cfg.seed, out_dir=cfg.cache_dir, overwrite=cfg.regenerate,
+                                         device=cfg.device)  # the run's device: a GPU solves it in seconds
         log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
     if dist.is_initialized():
         dist.barrier()

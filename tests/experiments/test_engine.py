@@ -331,10 +331,10 @@ def test_a_corrupt_run_is_trained_again(trained, tmp_path, capsys):
 
 def test_a_run_whose_worker_died_is_named_and_the_exit_is_non_zero(tmp_path, monkeypatch, capsys):
     """A worker killed without writing error.json (here: it writes config.json and exits)."""
-    def dies(run_dir, gpu, threads):
+    def dies(self, run_dir, gpu, threads=None):
         (Path(run_dir) / "config.json").write_text("{}")
         return runner.run_state(run_dir)
-    monkeypatch.setattr(runner, "_run_in_subprocess", dies)
+    monkeypatch.setattr(runner._Workers, "run", dies)
     code = cli.main(["run", "table2", "--preset", "smoke", "--out", str(tmp_path / "s"), *PAIR])
     err = capsys.readouterr().err
     assert code == cli.EXIT_NOT_DONE

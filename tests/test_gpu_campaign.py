@@ -1,0 +1,70 @@
+"""scripts/gpu_campaign.sh on a CPU (CAMPAIGN_DRY_RUN=1): a sweep continued across two "sessions"
+through the exported tree, the budget that starts nothing it cannot finish, bad settings refused.
+(The bench phase's own dry run is tests/test_gpu_summary.py; the tests phase is a pytest call.)"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu_campaign.sh"
+SWEEP = "prec:precision:quick:0"  # 3 smoke-scale runs (fp32, tf32, bf16)
+
+
+def campaign(tmp_path: Path, name: str, **env) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "CAMPAIGN_DRY_RUN": "1", "PYTHON": sys.executable, "CAMPAIGN_PHASES": "runs",
+               "CAMPAIGN_SWEEPS": SWEEP, "CAMPAIGN_EXPORT": str(tmp_path / name / "out"),
+               "CAMPAIGN_TREES": str(tmp_path / "trees"), "CAMPAIGN_RESERVE_S": "5", **env}
+    return subprocess.run(["bash", str(SCRIPT), str(tmp_path / name / "results")], env=environ, capture_output=True,
+                          text=True, timeout=600)
+
+
+def runs_in(archive: Path) -> set[str]:
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert not any(n.endswith((".pt", "rollout.npz", ".h5")) for n in names), names  # no checkpoints, rollouts, data
+    return {Path(n).parent.name for n in names if n.endswith("/results.json")}
+
+
+@pytest.mark.slow
+def test_a_sweep_continues_from_the_exported_tree_and_trains_nothing_twice(tmp_path):
+    first = campaign(tmp_path, "session1", CAMPAIGN_BUDGET_S="300")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    exported = runs_in(tmp_path / "session1" / "out" / "campaign.tgz")
+    assert len(exported) == 3 and all(name.endswith("_seed0") for name in exported), exported
+    assert (tmp_path / "session1" / "results" / "sweeps" / "prec" / "reports" / "precision" / "table.md").is_file()
+    # the next session starts from the committed tree: nothing is trained again
+    (tmp_path / "trees").mkdir()
+    os.replace(tmp_path / "session1" / "results" / "sweeps" / "prec", tmp_path / "trees" / "prec")
+    second = campaign(tmp_path, "session2", CAMPAIGN_BUDGET_S="300")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "3 runs at preset smoke (3 done)" in second.stdout and "3 of 3 runs done" in second.stdout, second.stdout[-2000:]
+    assert runs_in(tmp_path / "session2" / "out" / "campaign.tgz") == exported  # the session's export: the whole sweep
+
+
+def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
+    result = campaign(tmp_path, "short", CAMPAIGN_BUDGET_S="40")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "no budget left for sweep prec (next session)" in result.stdout
+    assert not (tmp_path / "short" / "results" / "sweeps").exists()
+    assert (tmp_path / "short" / "out" / "campaign.tgz").is_file()  # what ran is still packed
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"CAMPAIGN_PHASES": "runs,train"}, "CAMPAIGN_PHASES: unknown phase 'train'"),
+    ({"CAMPAIGN_BUDGET_S": "ten"}, "'ten' is not a whole number of seconds"),
+], ids=["phase", "budget"])
+def test_bad_settings_are_refused_before_any_work(tmp_path, env, message):
+    result = campaign(tmp_path, "bad", **env)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (tmp_path / "bad").exists()
+
+
+def test_without_a_gpu_and_without_dry_run_it_refuses(tmp_path):
+    result = campaign(tmp_path, "nogpu", CAMPAIGN_DRY_RUN="0")
+    assert result.returncode == 3 and "no usable CUDA GPU" in result.stderr
