@@ -11,12 +11,12 @@ __all__ = ["nrmse", "nrmse_per_sample_step"]
 def nrmse_per_sample_step(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
     """||pred[b,t] - true[b,t]||_2 / ||true[b,t]||_2 over space (and channels).
 
-    pred, true: [B, T, S] or [B, T, S, C] -> [B, T].
+    pred, true: [B, T, S] or [B, T, S, C], or on a 2D grid [B, T, X, Y, C] -> [B, T].
     """
     pred, true = torch.as_tensor(pred), torch.as_tensor(true)
     check_real_float("pred", pred)
     check_real_float("true", true)
-    check_rank("true", true, (3, 4), "[B, T, S] or [B, T, S, C]")
+    check_rank("true", true, (3, 4, 5), "[B, T, S], [B, T, S, C] or [B, T, X, Y, C]")
     if pred.shape != true.shape:
         raise ValueError(f"pred must have the shape of true {tuple(true.shape)}, got {tuple(pred.shape)}")
     err = (pred - true).flatten(2).norm(dim=-1)
@@ -28,7 +28,7 @@ def nrmse_per_sample_step(pred: torch.Tensor, true: torch.Tensor) -> torch.Tenso
 
 
 def nrmse(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-    """Mean over (b, t) of the relative L2 error. pred, true [B, T, S(, C)] -> 0-dim tensor.
+    """Mean over (b, t) of the relative L2 error. pred, true [B, T, S(, C)] or [B, T, X, Y, C] -> 0-dim tensor.
 
     Pass the rollout steps only (t >= 1), as the paper does.
     """

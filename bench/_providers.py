@@ -21,6 +21,8 @@ Environment knobs (comma-separated lists), for a time-limited run:
   AMG_BENCH_SIZES          S values (GPU default 32,64,128,256,1024; CPU 32,64)
   AMG_BENCH_STEP_SIZES     S values of the training-step benchmark (GPU default: those of
                            AMG_BENCH_SIZES up to 128, i.e. 32,64,128; CPU: AMG_BENCH_SIZES)
+  AMG_BENCH_STEP_SIZES_2D  S values (points per axis) of the 2D (AMGFNO2d) training-step benchmark
+                           (GPU default 32,64, the ns2d experiment's f; CPU 16)
   AMG_BENCH_PROVIDERS      subset of reference,compiled,triton (default all)
   AMG_BENCH_COMPILE_SIZES  S values the compiled provider runs at (GPU default: all sizes; CPU: the
                            smallest only, as compiling the training step takes ~25 s a size there)
@@ -87,6 +89,7 @@ def _even_size(text: str) -> int:
 SIZES = _env_list("AMG_BENCH_SIZES", (32, 64, 128, 256, 1024) if ON_GPU else (32, 64), cast=_even_size)
 STEP_SIZES = _env_list("AMG_BENCH_STEP_SIZES", [s for s in SIZES if s <= 128] if ON_GPU else SIZES,
                        cast=_even_size)
+STEP_SIZES_2D = _env_list("AMG_BENCH_STEP_SIZES_2D", (32, 64) if ON_GPU else (16,), cast=_even_size)
 ENABLED_PROVIDERS = _env_list("AMG_BENCH_PROVIDERS", PROVIDERS, PROVIDERS)
 # On a CPU, compiling AMGFNO's training step costs ~25 s a size: the compiled provider runs at the
 # smallest size only there, so `pytest bench --benchmark-disable` (CI) stays near 1 minute.
@@ -106,7 +109,8 @@ STEP_PRECISIONS = ("fp32", "bf16")
 
 def config() -> dict:
     """The knobs this run used (recorded in the results JSON's machine_info)."""
-    return {"sizes": list(SIZES), "step_sizes": list(STEP_SIZES), "providers": list(ENABLED_PROVIDERS),
+    return {"sizes": list(SIZES), "step_sizes": list(STEP_SIZES), "step_sizes_2d": list(STEP_SIZES_2D),
+            "providers": list(ENABLED_PROVIDERS),
             "compile_sizes": list(COMPILE_SIZES), "kernel_count": KERNEL_COUNT,
             "modes": list(ENABLED_MODES), "round_budget_s": ROUND_BUDGET_S, "dtype": str(DTYPE).removeprefix("torch."),
             "do_bench_warmup_ms": DO_BENCH_WARMUP_MS, "do_bench_rep_ms": DO_BENCH_REP_MS,
@@ -158,12 +162,14 @@ def machine_info() -> dict:
 # -- shapes and parametrisation ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Shape:
-    """B trajectories x T steps of S points x H channels; K = S/2 Fourier modes, N S4D pairs."""
+    """B trajectories x T steps of S points (spatial_dims 2: an S x S grid) x H channels; K = S/2
+    Fourier modes (per axis), N S4D pairs."""
     B: int
     T: int
     S: int
     H: int
     N: int = 32
+    spatial_dims: int = 1
 
     @property
     def K(self) -> int:
@@ -171,7 +177,8 @@ class Shape:
 
     @property
     def id(self) -> str:
-        return f"B{self.B}-T{self.T}-S{self.S}-H{self.H}"
+        grid = f"{self.S}x{self.S}" if self.spatial_dims == 2 else f"{self.S}"
+        return f"B{self.B}-T{self.T}-S{grid}-H{self.H}"
 
     def as_dict(self) -> dict:
         return {**asdict(self), "K": self.K}
@@ -183,6 +190,12 @@ def shape_for(S: int, tiny: bool = False, paper: bool = ON_GPU) -> Shape:
     if tiny:
         return Shape(2, 4, S, 16)
     return Shape(32, 25, S, 128) if paper else Shape(4, 25, S, 32)
+
+
+def shape_for_2d(S: int, paper: bool = ON_GPU) -> Shape:
+    """The 2D step's shapes: the ns2d paper preset's batch and width at the nu = 1e-4 data's 30 steps
+    (B 16, T 30, H 64) on an S x S grid if paper (default: on a GPU), else a small one (B 2, T 4, H 16)."""
+    return Shape(16, 30, S, 64, spatial_dims=2) if paper else Shape(2, 4, S, 16, spatial_dims=2)
 
 
 def cases(sizes: Sequence[int] = SIZES) -> list:
@@ -201,11 +214,11 @@ def cases(sizes: Sequence[int] = SIZES) -> list:
     return params
 
 
-def step_cases() -> list:
-    """pytest params (S, provider, precision) of the training step at STEP_SIZES: every case in
-    fp32 (ids as cases(), S32-triton) and the eager providers in bf16 too (S32-triton-bf16)."""
+def step_cases(sizes: Sequence[int] = STEP_SIZES) -> list:
+    """pytest params (S, provider, precision) of the training step at sizes (default STEP_SIZES):
+    every case in fp32 (ids as cases(), S32-triton) and the eager providers in bf16 too (S32-triton-bf16)."""
     params = []
-    for case in cases(STEP_SIZES):
+    for case in cases(sizes):
         S, provider = case.values
         for precision in STEP_PRECISIONS:
             if precision == "fp32" or provider != "compiled":

@@ -35,6 +35,7 @@ from typing import Any
 
 MODES = ("fwd", "bwd", "fwd+bwd")
 TRAIN_STEP = "amgfno_train_step"
+TRAIN_STEP_2D = "amgfno2d_train_step"  # the same step of AMGFNO2d on an S x S grid
 FF_FACTOR = 4          # FFNO feed-forward H -> 4H -> H
 N_BLOCKS = 4           # FFNO blocks of AMGFNO (memory sits between blocks 2 and 3)
 DECODER_HIDDEN = 128   # decoder H -> 128 -> C
@@ -151,8 +152,22 @@ def amgfno_train_step(shape, mode: str = "step", itemsize: int = 4) -> tuple[flo
     return float(flops), float(nbytes)
 
 
+def amgfno2d_train_step(shape, mode: str = "step", itemsize: int = 4) -> tuple[float, float]:
+    """amgfno_train_step of AMGFNO2d on an S x S grid (shape's S per axis): every pointwise layer and
+    the S4D memory over B*T*S^2 points (the 1D count with the batch B*S folded in), the spectral
+    conv twice per block (once along each axis, each over B*T*S lines of S points), and the extra
+    parameters (a second spectral weight per block, one encoder column) in Adam."""
+    B, T, S, H, K, N = _dims(shape)
+    folded = {"B": B * S, "T": T, "S": S, "H": H, "K": K, "N": N}
+    flops, nbytes = amgfno_train_step(folded, mode, itemsize)
+    extra_params = N_BLOCKS * 2 * K * H * H + H
+    flops += N_BLOCKS * 3 * spectral_conv1d(folded, "fwd", itemsize)[0] + 12 * extra_params
+    nbytes += N_BLOCKS * spectral_conv1d(folded, "fwd+bwd", itemsize)[1] + 8 * extra_params * itemsize
+    return float(flops), float(nbytes)
+
+
 OPS = {"spectral_conv1d": spectral_conv1d, "s4d_scan": s4d_scan, "gate_fusion": gate_fusion,
-       "feed_forward": feed_forward, TRAIN_STEP: amgfno_train_step}
+       "feed_forward": feed_forward, TRAIN_STEP: amgfno_train_step, TRAIN_STEP_2D: amgfno2d_train_step}
 
 
 def flops_and_bytes(op: str, mode: str, shape, itemsize: int = 4) -> tuple[float, float]:

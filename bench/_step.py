@@ -1,4 +1,5 @@
-"""The AMGFNO training step the benchmarks time, shared by test_bench_train_step.py and gpu_summary.py.
+"""The AMGFNO training step the benchmarks time, shared by test_bench_train_step.py and gpu_summary.py;
+with a 2D shape (Shape.spatial_dims = 2) the same step of AMGFNO2d on an S x S grid, u [B, T+1, S, S, 1].
 
 One step = the trainer's: zero_grad, teacher-forced forward + loss (the trainer's loss: sum of
 squares over space and channels, mean over trajectories and steps, taken in fp32; under bf16 the
@@ -20,6 +21,7 @@ import torch
 
 from _providers import Compiled, Shape, generator, randn
 from amg_fast.models import get_model
+from amg_fast.train.evaluate import one_step_loss
 from amg_fast.train.precision import autocast
 
 OMEGA = 0.1
@@ -27,9 +29,15 @@ LR = 1e-3
 
 
 def step_loss(model: torch.nn.Module, u: torch.Tensor) -> torch.Tensor:
-    """The trainer's loss of one teacher-forced batch u [B, T+1, S, C] (amg_fast.train.trainer._loss)."""
-    pred = model(u[:, :-1])
-    return (pred.to(u.dtype) - u[:, 1:]).square().sum(dim=(2, 3)).mean()
+    """The trainer's loss of one teacher-forced batch u [B, T+1, S, C] (2D: [B, T+1, S, S, C];
+    amg_fast.train.trainer._loss)."""
+    return one_step_loss(model(u[:, :-1]).to(u.dtype), u[:, 1:])
+
+
+def _model(shape: Shape, backend: str) -> torch.nn.Module:
+    """AMGFNO (AMGFNO2d for a 2D shape) of width H, K modes (per axis), 2N state dims, omega_f = OMEGA."""
+    name = "amgfno2d" if shape.spatial_dims == 2 else "amgfno"
+    return get_model(name, width=shape.H, modes=shape.K, omega=OMEGA, state_dim=2 * shape.N, backend=backend)
 
 
 @dataclass
@@ -51,11 +59,10 @@ def build_step(shape: Shape, backend: str, precision: str, device: torch.device,
     (fp32, tf32, bf16: autocast for bf16; the caller sets the matmul precision, e.g. with
     amg_fast.train.precision.precision_scope); compile_backend: also torch.compile forward + loss."""
     torch.manual_seed(0)
-    model = get_model("amgfno", width=shape.H, modes=shape.K, omega=OMEGA, state_dim=2 * shape.N,
-                      backend=backend).to(device)
+    model = _model(shape, backend).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(LR, device=device), fused=True,
                                  capturable=device.type == "cuda")
-    u = randn(shape.B, shape.T + 1, shape.S, 1, gen=generator(0), grad=False).to(device)
+    u = randn(shape.B, shape.T + 1, *(shape.S,) * shape.spatial_dims, 1, gen=generator(0), grad=False).to(device)
     w = torch.full((shape.B,), OMEGA, device=device)
 
     def loss_in_precision(u_):
@@ -79,8 +86,7 @@ def step_result(case: StepCase, loss: torch.Tensor) -> tuple:
 def reference_step64(case: StepCase, shape: Shape) -> tuple:
     """(loss, gradients) of the first step of case's model, by the eager reference in float64 from the
     model's current parameters (call it before the first step)."""
-    reference = get_model("amgfno", width=shape.H, modes=shape.K, omega=OMEGA, state_dim=2 * shape.N,
-                          backend="reference").to(case.u.device, torch.float64)
+    reference = _model(shape, "reference").to(case.u.device, torch.float64)
     reference.load_state_dict(case.model.state_dict())
     loss = step_loss(reference, case.u.double())
     grads = torch.autograd.grad(loss, list(reference.parameters()), allow_unused=True)

@@ -41,7 +41,8 @@ import _roofline  # noqa: E402
 
 PROVIDERS = ("reference", "compiled", "triton")
 TRAIN_STEP = "amgfno_train_step"
-OP_ORDER = ("spectral_conv1d", "s4d_scan", "gate_fusion", TRAIN_STEP)
+TRAIN_STEPS = (TRAIN_STEP, _roofline.TRAIN_STEP_2D)  # the training-step table's rows: 1D, then 2D (shape S32x32)
+OP_ORDER = ("spectral_conv1d", "s4d_scan", "gate_fusion", *TRAIN_STEPS)
 MODE_ORDER = ("fwd", "bwd", "fwd+bwd", "step")
 PRECISION_ORDER = ("fp32", "tf32", "bf16")
 # summary.json's train_step_ms modes: (provider, precision, times key of the row).
@@ -181,7 +182,7 @@ def _table(rows: list[dict], times_key: str, peak_v: float, bw_v: float) -> list
 def _train_step_table(rows: dict) -> list[str]:
     """One line per training-step shape, provider and precision: eager and graph-replay times in
     ms, speed-ups over the eager fp32 reference and the kernel count."""
-    steps = [r for r in sorted_rows(rows) if r["op"] == TRAIN_STEP]
+    steps = [r for r in sorted_rows(rows) if r["op"] in TRAIN_STEPS]
     kinds = sorted(set().union(*(r["kernel_kinds"] for r in steps)))
     counted = ", ".join(KERNEL_COUNT_KINDS.get(k, k) for k in kinds) or "not counted"
     lines = ["", "Training step (forward + loss + backward + Adam), ms; speed-ups over the eager fp32 reference; "

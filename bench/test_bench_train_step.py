@@ -1,4 +1,5 @@
-"""One AMGFNO training step (teacher-forced forward + loss + backward + Adam step) per provider.
+"""One AMGFNO training step (teacher-forced forward + loss + backward + Adam step) per provider, and
+the same step of AMGFNO2d on an S x S grid (test_amgfno2d_train_step: the ns2d experiment's model).
 
 The step is bench/_step.py's (the trainer's loss and fused Adam; tensor lr, capturable on a GPU,
 so the step can also be timed as a CUDA-graph replay). "compiled" compiles forward + loss
@@ -13,16 +14,25 @@ Run: pytest bench/test_bench_train_step.py --benchmark-only (knobs: see bench/_p
 import pytest
 
 from _kernel_count import count_kernels
-from _providers import (DEVICE, KERNEL_COUNT, assert_close, effective_precision, record_compile, run, shape_for,
-                        step_cases)
-from _roofline import TRAIN_STEP
+from _providers import (DEVICE, KERNEL_COUNT, STEP_SIZES_2D, assert_close, effective_precision, record_compile, run,
+                        shape_for, shape_for_2d, step_cases)
+from _roofline import TRAIN_STEP, TRAIN_STEP_2D
 from _step import build_step, reference_step64, step_result
 from amg_fast.train.graphs import EagerTrainStep
 
 
 @pytest.mark.parametrize("S, provider, precision", step_cases())
 def test_amgfno_train_step(benchmark, S, provider, precision):
-    shape = shape_for(S)
+    time_train_step(benchmark, shape_for(S), provider, precision, TRAIN_STEP, "amgfno")
+
+
+@pytest.mark.parametrize("S, provider, precision", step_cases(STEP_SIZES_2D))
+def test_amgfno2d_train_step(benchmark, S, provider, precision):
+    time_train_step(benchmark, shape_for_2d(S), provider, precision, TRAIN_STEP_2D, "amgfno2d")
+
+
+def time_train_step(benchmark, shape, provider: str, precision: str, op: str, model: str) -> None:
+    """Check the step's first call against the float64 reference, time it, count its kernels."""
     backend = "reference" if provider == "compiled" else provider
     # A fresh model per test, so one compiled loss per (shape, model): nothing to share across tests.
     case = build_step(shape, backend, precision, DEVICE, compile_backend="inductor" if provider == "compiled" else None)
@@ -30,14 +40,14 @@ def test_amgfno_train_step(benchmark, S, provider, precision):
     expected = reference_step64(case, shape)
     loss, _ = step(case.u, case.w)  # the first call: also compile / JIT
     assert_close(step_result(case, loss), expected, effective_precision(precision),
-                 f"{TRAIN_STEP} {provider} {precision} {shape.id}")
+                 f"{op} {provider} {precision} {shape.id}")
 
     def one_step():
         step(case.u, case.w)
 
     params = sum(p.numel() for p in case.model.parameters())
-    run(benchmark, one_step, op=TRAIN_STEP, mode="step", provider=provider, shape=shape, tensors={"u": case.u},
-        extra={"params": params, "model": "amgfno", "precision": precision,
+    run(benchmark, one_step, op=op, mode="step", provider=provider, shape=shape, tensors={"u": case.u},
+        extra={"params": params, "model": model, "precision": precision,
                "optimizer": f"Adam(lr=tensor(1e-3), fused=True, capturable={DEVICE.type == 'cuda'})"})
     if case.compiled is not None:
         record_compile(benchmark, case.compiled)

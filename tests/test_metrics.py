@@ -6,7 +6,8 @@ from helpers import randn
 from amg_fast.metrics import nrmse, nrmse_per_sample_step
 
 
-@pytest.mark.parametrize("shape", [(3, 5, 16), (2, 4, 8, 3)], ids=["B3-T5-S16", "B2-T4-S8-C3"])
+@pytest.mark.parametrize("shape", [(3, 5, 16), (2, 4, 8, 3), (2, 3, 6, 5, 1)],
+                         ids=["B3-T5-S16", "B2-T4-S8-C3", "B2-T3-X6-Y5-C1"])
 def test_matches_explicit_loop(shape, gen):
     pred, true = randn(*shape, generator=gen), randn(*shape, generator=gen)
     total = 0.0
@@ -32,7 +33,7 @@ def test_per_sample_step_shape(gen):
 def test_bad_input():
     with pytest.raises(ValueError, match=r"pred must have the shape of true \(2, 3, 4\)"):
         nrmse(torch.zeros(2, 3, 5), torch.ones(2, 3, 4))
-    with pytest.raises(ValueError, match="true must have rank 3 or 4"):
+    with pytest.raises(ValueError, match="true must have rank 3 or 4 or 5"):
         nrmse(torch.zeros(2, 3), torch.ones(2, 3))
     with pytest.raises(ValueError, match=r"true\[1, 0\] is identically zero"):
         true = torch.ones(2, 2, 4)

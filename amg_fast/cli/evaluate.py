@@ -1,4 +1,5 @@
-"""Evaluate a checkpoint: autoregressive rollout from u_0 on a data set's test split.
+"""Evaluate a checkpoint: autoregressive rollout from u_0 on a data set's test split (1D data for
+the 1D models, 2D Navier-Stokes files for ffno2d / s4ffno2d / amgfno2d).
 
 Prints the rollout nRMSE (mean over trajectories and steps 1..T), the per-step curve, the
 rollout's amplitude per step, the one-step (teacher-forced) nRMSE and loss and, for AMGFNO, the
@@ -91,6 +92,10 @@ def _evaluate(args) -> int:
     res = args.res or cfg.res
     ds = TrajectoryDataset(args.data, res, split=args.split, limit=args.limit,
                            omega_per_trajectory=cfg.omega_mode == "batch", nonzero_rollout_frames=True)
+    if ds.spatial_dims != model.spatial_dims:
+        raise ValueError(f"--data {args.data} holds {ds.spatial_dims}D {ds.pde} trajectories; the checkpoint's model "
+                         f"{cfg.model} is {model.spatial_dims}D (trained on --pde {cfg.pde}): evaluate it on "
+                         f"{cfg.pde} data")
     device = torch.device(args.device)
     model.to(device)
     check_model_runs(model, res, device)

@@ -1,8 +1,10 @@
-"""Generate the paper's data sets (KS or PDEBench-style Burgers) and their omega_f.
+"""Generate the paper's data sets (KS or PDEBench-style Burgers) or 2D Navier-Stokes, and their omega_f.
 
 Examples:
-  python scripts/generate_data.py --pde ks --nu 0.1          # data/ks_nu0.1.h5 (LPSDA layout)
-  python scripts/generate_data.py --pde burgers              # data/1D_Burgers_Sols_Nu0.001.hdf5
+  python scripts/generate_data.py --pde ks --nu 0.1          # data/ks_nu0.1_train2048_test256_seed0.h5 (LPSDA)
+  python scripts/generate_data.py --pde burgers              # data/1D_Burgers_Sols_Nu0.001_train2048_test228_seed0.hdf5
+  python scripts/generate_data.py --pde ns2d --nu 1e-4 --n-train 1000 --device auto
+                                                             # data/ns2d_nu0.0001_train1000_test200_seed0.h5 (PDEBench 2D)
 The file is written to a temporary name and renamed when complete; running the same command
 again skips a finished file. Sizes, seeds and the device are checked before any work: a data set
 whose estimated memory exceeds what the machine has available, or whose solver would take more
@@ -16,28 +18,33 @@ import sys
 from tqdm import tqdm
 
 from amg_fast._interrupt import command_line, run_interruptible
-from amg_fast.data.generate import (KS_OPTIONS, OMEGA_RESOLUTIONS, PDES, dataset_path, default_n_test,
-                                    generate_dataset)
+from amg_fast.data.generate import (KS_OPTIONS, NS2D_OMEGA_RESOLUTIONS, NS2D_OPTIONS, OMEGA_RESOLUTIONS, PDES,
+                                    dataset_path, dataset_size, default_n_test, generate_dataset)
 
-__all__ = ["parse_args", "ks_options_of", "main"]
+__all__ = ["parse_args", "ks_options_of", "ns2d_options_of", "main"]
+
+DEFAULT_NU = {"ks": 0.1, "burgers": 0.001, "ns2d": 1e-3}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pde", choices=PDES, required=True, help="which PDE: ks (Kuramoto-Sivashinsky) or burgers")
+    p.add_argument("--pde", choices=PDES, required=True,
+                   help="which PDE: ks (Kuramoto-Sivashinsky), burgers, or ns2d (2D Navier-Stokes vorticity, FNO's)")
     p.add_argument("--nu", type=float, default=None,
                    help="viscosity: KS nu (paper: 0.075, 0.1, 0.125; default 0.1); Burgers: the PDEBench file's "
-                        "Nu (default 0.001; the PDE uses Nu/pi)")
+                        "Nu (default 0.001; the PDE uses Nu/pi); ns2d: nu (FNO's 1e-3 or 1e-4; default 1e-3)")
     p.add_argument("--n-train", type=int, default=2048, help="training trajectories (default 2048)")
     p.add_argument("--n-test", type=int, default=None,
-                   help="test trajectories (default: KS 256; Burgers 10%% of the total, 228 for 2048 train)")
+                   help="test trajectories (default: KS 256; Burgers 10%% of the total, 228 for 2048 train; ns2d "
+                        "a sixth of the total, 200 for 1000 train)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed in [0, 2^32); train and test get independent seeds from it (default 0)")
     p.add_argument("--out", default="data", help="output directory (default data/)")
     p.add_argument("--device", default="cpu", help="torch device for the solver: cpu, cuda, cuda:N or auto (default cpu)")
     p.add_argument("--method", choices=("etdrk4", "radau"), default="etdrk4",
                    help="KS solver: etdrk4 (default, batched) or radau (the paper's scipy pipeline, slow)")
-    p.add_argument("--batch-size", type=int, default=256, help="trajectories solved together (default 256)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="trajectories solved together (default 256; ns2d 16)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing file made with other arguments")
     ks_group = p.add_argument_group("KS generator options (docs/fidelity.md; non-default values go into the file name)")
     ks_group.add_argument("--ks-ic-terms", type=int,
@@ -53,7 +60,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                          f"(default {KS_OPTIONS['t_end']})")
     ks_group.add_argument("--ks-frame-dt", type=float,
                           help=f"time between saved frames (default {KS_OPTIONS['frame_dt']})")
+    ns_group = p.add_argument_group("ns2d generator options (non-default values go into the file name)")
+    ns_group.add_argument("--ns-grid", type=int, help=f"solver grid points per axis (default {NS2D_OPTIONS['grid']}, "
+                                                      "FNO's); the file stores min(grid, 128) per axis")
+    ns_group.add_argument("--ns-t-end", type=float,
+                          help="last frame time (default FNO's T: 50 at nu = 1e-3, 30 at nu = 1e-4, else 50)")
+    ns_group.add_argument("--ns-frames", type=int,
+                          help="frames saved, evenly spaced over [0, t_end] (default one per time unit, FNO's)")
+    ns_group.add_argument("--ns-dt", type=float, help="solver time step (default 2e-3 x 256 / grid)")
     return p.parse_args(argv)
+
+
+def ns2d_options_of(args: argparse.Namespace) -> dict:
+    """The --ns-* flags that were given, as generate_dataset's ns2d_options."""
+    return {key: getattr(args, f"ns_{key}") for key in NS2D_OPTIONS if getattr(args, f"ns_{key}") is not None}
 
 
 def ks_options_of(args: argparse.Namespace) -> dict:
@@ -63,14 +83,15 @@ def ks_options_of(args: argparse.Namespace) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    nu = args.nu if args.nu is not None else (0.1 if args.pde == "ks" else 0.001)
+    nu = args.nu if args.nu is not None else DEFAULT_NU[args.pde]
     n_test = args.n_test if args.n_test is not None else default_n_test(args.pde, args.n_train)
     return run_interruptible(lambda: _generate(args, nu, n_test), lambda: _kept(args, nu, n_test, argv))
 
 
 def _kept(args, nu: float, n_test: int, argv) -> str:
     """After Ctrl-C: the data set's file is either complete (written whole, then renamed) or absent."""
-    path = dataset_path(args.out, args.pde, nu, args.n_train, n_test, args.seed, ks_options_of(args) or None)
+    path = dataset_path(args.out, args.pde, nu, args.n_train, n_test, args.seed, ks_options_of(args) or None,
+                        ns2d_options_of(args) or None)
     if path.exists() and args.overwrite:
         return f"{path} was not replaced (it keeps the earlier data set, whole); replace it with: {command_line(argv)}"
     if path.exists():
@@ -80,12 +101,22 @@ def _kept(args, nu: float, n_test: int, argv) -> str:
 
 
 def _generate(args, nu: float, n_test: int) -> int:
-    with tqdm(total=args.n_train + n_test, unit="traj", desc=f"{args.pde} nu={nu:g}") as bar:
+    ks_options, ns2d_options = ks_options_of(args) or None, ns2d_options_of(args) or None
+    try:
+        if args.pde == "ns2d":  # the bar counts frames of trajectories (what the 2D solver reports)
+            frames = dataset_size("ns2d", nu=nu, n_train=args.n_train, n_test=n_test, ns2d_options=ns2d_options).frames
+            total, unit = (args.n_train + n_test) * (frames - 1), "frame"
+        else:
+            total, unit = args.n_train + n_test, "traj"
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    with tqdm(total=total, unit=unit, desc=f"{args.pde} nu={nu:g}") as bar:
         try:
             path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
                                              out_dir=args.out, device=args.device, method=args.method,
                                              batch_size=args.batch_size, overwrite=args.overwrite,
-                                             progress=bar.update, ks_options=ks_options_of(args) or None)
+                                             progress=bar.update, ks_options=ks_options, ns2d_options=ns2d_options)
         except (ValueError, FileExistsError, FloatingPointError, OSError) as err:
             bar.close()
             print(f"error: {err}", file=sys.stderr)
@@ -95,7 +126,8 @@ def _generate(args, nu: float, n_test: int) -> int:
     else:
         print(f"{path}: {args.n_train} train + {n_test} test trajectories in {summary['wall_time_s']:.1f} s "
               f"({summary['trajectories_per_s']:.1f} trajectories/s)")
+    resolutions = NS2D_OMEGA_RESOLUTIONS if args.pde == "ns2d" else OMEGA_RESOLUTIONS
     print("omega_f (training split, high resolution): " +
-          ", ".join(f"f={f}: {summary[f'omega_f_{f}']:.4g}" for f in OMEGA_RESOLUTIONS))
+          ", ".join(f"f={f}: {summary[f'omega_f_{f}']:.4g}" for f in resolutions))
     return 0
 

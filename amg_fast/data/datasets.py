@@ -16,8 +16,8 @@ from amg_fast.data.spectral import unresolved_energy_ratio
 __all__ = ["TrajectoryDataset", "PAPER_FRAMES", "split_indices", "source_grid_of"]
 
 # (stride, number of frames) of the paper's protocol per PDE: KS all 26 frames (25 steps);
-# Burgers every 7th PDEBench frame, 21 frames up to t = 1.4 (20 steps).
-PAPER_FRAMES = {"ks": (1, None), "burgers": (7, 21)}
+# Burgers every 7th PDEBench frame, 21 frames up to t = 1.4 (20 steps); 2D Navier-Stokes all saved frames.
+PAPER_FRAMES = {"ks": (1, None), "burgers": (7, 21), "ns2d": (1, None)}
 TEST_FRACTION = 0.1  # PDEBench-layout files hold every trajectory; the last 10% are the test split
 
 
@@ -37,12 +37,15 @@ def source_grid_of(x: np.ndarray) -> str:
     return "cell" if abs(x[0] - 0.5 * dx) < 1e-6 * abs(dx) else "node"
 
 
-def _pde_of(attrs: dict, layout: str) -> str:
-    return str(attrs.get("pde", "burgers" if layout == "pdebench" else "ks"))
+def _pde_of(attrs: dict, layout: str, spatial_dims: int) -> str:
+    """The file's `pde` attribute; without one: ns2d for 2D fields, Burgers for other PDEBench files, else KS."""
+    return str(attrs.get("pde", "ns2d" if spatial_dims == 2 else "burgers" if layout == "pdebench" else "ks"))
 
 
 class TrajectoryDataset(Dataset):
-    """Item i -> (u [T, f, 1] float tensor at resolution f, omega_f 0-dim tensor).
+    """Item i -> (u [T, f, 1] float tensor at resolution f, omega_f 0-dim tensor); for 2D files
+    ([N, T, X, Y], PDEBench 2D) u [T, f, f, 1], resampled along each axis and omega_f the 2D one
+    (spatial_dims=2 in amg_fast.data.spectral). spatial_dims: 1 or 2, from the file.
 
     path: a PDEBench, LPSDA or amg_fast file (amg_fast.data.h5). split: "train" | "test" (an
     LPSDA group, or the first 90% / last 10% of a single-tensor file). stride, n_frames: which
@@ -67,14 +70,12 @@ class TrajectoryDataset(Dataset):
         with open_file(path) as f:
             loc = locate(f, path, split if not _single_tensor(f) else None)
             self._dataset, self.x, self.layout, self.attrs = loc.dataset, loc.x, loc.layout, loc.attrs
-            if len(loc.shape) != 3:
-                raise DataFileError(f"{path}: {loc.dataset} holds 2D fields {loc.shape} ([N, T, X, Y]); "
-                                    "TrajectoryDataset serves 1D trajectories [N, T, X] (read 2D files with "
-                                    "amg_fast.data.h5.read_trajectories)")
-            n_total, _, n_points = loc.shape
-            if n_total == 0 or loc.shape[1] == 0 or n_points == 0:
-                raise DataFileError(f"{path}: {loc.dataset} holds no data (shape {loc.shape}, [N, T, X])")
-            self.pde = _pde_of(loc.attrs, loc.layout)  # the file's `pde` attribute, else from its layout
+            self.spatial_dims = len(loc.shape) - 2  # the readers allow [N, T, X] and [N, T, X, Y]
+            n_total, n_points = loc.shape[0], min(loc.shape[2:])
+            if 0 in loc.shape:
+                raise DataFileError(f"{path}: {loc.dataset} holds no data (shape {loc.shape}, "
+                                    f"{'[N, T, X]' if self.spatial_dims == 1 else '[N, T, X, Y]'})")
+            self.pde = _pde_of(loc.attrs, loc.layout, self.spatial_dims)  # the `pde` attribute, else from the layout
             paper_stride, paper_frames = PAPER_FRAMES.get(self.pde, (1, None))
             self.stride = paper_stride if stride == "paper" else int(stride)
             if self.stride < 1 or (n_frames not in ("paper", None) and int(n_frames) < 1):
@@ -88,7 +89,8 @@ class TrajectoryDataset(Dataset):
             if limit is not None:
                 self.indices = self.indices[:limit]
             if not 1 <= self.resolution <= n_points:
-                raise ValueError(f"resolution must be in 1..{n_points} (the data's resolution), got {resolution}")
+                raise ValueError(f"resolution must be in 1..{n_points} (the data's resolution"
+                                 f"{' per axis' if self.spatial_dims == 2 else ''}), got {resolution}")
             self.source_grid = source_grid_of(self.x)
             self.omega = float(omega) if omega is not None else self._stored_or_computed_omega(f)
         self._file = None
@@ -105,7 +107,7 @@ class TrajectoryDataset(Dataset):
                                 "computed from it (and the file does not store it)")
         u = f[train.dataset][rows[0]:rows[-1] + 1, self.frames]
         check_finite(self.path, train.dataset, u)  # omega_f of NaN states is undefined
-        return unresolved_energy_ratio(u, self.resolution)
+        return unresolved_energy_ratio(u, self.resolution, spatial_dims=self.spatial_dims)
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -113,17 +115,20 @@ class TrajectoryDataset(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self._file is None:
             self._file = open_file(self.path)
-        u = np.asarray(self._file[self._dataset][self.indices[i], self.frames])  # [T, X]
+        u = np.asarray(self._file[self._dataset][self.indices[i], self.frames])  # [T, X] or [T, X, Y]
         check_finite(self.path, f"{self._dataset}[{self.indices[i]}]", u)
-        low = torch.as_tensor(to_resolution(u, self.resolution, source_grid=self.source_grid), dtype=self.dtype)
+        low = torch.as_tensor(to_resolution(u, self.resolution, source_grid=self.source_grid,
+                                            spatial_dims=self.spatial_dims), dtype=self.dtype)
         if self.nonzero_rollout_frames:
             self._check_nonzero_frames(i, low)
-        omega = unresolved_energy_ratio(u, self.resolution) if self.omega_per_trajectory else self.omega
+        omega = unresolved_energy_ratio(u, self.resolution, spatial_dims=self.spatial_dims) \
+            if self.omega_per_trajectory else self.omega
         return low[..., None], torch.tensor(omega, dtype=self.dtype)
 
     def _check_nonzero_frames(self, i: int, low: torch.Tensor) -> None:
-        """low [T, f]: refuse a frame t >= 1 whose norm is 0 (the nRMSE denominator, as metrics computes it)."""
-        zero = (low[1:].norm(dim=-1) == 0).nonzero()
+        """low [T, f] (2D: [T, f, f]): refuse a frame t >= 1 whose norm is 0 (the nRMSE denominator, as
+        metrics computes it)."""
+        zero = (low[1:].flatten(1).norm(dim=-1) == 0).nonzero()
         if len(zero):
             t = int(zero[0, 0]) + 1
             raise DataFileError(

@@ -1,13 +1,16 @@
 """Build the paper's data sets: solve, write the community layout, store omega_f.
 
 KS -> one LPSDA-layout file with groups `train` and `test`; Burgers -> one PDEBench-layout file
-(the last n_test trajectories are the test split). Each split is drawn from its own seed
+(the last n_test trajectories are the test split); 2D Navier-Stokes (ns2d) -> one PDEBench 2D file
+[N, T, X, Y] (the last n_test trajectories are the test split), solved on a grid x grid mesh
+(NS2D_OPTIONS) and stored at min(grid, 128) per axis. Each split is drawn from its own seed
 (numpy SeedSequence(seed).spawn). omega_f for f in OMEGA_RESOLUTIONS is computed from the
 high-resolution training split only, over the frames the paper uses, and stored as root
 attributes `omega_f_{f}`. A finished file records its generator arguments; asking again for the
 same arguments skips the work. A solution that stops being finite raises a FloatingPointError
 naming the PDE, nu, the step and the time (the solvers keep their step: the error says which
-settings are stable), and no file is written.
+settings are stable), and no file is written. ns2d stores omega_f for f in NS2D_OMEGA_RESOLUTIONS,
+computed over all saved frames of the training split on the solver's grid.
 """
 from __future__ import annotations
 
@@ -24,16 +27,19 @@ import torch
 from amg_fast._checks import check_device, check_seed
 from amg_fast._files import check_writable_dir
 from amg_fast._machine import available_memory, format_bytes, free_disk
-from amg_fast.data import burgers, ks
+from amg_fast.data import burgers, ks, ns2d
 from amg_fast.data.datasets import PAPER_FRAMES
 from amg_fast.data.h5 import write_lpsda, write_pdebench
 from amg_fast.data.spectral import unresolved_energy_ratio
 
 __all__ = ["generate_dataset", "dataset_path", "split_seeds", "OMEGA_RESOLUTIONS", "PDES", "KS_OPTIONS",
-           "check_ks_options", "default_n_test", "omega_table", "DatasetSize", "dataset_size", "MAX_SOLVER_STEPS"]
+           "check_ks_options", "default_n_test", "omega_table", "DatasetSize", "dataset_size", "MAX_SOLVER_STEPS",
+           "SPATIAL_DIMS", "NS2D_OPTIONS", "NS2D_OMEGA_RESOLUTIONS", "NS2D_STORED_MAX", "check_ns2d_options",
+           "ns2d_frame_times", "ns2d_step", "default_batch_size"]
 
 OMEGA_RESOLUTIONS = (32, 64, 128)
-PDES = ("ks", "burgers")
+PDES = ("ks", "burgers", "ns2d")
+SPATIAL_DIMS = {"ks": 1, "burgers": 1, "ns2d": 2}  # the spatial axes of each PDE's trajectories
 # KS generator options and their defaults (the paper's appendix as we read it); docs/fidelity.md
 # measures which reading reproduces the paper's omega_f. Non-default values name the file.
 KS_OPTIONS = {"ic_terms": ks.IC_TERMS, "ic_max_wavenumber": ks.IC_MAX_WAVENUMBER, "ic_amplitude": ks.IC_AMPLITUDE,
@@ -61,9 +67,56 @@ def check_ks_options(options: dict | None) -> dict:
     return full
 
 
+# 2D Navier-Stokes generator options and their defaults: the solver's grid per axis (FNO's 256), the last
+# frame time (None: FNO's T, 50 at nu = 1e-3 and 30 at nu = 1e-4), the saved frames, evenly spaced over
+# [0, t_end] (None: one per time unit, FNO's), the solver's time step (None: 2e-3 x 256 / grid, the
+# Courant number of the module's default step at 256). Non-default values name the file.
+NS2D_OPTIONS = {"grid": ns2d.NS_N, "t_end": None, "frames": None, "dt": None}
+_NS2D_OPTION_TAGS = {"grid": "N", "t_end": "tend", "frames": "frames", "dt": "dt"}
+NS2D_STORED_MAX = 128  # the stored grid per axis: min(grid, 128), the largest observation resolution
+NS2D_OMEGA_RESOLUTIONS = (16, 32, 64, 128)
+
+
+def check_ns2d_options(options: dict | None) -> dict:
+    """The ns2d generator options with defaults filled in; unknown keys or bad values raise ValueError."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(NS2D_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown ns2d generator option(s) {unknown}; allowed: {sorted(NS2D_OPTIONS)}")
+    full = {**NS2D_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+    grid, frames = full["grid"], full["frames"]
+    if isinstance(grid, bool) or not isinstance(grid, int) or grid < 8 or grid % 2:
+        raise ValueError(f"grid (the ns2d solver's points per axis) must be an even int >= 8, got {grid!r}")
+    if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 2):
+        raise ValueError(f"frames (saved frames per ns2d trajectory) must be an int >= 2, got {frames!r}")
+    for key in ("t_end", "dt"):
+        value = full[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise ValueError(f"{key} must be a finite number > 0, got {value!r}")
+    return full
+
+
+def ns2d_frame_times(nu: float, options: dict) -> np.ndarray:
+    """The saved frame times of an ns2d data set: `frames` evenly spaced over [0, t_end] (checked options)."""
+    t_end = options["t_end"] if options["t_end"] is not None else ns2d.NS_T_END.get(nu, ns2d.NS_T_END[1e-3])
+    frames = options["frames"] if options["frames"] is not None else max(2, int(round(t_end / ns2d.FRAME_DT)) + 1)
+    return np.linspace(0.0, t_end, frames)
+
+
+def ns2d_step(options: dict) -> float:
+    """The ns2d solver's largest time step (checked options): dt, else DEFAULT_DT x NS_N / grid."""
+    return options["dt"] if options["dt"] is not None else ns2d.DEFAULT_DT * ns2d.NS_N / options["grid"]
+
+
+def _option_tag(options: dict, defaults: dict, tags: dict) -> str:
+    """'' for the defaults, else e.g. '_N128_frames11' (the non-default options, in the defaults' order)."""
+    return "".join(f"_{tags[k]}{options[k]:g}" for k in defaults if options[k] != defaults[k])
+
+
 def _ks_tag(options: dict) -> str:
     """'' for the defaults, else e.g. '_terms10_kmax7_tend5' (the non-default options, in KS_OPTIONS order)."""
-    return "".join(f"_{_KS_OPTION_TAGS[k]}{options[k]:g}" for k in KS_OPTIONS if options[k] != KS_OPTIONS[k])
+    return _option_tag(options, KS_OPTIONS, _KS_OPTION_TAGS)
 
 
 def split_seeds(seed: int) -> dict[str, int]:
@@ -73,18 +126,29 @@ def split_seeds(seed: int) -> dict[str, int]:
 
 
 def dataset_path(out_dir, pde: str, nu: float, n_train: int, n_test: int, seed: int,
-                 ks_options: dict | None = None) -> Path:
+                 ks_options: dict | None = None, ns2d_options: dict | None = None) -> Path:
     """KS: ks_nu{nu}[_{options}]_train{n}_test{n}_seed{s}.h5 (non-default ks_options named, e.g.
-    _terms10_kmax7_tend5); Burgers: PDEBench's name with the same suffix."""
+    _terms10_kmax7_tend5); Burgers: PDEBench's name with the same suffix; ns2d:
+    ns2d_nu{nu}[_{options}]_train{n}_test{n}_seed{s}.h5 (non-default ns2d_options named, e.g. _N128_frames11)."""
     suffix = f"_train{n_train}_test{n_test}_seed{seed}"
-    tag = _ks_tag(check_ks_options(ks_options)) if pde == "ks" else ""
-    name = f"ks_nu{nu:g}{tag}{suffix}.h5" if pde == "ks" else f"1D_Burgers_Sols_Nu{nu:g}{suffix}.hdf5"
+    if pde == "ks":
+        name = f"ks_nu{nu:g}{_ks_tag(check_ks_options(ks_options))}{suffix}.h5"
+    elif pde == "ns2d":
+        name = f"ns2d_nu{nu:g}{_option_tag(check_ns2d_options(ns2d_options), NS2D_OPTIONS, _NS2D_OPTION_TAGS)}{suffix}.h5"
+    else:
+        name = f"1D_Burgers_Sols_Nu{nu:g}{suffix}.hdf5"
     return Path(out_dir) / name
 
 
 def default_n_test(pde: str, n_train: int) -> int:
-    """KS: 256 (the paper's); Burgers: 10% of the total (2048 train -> 228 test)."""
-    return 256 if pde == "ks" else math.ceil(n_train / 9)
+    """KS: 256 (the paper's); Burgers: 10% of the total (2048 train -> 228 test); ns2d: a sixth of the
+    total (FNO's 1000 train / 200 test)."""
+    return 256 if pde == "ks" else math.ceil(n_train / (5 if pde == "ns2d" else 9))
+
+
+def default_batch_size(pde: str) -> int:
+    """Trajectories solved together: 256 (1D), 16 (ns2d: a batch of 256 x 256 fields is large)."""
+    return 16 if pde == "ns2d" else 256
 
 
 def omega_table(u_train: np.ndarray, pde: str) -> dict[str, float]:
@@ -114,11 +178,28 @@ class DatasetSize:
     memory_bytes: int
 
 
-def dataset_size(pde: str, *, nu: float, n_train: int, n_test: int, batch_size: int = 256,
-                 ks_options: dict | None = None) -> DatasetSize:
-    """The size of generate_dataset's work for these arguments, computed without allocating it."""
+def dataset_size(pde: str, *, nu: float, n_train: int, n_test: int, batch_size: int | None = None,
+                 ks_options: dict | None = None, ns2d_options: dict | None = None) -> DatasetSize:
+    """The size of generate_dataset's work for these arguments, computed without allocating it
+    (ns2d: points = the stored grid's X * Y; steps = the solver's steps per trajectory)."""
     n = n_train + n_test
-    batch = min(batch_size, max(n_train, n_test))
+    batch = min(batch_size or default_batch_size(pde), max(n_train, n_test))
+    if pde == "ns2d":
+        options = check_ns2d_options(ns2d_options)
+        times, N = ns2d_frame_times(nu, options), options["grid"]
+        T, stored = times.size, min(N, NS2D_STORED_MAX) ** 2
+        steps = int(np.maximum(1, np.ceil(np.diff(times) / ns2d_step(options) - 1e-9)).sum())
+        elements = n * T * stored
+        # float32 frames of both splits and the writer's concatenated copy, then the solver's batch: its
+        # float64 [B, T, N, N] output (and the periodic spline's coefficients, ~6 more copies, when it is
+        # resampled), omega_f's FFT of its frames (chunks of 2^22 values: complex128 and two float64
+        # arrays), the solver's work arrays and the initial field's draw (~34 [B, N, N] float64 arrays;
+        # bench/probe_generate_memory.py measured the sum within 5%).
+        omega_states = min(batch * T, max(1, 2**22 // (N * N)))
+        transient = batch * T * N * N * 8 * (1 if stored == N * N else 7) + omega_states * N * N * 32 \
+            + batch * N * N * 8 * 34
+        return DatasetSize(frames=T, points=stored, steps=steps, file_bytes=elements * 4,
+                           memory_bytes=elements * 8 + transient)
     if pde == "ks":
         options = check_ks_options(ks_options)
         T, N = ks.ks_frame_count(options["t_end"], options["frame_dt"]), ks.KS_N
@@ -151,6 +232,11 @@ def _check_steps(pde: str, nu: float, options: dict, size: DatasetSize) -> None:
     """Refuse a solver run of more than MAX_SOLVER_STEPS steps per trajectory, naming what sets them."""
     if size.steps <= MAX_SOLVER_STEPS:
         return
+    if pde == "ns2d":
+        raise ValueError(
+            f"dt={ns2d_step(options):g}, frames over t in [0, {ns2d_frame_times(nu, options)[-1]:g}]: the NS2D solver "
+            f"would take {size.steps:.3g} time steps per trajectory (each frame interval in steps of at most dt); "
+            f"allowed: at most {MAX_SOLVER_STEPS:.3g} (a larger dt, a shorter t_end)")
     if pde == "ks":
         dt = min(ks.DEFAULT_DT, options["frame_dt"])
         raise ValueError(
@@ -191,14 +277,18 @@ def _recorded_args(path: Path) -> dict | None:
 
 
 def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = None, seed: int = 0,
-                     out_dir="data", device: str = "cpu", method: str = "etdrk4", batch_size: int = 256,
-                     overwrite: bool = False, progress=None, ks_options: dict | None = None) -> tuple[Path, dict]:
+                     out_dir="data", device: str = "cpu", method: str = "etdrk4", batch_size: int | None = None,
+                     overwrite: bool = False, progress=None, ks_options: dict | None = None,
+                     ns2d_options: dict | None = None) -> tuple[Path, dict]:
     """Generate (or find) one data set. Returns (path, summary with wall time, rate, omega_f).
 
     ks_options (KS only): generator options, keys of KS_OPTIONS (initial-condition terms, largest
     wave number and amplitude; burn-in before the first frame; t_end and frame_dt of the saved
-    frames). omega_f is computed over all saved frames of the training split. seed: an integer in
-    [0, 2^32); device: "cpu", "cuda", "cuda:N" or "auto".
+    frames). omega_f is computed over all saved frames of the training split. ns2d_options (ns2d
+    only): keys of NS2D_OPTIONS (solver grid, t_end, frames, dt). seed: an integer in [0, 2^32);
+    device: "cpu", "cuda", "cuda:N" or "auto"; batch_size: trajectories solved together (default
+    default_batch_size(pde)); progress(k): called as trajectories (1D) or frames of trajectories
+    (ns2d) are done.
 
     Before any allocation or solving, every argument is checked (ValueError naming it, its value
     and what is allowed): the solver's time steps per trajectory against MAX_SOLVER_STEPS and,
@@ -209,6 +299,7 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     if not (isinstance(nu, (int, float)) and math.isfinite(nu) and nu > 0):
         raise ValueError(f"nu must be a finite number > 0, got {nu!r}")
     n_test = default_n_test(pde, n_train) if n_test is None else n_test
+    batch_size = default_batch_size(pde) if batch_size is None else batch_size
     for name, value in (("n_train", n_train), ("n_test", n_test), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -216,17 +307,23 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     check_device(str(device))
     if str(device) == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if pde == "burgers" and method != "etdrk4":
-        raise ValueError(f"method applies to KS only ('etdrk4' or 'radau'); Burgers has one solver, got {method!r}")
-    if pde == "burgers" and ks_options:
-        raise ValueError(f"ks_options apply to KS only, got {ks_options!r} for Burgers")
+    if pde != "ks" and method != "etdrk4":
+        raise ValueError(f"method applies to KS only ('etdrk4' or 'radau'); {pde} has one solver, got {method!r}")
+    if pde != "ks" and ks_options:
+        raise ValueError(f"ks_options apply to KS only, got {ks_options!r} for {pde}")
+    if pde != "ns2d" and ns2d_options:
+        raise ValueError(f"ns2d_options apply to ns2d only, got {ns2d_options!r} for {pde}")
     args = {"pde": pde, "nu": nu, "n_train": n_train, "n_test": n_test, "seed": seed, "method": method}
-    options = check_ks_options(ks_options) if pde == "ks" else {}
-    if options and options != KS_OPTIONS:  # recorded only when used: files made before keep matching
+    options = check_ks_options(ks_options) if pde == "ks" else check_ns2d_options(ns2d_options) if pde == "ns2d" else {}
+    if pde == "ns2d":  # one solver: no method recorded
+        del args["method"]
+        args["ns2d_options"] = options
+    elif options and options != KS_OPTIONS:  # recorded only when used: files made before keep matching
         args["ks_options"] = options
-    size = dataset_size(pde, nu=nu, n_train=n_train, n_test=n_test, batch_size=batch_size, ks_options=ks_options)
+    size = dataset_size(pde, nu=nu, n_train=n_train, n_test=n_test, batch_size=batch_size, ks_options=ks_options,
+                        ns2d_options=ns2d_options)
     _check_steps(pde, nu, options, size)
-    path = dataset_path(out_dir, pde, nu, n_train, n_test, seed, ks_options)
+    path = dataset_path(out_dir, pde, nu, n_train, n_test, seed, ks_options, ns2d_options)
     check_writable_dir("output directory", out_dir)  # before solving, which can take minutes
     if path.exists() and not overwrite:
         recorded = _recorded_args(path)
@@ -250,6 +347,9 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
         attrs = {"pde": "ks", "generator_args": json.dumps(args), **omega}
         write_lpsda(path, splits, ks.grid(ks.KS_N, ks.KS_L), options["burn_in"] + t, nu=nu, L=ks.KS_L, seeds=seeds,
                     attrs=attrs)
+    elif pde == "ns2d":
+        omega = _generate_ns2d(path, nu, {"train": n_train, "test": n_test}, seeds, options, args, batch_size, device,
+                               progress)
     else:
         parts = [burgers.generate_burgers(n, seed=seeds[name], nu_file=nu, batch_size=batch_size, device=device,
                                           progress=progress) for name, n in (("train", n_train), ("test", n_test))]
@@ -262,3 +362,23 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     wall = time.perf_counter() - start
     return path, {"skipped": False, "path": str(path), "wall_time_s": wall,
                   "trajectories_per_s": (n_train + n_test) / wall, **omega}
+
+
+def _generate_ns2d(path: Path, nu: float, counts: dict[str, int], seeds: dict[str, int], options: dict, args: dict,
+                   batch_size: int, device, progress) -> dict[str, float]:
+    """Solve both splits on the options' grid, write the PDEBench 2D file (train then test, n_test
+    stored) at min(grid, NS2D_STORED_MAX) per axis; returns the training split's omega_f."""
+    t, N = ns2d_frame_times(nu, options), options["grid"]
+    stored, dt = min(N, NS2D_STORED_MAX), ns2d_step(options)
+    parts, omegas = [], []
+    for name, n in counts.items():
+        u, omega = ns2d.generate_ns2d(n, nu=nu, seed=seeds[name], N=N, t=t, dt=dt, resolution=stored,
+                                      omega_resolutions=NS2D_OMEGA_RESOLUTIONS, batch_size=batch_size, device=device,
+                                      progress=progress if progress is not None else False)
+        parts.append(u)
+        omegas.append(omega)
+    attrs = {"pde": "ns2d", "nu": nu, "n_test": counts["test"], "seed_train": seeds["train"], "seed_test": seeds["test"],
+             "solver_grid": N, "solver_dt": dt, "generator_args": json.dumps(args), **omegas[0]}
+    x = ns2d.grid(stored)
+    write_pdebench(path, np.concatenate(parts), x, t, y=x, attrs=attrs)
+    return omegas[0]

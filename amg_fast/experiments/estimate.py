@@ -38,12 +38,24 @@ DEFAULT_SECONDS_PER_EPOCH = {
 }
 # The training trajectories the defaults were measured with: an epoch's cost scales with them.
 PRESET_N_TRAIN = {"paper": 2048, "quick": 256, "cpu": 128, "smoke": 8}
+# 2D Navier-Stokes runs (pde ns2d): seconds per epoch at f = 32 and the presets' n_train; other
+# resolutions scale with (f/32)^2 (the grid's points). CPU, measured on the 2-core development CPU
+# (2026-11-27, other jobs sharing it): the cpu preset's runs took 80 s (f = 32) and 450-510 s (f = 64)
+# for 20 epochs, so 6 s an epoch at f = 32 overestimates f = 32 and meets f = 64; smoke ~1.5 s an
+# epoch. Not measured (estimates): CUDA (paper: 63 steps an epoch of B 16 x T 50 x 32 x 32 points at
+# width 64, ~8x the FLOPs of a 1D paper step: ~50 ms a step), CPU quick (the cpu preset's steps) and
+# CPU paper (1000 trajectories: ~60x the cpu preset's epoch).
+DEFAULT_SECONDS_PER_EPOCH_2D = {
+    ("paper", "cuda"): 5.0, ("quick", "cuda"): 0.75, ("cpu", "cuda"): 0.75, ("smoke", "cuda"): 0.75,
+    ("paper", "cpu"): 400.0, ("quick", "cpu"): 6.0, ("cpu", "cpu"): 6.0, ("smoke", "cpu"): 2.0,
+}
+PRESET_N_TRAIN_2D = {"paper": 1000, "quick": 16, "cpu": 16, "smoke": 4}
 # Per run, besides its epochs: process start, data generation or loading, CUDA set-up and graph capture.
 STARTUP_SECONDS = {"cpu": 5.0, "cuda": 60.0}
 MACHINE_FILE = "machine.json"
 # The settings that set a run's cost: runs alike in these (and machine) share a seconds-per-epoch.
 KIND_KEYS = ("model", "res", "n_train", "batch_size", "width", "precision", "fast_kernels", "cuda_graph",
-             "share_weights", "weight_norm")
+             "share_weights", "weight_norm", "ns_frames")
 
 
 def _gpu_name(index: str | None = None) -> str | None:
@@ -130,7 +142,12 @@ class Estimator:
             per_epoch = sum(measured) / len(measured)
             source = f"measured here ({len(measured)} finished run{'s' * (len(measured) > 1)} of its kind)"
         else:
-            per_epoch = DEFAULT_SECONDS_PER_EPOCH[(self.preset, self.machine["device"])] * config["res"] / 32 \
-                * config["n_train"] / PRESET_N_TRAIN[self.preset]
+            key = (self.preset, self.machine["device"])
+            if config.get("pde") == "ns2d":
+                per_epoch = DEFAULT_SECONDS_PER_EPOCH_2D[key] * (config["res"] / 32) ** 2 \
+                    * config["n_train"] / PRESET_N_TRAIN_2D[self.preset]
+            else:
+                per_epoch = DEFAULT_SECONDS_PER_EPOCH[key] * config["res"] / 32 * config["n_train"] \
+                    / PRESET_N_TRAIN[self.preset]
             source = f"default for preset {self.preset} on {self.machine['device']}"
         return startup + per_epoch * config["epochs"], source

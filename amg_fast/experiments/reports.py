@@ -31,8 +31,11 @@ __all__ = ["REPORTERS", "write_report", "Stats", "Versus", "Table", "Ablation", 
 MODEL_NAMES = {"factformer": "FactFormer", "gkt": "GKT", "unet": "U-Net", "ffno": "FFNO",
                "multi_input_ffno": "Multi-Input FFNO", "s4ffno": "S4FFNO", "amgfno": "AMGFNO"}
 TABLE2_ORDER = tuple(MODEL_NAMES)  # Table 2's rows, top to bottom
+MODEL_NAMES_2D = {"ffno2d": "FFNO2d", "s4ffno2d": "S4FFNO2d", "amgfno2d": "AMGFNO2d"}  # the ns2d report's rows
+MODEL_NAMES.update(MODEL_NAMES_2D)
 BAR_MODELS = ("ffno", "multi_input_ffno", "s4ffno", "amgfno")
-PDE_NAMES = {"ks": "KS", "burgers": "Burgers"}
+PDE_NAMES = {"ks": "KS", "burgers": "Burgers", "ns2d": "NS2D"}
+GATE_REFERENCE = ("ks", 0.1)  # the ns2d report's 1D comparison: the paper's Table 3 g-bar on KS at this nu
 HEADLINE_NU = 0.1  # the KS viscosity of the paper's per-f figures
 GBAR = r"mean gate $\bar{g}$"  # figures: mathtext, not a font's "ḡ" glyph
 # A cell without values shows the first of these among its runs' states ("-" when none applies).
@@ -675,6 +678,102 @@ def _precision_tables(records: list[dict]) -> list[Table]:
                                {"vs fp32": "vs_fp32", "s / epoch": _per_epoch})]
 
 
+# -- 2D Navier-Stokes (issue 22) ----------------------------------------------------------------------
+def _ns2d_groups(records: list[dict]) -> dict[tuple, list[dict]]:
+    """The ns2d runs by (model, nu, res), models in MODEL_NAMES_2D's order, then by setting."""
+    groups = _group(_select(records, pde="ns2d", variant=None, fusion="residual"), "model", "nu", "res")
+    order = list(MODEL_NAMES_2D)
+    return dict(sorted(groups.items(), key=lambda item: (order.index(item[0][0]) if item[0][0] in order
+                                                         else len(order), str(item[0][0]), _sort_key(item[0][1:]))))
+
+
+def _gate_rows(records: list[dict]) -> dict[str, dict[int, tuple[Stats, Stats | None]]]:
+    """AMGFNO2d's (g-bar last 20 epochs, rollout g-bar) per setting label and f, then the paper's 1D
+    KS row (Table 3) at the same f for comparison."""
+    rows: dict[str, dict[int, tuple[Stats, Stats | None]]] = {}
+    for (model, nu, res), runs in _ns2d_groups(records).items():
+        if model == "amgfno2d":
+            rows.setdefault(f"NS2D ν={nu:g}", {})[res] = (_stats(runs, "gate_mean_last20_epochs"),
+                                                           _stats(runs, "gate_mean"))
+    resolutions = sorted({res for cells in rows.values() for res in cells})
+    pde, nu = GATE_REFERENCE
+    paper = {res: _paper("gate", pde=pde, nu=nu, res=res) for res in resolutions}
+    if rows and any(v is not None for v in paper.values()):
+        rows[f"{PDE_NAMES[pde]} ν={nu:g} (paper, 1D)"] = {res: (Stats((v,), "done"), None) for res, v in paper.items()
+                                                           if v is not None}  # no rollout g-bar in the paper
+    return rows
+
+
+def _ns2d_tables(records: list[dict]) -> list[Table]:
+    groups = _ns2d_groups(records)
+    models = list(dict.fromkeys(k[0] for k in groups))
+    settings = sorted({k[1:] for k in groups}, key=_sort_key)
+    wide = Table("nRMSE (rollout from u_0) per model, ν and f", ["Model"] + [f"ν={nu:g} f={res}" for nu, res in settings],
+                 [[MODEL_NAMES.get(m, m)] + [_stats(groups.get((m, *s), [])) for s in settings] for m in models])
+    cells = Table("Per cell", ["Model", "ν", "f", "nRMSE", "one-step", "amp last", "rollout ḡ", "ḡ last 20", "s / epoch"],
+                  [[MODEL_NAMES.get(m, m), f"{nu:g}", res, _stats(rs), _stats(rs, "one_step_nrmse"),
+                    _stats(rs, DIAGNOSTICS["amp last"]), *((_stats(rs, "gate_mean"),
+                                                            _stats(rs, "gate_mean_last20_epochs")) if m == "amgfno2d"
+                                                           else (None, None)), _stats(rs, _per_epoch)]
+                   for (m, nu, res), rs in groups.items()],
+                  "Mean ± sample std over seeds. one-step: the nRMSE with teacher forcing; amp last: rollout norm / "
+                  "true norm at the last step; ḡ: AMGFNO2d's mean gate (rollout; last 20 training epochs).")
+    gate_rows = []
+    for label, by_res in _gate_rows(records).items():
+        lowest = by_res[min(by_res)][0].mean
+        for res, (last20, rollout) in sorted(by_res.items()):
+            ratio = lowest / last20.mean if lowest is not None and last20.mean else None
+            gate_rows.append([label, res, last20, rollout, ratio])
+    gate = Table("Does the gate open at low resolution and close at high resolution?",
+                 ["setting", "f", "ḡ last 20 epochs", "rollout ḡ", "ḡ at the lowest f / ḡ at f"], gate_rows,
+                 "AMGFNO2d's mean gate per f; the paper's 1D KS values (Table 3) for comparison. The gate opens at "
+                 "low resolution where ḡ is large there and falls with f (the last column grows).")
+    return [wide, cells, gate]
+
+
+def _log2_axis(ax, resolutions) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(resolutions, [str(r) for r in resolutions])
+    ax.minorticks_off()
+
+
+def _ns2d_nrmse_figure(records: list[dict]):
+    """nRMSE vs f, a line per model (error bars: std over seeds), one panel per nu."""
+    groups = _ns2d_groups(records)
+    nus = sorted({k[1] for k in groups if _stats(groups[k]).n})
+    if not nus:
+        return None
+    fig, axes = _figure(len(nus))
+    for ax, nu in zip(axes, nus):
+        for i, model in enumerate(MODEL_NAMES_2D):
+            cells = [(res, _stats(rs)) for (m, n, res), rs in groups.items() if m == model and n == nu]
+            cells = [(res, st) for res, st in cells if st.n]
+            if cells:
+                _errorbar(ax, [c[0] for c in cells], [c[1] for c in cells], color=f"C{i}", label=MODEL_NAMES[model])
+        _log2_axis(ax, sorted({k[2] for k in groups}))
+        ax.set(yscale="log", xlabel="f (grid points per axis)", ylabel="nRMSE", title=f"NS2D ν={nu:g}")
+        ax.legend(fontsize=8)
+    return fig
+
+
+def _ns2d_gate_figure(records: list[dict]):
+    """AMGFNO2d's g-bar (mean of the last 20 epochs) vs f, a line per nu, with the paper's 1D KS line."""
+    rows = _gate_rows(records)
+    if not rows:
+        return None
+    fig, (ax,) = _figure(1, width=5.0)
+    for i, (label, by_res) in enumerate(rows.items()):
+        cells = [(res, last20) for res, (last20, _) in sorted(by_res.items()) if last20.n]
+        paper = "paper" in label
+        _errorbar(ax, [c[0] for c in cells], [c[1] for c in cells], label=label,
+                  color="k" if paper else f"C{i}", linestyle="--" if paper else "-")
+    _log2_axis(ax, sorted({res for by_res in rows.values() for res in by_res}))
+    ax.set(yscale="log", xlabel="f (grid points per axis)", ylabel=GBAR + " (last 20 epochs)",
+           title="AMGFNO2d: gate vs resolution")
+    ax.legend(fontsize=8)
+    return fig
+
+
 GRID_AXES = ("model", "pde", "nu", "res", "fusion", "alpha", "variant", "omega", "reading")
 
 
@@ -767,6 +866,8 @@ ARTEFACTS: dict[str, Artefact] = {
     "headline": Artefact(_headline_tables, csv_columns=("overrides",) + _DIAGNOSTIC_COLUMNS),
     "fidelity": Artefact(_fidelity_tables, csv_columns=("overrides", "reading") + _DIAGNOSTIC_COLUMNS),
     "precision": Artefact(_precision_tables, csv_columns=("overrides",) + _DIAGNOSTIC_COLUMNS),
+    "ns2d": Artefact(_ns2d_tables, {"nrmse_by_model_f": _ns2d_nrmse_figure, "gate_vs_f": _ns2d_gate_figure},
+                     ("gate_mean", "gate_mean_last20", "one_step_nrmse", "amplitude_last", "epochs")),
     "grid": Artefact(_grid_tables, csv_columns=("fusion", "alpha", "variant", "omega", "reading", "overrides")
                      + _DIAGNOSTIC_COLUMNS),
 }

@@ -260,6 +260,7 @@ def run_job(run_dir: str) -> str:
     """
     from amg_fast.data.generate import generate_dataset
     from amg_fast.experiments.readings import READINGS
+    from amg_fast.train.data import dataset_request
     from amg_fast.train.trainer import train
 
     run_dir = Path(run_dir).resolve()
@@ -289,8 +290,7 @@ def run_job(run_dir: str) -> str:
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
                 options = READINGS[spec.reading].options if spec.reading else None
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):
-                    path, _ = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
-                                               seed=cfg.seed, out_dir=cfg.cache_dir, ks_options=options,
+                    path, _ = generate_dataset(**dataset_request(cfg), out_dir=cfg.cache_dir, ks_options=options,
                                                device=cfg.device)  # on the run's GPU when it has one
                 if spec.reading:
                     cfg.data = str(path)

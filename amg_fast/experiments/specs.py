@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from amg_fast.train.config import TrainConfig
 
-__all__ = ["RunSpec", "PRESETS", "FILTER_KEYS", "OVERRIDABLE", "SEED_LIMIT", "check_preset", "check_seed",
+__all__ = ["RunSpec", "PRESETS", "PDE_PRESETS", "FILTER_KEYS", "OVERRIDABLE", "SEED_LIMIT", "check_preset", "check_seed",
            "check_overrides", "parse_setting"]
 
 # Scale of a sweep. "paper" is train.py's paper preset and "quick" its quick preset; "cpu" keeps the
@@ -29,6 +29,19 @@ PRESETS = {
             "eval_every": 5},
     "smoke": {"preset": "quick", "n_train": 8, "n_test": 4, "epochs": 2, "width": 8, "batch_size": 4,
               "eval_every": 1},
+}
+# What a preset sets differently for a PDE, on top of PRESETS (paper and quick: train.py's own per-PDE
+# presets, amg_fast.train.config.PDE_PRESETS). ns2d cpu: 16 trajectories of 11 frames solved on a
+# 128 x 128 grid (so that f = 64 misses some energy), width 24: 1-4 minutes a run on the 2-core
+# development CPU (f = 32 / 64), one data set per viscosity shared by the seeds (data_seed 0: the
+# solver takes ~25 s a trajectory there). ns2d smoke: seconds.
+PDE_PRESETS = {
+    "ns2d": {
+        "cpu": {"n_train": 16, "n_test": 4, "epochs": 20, "width": 24, "batch_size": 8, "ns_grid": 128,
+                "ns_frames": 11, "data_seed": 0},
+        "smoke": {"n_train": 4, "n_test": 2, "epochs": 2, "width": 8, "batch_size": 2, "ns_grid": 64, "ns_t_end": 2.0,
+                  "ns_frames": 3, "data_seed": 0},
+    },
 }
 
 # The RunSpec's own fields (a run's identity), and the TrainConfig settings a sweep sets for all its
@@ -192,8 +205,8 @@ class RunSpec:
     def train_config(self, preset: str, out: str, cache_dir: str, device: str = "auto",
                      fast_kernels: bool = False, cuda_graph: bool = False) -> TrainConfig:
         """The TrainConfig of this run at a sweep preset (resolve_config fills the rest); the
-        overrides replace the preset's values."""
-        extra = {**PRESETS[check_preset(preset)], **dict(self.overrides)}
+        overrides replace the preset's values (PRESETS, and PDE_PRESETS for the run's PDE)."""
+        extra = {**PRESETS[check_preset(preset)], **PDE_PRESETS.get(self.pde, {}).get(preset, {}), **dict(self.overrides)}
         return TrainConfig(model=self.model, pde=self.pde, nu=self.nu, res=self.res, seed=self.seed,
                            fusion=self.fusion, alpha=self.alpha, no_freq_gate=self.variant == "no-freq-gate",
                            omega_mode="batch" if self.variant == "omega-batch" else "fixed", omega=self.omega,

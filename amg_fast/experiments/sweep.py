@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from amg_fast.data.generate import PDES
 from amg_fast.experiments.estimate import Estimator
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, Experiment, get_experiment, grid_experiment
 from amg_fast.experiments.runner import job_config, read_job, run_dir_of, run_dirs, run_state
@@ -22,7 +23,7 @@ __all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_gr
 # plain runs (Table 3's, which Table 2 also trains); Table 2's bar charts show S4FFNO at alpha*; the
 # additive alpha sweep's alpha = 1 is Table 2's residual S4FFNO (h + 1 * z, one run).
 COMPANIONS = {"omega-ablation": ("table3",), "freq-gate-ablation": ("table3",), "table2": ("alpha-convex",)}
-_CHOICES = {"pde": ("ks", "burgers"), "variant": ("none", "no-freq-gate", "omega-batch")}
+_CHOICES = {"pde": PDES, "variant": ("none", "no-freq-gate", "omega-batch")}
 _NUMBERS = {"nu": float, "res": int, "alpha": float, "omega": float, "seed": int}
 
 

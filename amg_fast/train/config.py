@@ -8,15 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amg_fast._checks import check_device, check_seed
+from amg_fast.data.generate import PDES, SPATIAL_DIMS
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
 from amg_fast.models.base import DECODER_INPUTS, FFNOBackbone
+from amg_fast.models.memory import AMGFNO1d, S4FFNO1d
 from amg_fast.train.precision import PRECISIONS, check_precision
 
 __all__ = ["TrainConfig", "PRESETS", "resolve_config", "default_cache_dir", "check_device", "setting"]
 
 OMEGA_MODES = ("fixed", "batch")
 FFNO_FAMILY = tuple(name for name, cls in MODELS.items() if issubclass(cls, FFNOBackbone))  # take the backbone options
+S4FFNO_FAMILY = tuple(name for name, cls in MODELS.items() if issubclass(cls, S4FFNO1d))  # s4ffno, s4ffno2d
+AMGFNO_FAMILY = tuple(name for name, cls in MODELS.items() if issubclass(cls, AMGFNO1d))  # amgfno, amgfno2d
 
 
 def default_cache_dir() -> str:
@@ -35,6 +39,7 @@ def setting(default=None, help: str = "", *, choices=None, default_factory=None,
 
 
 FIDELITY = "fidelity options (docs/fidelity.md; all off by default)"
+NS2D = "2D Navier-Stokes data (--pde ns2d; docs/data.md)"
 RETIRED_SETTINGS = {"num_workers"}  # fields of older config.json / checkpoints, no longer used
 
 
@@ -43,8 +48,10 @@ class TrainConfig:
     """Every setting of a run. None means "the preset's value" (see PRESETS and resolve_config)."""
 
     model: str = setting("amgfno", "model to train", choices=lambda: available_models())
-    pde: str = setting("ks", "data set", choices=("ks", "burgers"))
-    nu: float | None = setting(None, "viscosity: KS 0.075/0.1/0.125 (default 0.1); Burgers file Nu (default 0.001)")
+    pde: str = setting("ks", "data set: ks, burgers (1D models) or ns2d (2D Navier-Stokes vorticity: the 2D models "
+                             "ffno2d, s4ffno2d, amgfno2d)", choices=PDES)
+    nu: float | None = setting(None, "viscosity: KS 0.075/0.1/0.125 (default 0.1); Burgers file Nu (default 0.001); "
+                                     "ns2d 1e-3 or 1e-4 (default 1e-3)")
     res: int = setting(32, "observation resolution f")
     data: str | None = setting(None, "an HDF5 data file (PDEBench, LPSDA or amg_fast layout); default: generate "
                                      "into --cache-dir, reused across runs")
@@ -52,15 +59,19 @@ class TrainConfig:
                              default_factory=default_cache_dir)
     regenerate: bool = setting(False, "generate the data set again even when --cache-dir holds it, replacing the "
                                       "file (one that a reader refused, say); not with --data")
-    n_train: int | None = setting(None, "training trajectories (quick 256, paper 2048)")
-    n_test: int | None = setting(None, "test trajectories (quick 32, paper: KS 256, Burgers 10%% of the total)")
-    epochs: int | None = setting(None, "epochs (quick 40, paper 200)")
-    batch_size: int | None = setting(None, "global batch size (quick 16, paper 32 KS / 64 Burgers)")
+    n_train: int | None = setting(None, "training trajectories (quick 256, paper 2048; ns2d: quick 16, paper 1000)")
+    n_test: int | None = setting(None, "test trajectories (quick 32, paper: KS 256, Burgers 10%% of the total; ns2d: "
+                                       "quick 4, paper 200)")
+    epochs: int | None = setting(None, "epochs (quick 40, paper 200; ns2d: quick 20, paper 200)")
+    batch_size: int | None = setting(None, "global batch size (quick 16, paper 32 KS / 64 Burgers; ns2d: quick 8, "
+                                           "paper 16)")
     lr: float = setting(1e-3, "Adam learning rate, cosine-annealed")
     weight_decay: float = setting(0.0, "weight decay except S4D A and dt")
-    width: int | None = setting(None, "hidden channels H (quick 64, paper 128)")
+    width: int | None = setting(None, "hidden channels H (quick 64, paper 128; ns2d: quick 24, paper 64)")
     modes: int | None = setting(None, "Fourier modes K (default f//2)")
     seed: int = setting(0, "seed for data, initialisation and data order, in [0, 2^32)")
+    data_seed: int | None = setting(None, "seed of the generated data set instead of --seed (runs of several seeds on "
+                                          "one data set), in [0, 2^32)")
     out: str | None = setting(None, "run directory (default runs/<model>_<pde>_nu<nu>_f<res>_seed<seed>)")
     device: str = setting("auto", "cpu, cuda, cuda:N or auto (cuda when available)")
     preset: str = setting("quick", "defaults for unset flags", choices=lambda: tuple(PRESETS))
@@ -97,6 +108,13 @@ class TrainConfig:
                                      "std", group=FIDELITY)
     increment: bool = setting(False, "the network predicts u_{t+1} - u_t (added to u_t); the loss stays on u_{t+1}",
                               group=FIDELITY)
+    # The generated 2D Navier-Stokes data set (amg_fast.data.generate.NS2D_OPTIONS); --pde ns2d only.
+    ns_grid: int | None = setting(None, "the solver's grid points per axis (quick 64, paper 256, FNO's); the data are "
+                                        "stored at min(grid, 128) per axis", group=NS2D)
+    ns_t_end: float | None = setting(None, "last frame time (default FNO's T: 50 at nu = 1e-3, 30 at nu = 1e-4)",
+                                     group=NS2D)
+    ns_frames: int | None = setting(None, "frames per trajectory, evenly spaced over [0, T] (quick 11; paper: one per "
+                                          "time unit, FNO's)", group=NS2D)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -118,7 +136,19 @@ PRESETS = {
     "quick": {"n_train": 256, "n_test": 32, "epochs": 40, "batch_size": 16, "width": 64},
     "paper": {"n_train": 2048, "n_test": None, "epochs": 200, "batch_size": {"ks": 32, "burgers": 64}, "width": 128},
 }
-DEFAULT_NU = {"ks": 0.1, "burgers": 0.001}
+# What a PDE's presets set differently (and its own settings). ns2d quick: a 64 x 64 solver grid, 11
+# frames, 16 small trajectories: about 2 minutes on a 2-core CPU at f = 32 (docs/training.md). ns2d
+# paper: FNO's data (256 x 256 solver, one frame per time unit, 1000 train / 200 test) with a width
+# whose 4H hidden at f = 64, T = 50 fits one GPU.
+PDE_PRESETS = {
+    "ns2d": {
+        "quick": {"n_train": 16, "n_test": 4, "epochs": 20, "batch_size": 8, "width": 24, "ns_grid": 64,
+                  "ns_frames": 11},
+        "paper": {"n_train": 1000, "n_test": 200, "epochs": 200, "batch_size": 16, "width": 64, "ns_grid": 256},
+    },
+}
+DEFAULT_NU = {"ks": 0.1, "burgers": 0.001, "ns2d": 1e-3}
+NS2D_SETTINGS = ("ns_grid", "ns_t_end", "ns_frames")  # --pde ns2d only
 
 
 def _positive(name: str, value) -> None:
@@ -133,6 +163,17 @@ def _finite(name: str, value, *, low: float, strict: bool) -> None:
         raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}")
 
 
+def _check_model_fits_pde(model: str, pde: str) -> None:
+    """A model on a 1D grid trains on 1D data (ks, burgers), a 2D model on ns2d: a ValueError naming both."""
+    model_dims, pde_dims = MODELS[model].spatial_dims, SPATIAL_DIMS[pde]
+    if model_dims != pde_dims:
+        fitting = [name for name in available_models() if MODELS[name].spatial_dims == pde_dims]
+        others = [name for name, dims in SPATIAL_DIMS.items() if dims == model_dims]
+        raise ValueError(f"--model {model} is a {model_dims}D model ({'[B, T, S, C]' if model_dims == 1 else '[B, T, X, Y, C]'}) "
+                         f"and --pde {pde} is {pde_dims}D data: train --pde {pde} with a {pde_dims}D model "
+                         f"({', '.join(fitting)}), or --model {model} on --pde {' / '.join(others)}")
+
+
 def resolve_config(cfg: TrainConfig) -> TrainConfig:
     """Fill preset values into the None fields and check every setting; returns a new config."""
     if cfg.preset not in PRESETS:
@@ -141,8 +182,14 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         raise ValueError(f"pde must be one of {tuple(DEFAULT_NU)}, got {cfg.pde!r}")
     if cfg.model not in available_models():
         raise ValueError(f"unknown model {cfg.model!r}; available: {', '.join(available_models())}")
+    _check_model_fits_pde(cfg.model, cfg.pde)
+    if cfg.pde != "ns2d":
+        given = [f"--{k.replace('_', '-')}" for k in NS2D_SETTINGS if getattr(cfg, k) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: settings of the generated 2D Navier-Stokes data, for --pde ns2d "
+                             f"only; got --pde {cfg.pde}")
     values = cfg.to_dict()
-    for key, value in PRESETS[cfg.preset].items():
+    for key, value in {**PRESETS[cfg.preset], **PDE_PRESETS.get(cfg.pde, {}).get(cfg.preset, {})}.items():
         if values[key] is None:
             values[key] = value[cfg.pde] if isinstance(value, dict) else value
     values["nu"] = DEFAULT_NU[cfg.pde] if cfg.nu is None else cfg.nu
@@ -165,6 +212,16 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         raise ValueError(f"modes must be <= res//2 + 1 = {out.res // 2 + 1} (the Fourier modes of --res {out.res}), "
                          f"got {out.modes}")
     check_seed("seed", out.seed)
+    if out.data_seed is not None:
+        check_seed("data_seed", out.data_seed)
+    if out.ns_grid is not None and (isinstance(out.ns_grid, bool) or not isinstance(out.ns_grid, int)
+                                    or out.ns_grid < 8 or out.ns_grid % 2):
+        raise ValueError(f"ns_grid (the 2D solver's points per axis) must be an even integer >= 8, got {out.ns_grid!r}")
+    if out.ns_frames is not None and (isinstance(out.ns_frames, bool) or not isinstance(out.ns_frames, int)
+                                      or out.ns_frames < 2):
+        raise ValueError(f"ns_frames must be an integer >= 2 (a state and the next one), got {out.ns_frames!r}")
+    if out.ns_t_end is not None:
+        _finite("ns_t_end", out.ns_t_end, low=0.0, strict=True)
     check_precision(out.precision)
     check_device(out.device)
     if out.regenerate and out.data is not None:
@@ -182,18 +239,20 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {out.fusion!r}")
     model_specific = {"alpha": out.alpha is not None, "fusion": out.fusion != "residual"}
     for flag, used in model_specific.items():
-        if used and out.model != "s4ffno":
-            raise ValueError(f"--{flag} applies to --model s4ffno only, got --model {out.model}")
+        if used and out.model not in S4FFNO_FAMILY:
+            raise ValueError(f"--{flag} applies to --model {' / '.join(S4FFNO_FAMILY)} only, got --model {out.model}")
     if out.omega is not None:
-        if out.model != "amgfno" or out.omega_mode != "fixed" or out.no_freq_gate:
-            raise ValueError("--omega (a fixed omega_f instead of the data's) applies to --model amgfno with the "
+        if out.model not in AMGFNO_FAMILY or out.omega_mode != "fixed" or out.no_freq_gate:
+            raise ValueError(f"--omega (a fixed omega_f instead of the data's) applies to --model "
+                             f"{' / '.join(AMGFNO_FAMILY)} with the "
                              f"frequency gate and --omega-mode fixed, got --model {out.model}"
                              + (" --omega-mode batch" if out.omega_mode != "fixed" else "")
                              + (" --no-freq-gate" if out.no_freq_gate else ""))
         if isinstance(out.omega, bool) or not isinstance(out.omega, (int, float)) or not 0 <= out.omega < float("inf"):
             raise ValueError(f"omega must be a finite number >= 0 (an unresolved-energy ratio), got {out.omega!r}")
-    if (out.no_freq_gate or out.omega_mode != "fixed") and out.model != "amgfno":
-        raise ValueError(f"--no-freq-gate and --omega-mode apply to --model amgfno only, got --model {out.model}")
+    if (out.no_freq_gate or out.omega_mode != "fixed") and out.model not in AMGFNO_FAMILY:
+        raise ValueError(f"--no-freq-gate and --omega-mode apply to --model {' / '.join(AMGFNO_FAMILY)} only, got "
+                         f"--model {out.model}")
     if out.decoder_input not in DECODER_INPUTS:
         raise ValueError(f"decoder_input must be one of {DECODER_INPUTS}, got {out.decoder_input!r}")
     backbone_flags = {"share-weights": out.share_weights, "weight-norm": out.weight_norm,

@@ -18,7 +18,7 @@ __all__ = ["EvalResult", "evaluate", "unwrap", "one_step_loss"]
 @dataclass
 class EvalResult:
     """nrmse (float), nrmse_per_step [T] (steps 1..T), gate_mean (float or None),
-    pred and true [N, T, S] (steps 1..T) as numpy arrays; amplitude_per_step [T]: mean over
+    pred and true [N, T, S] (2D: [N, T, X, Y]; steps 1..T) as numpy arrays; amplitude_per_step [T]: mean over
     trajectories of ||pred|| / ||true|| per rollout step; one_step_nrmse (float) and
     one_step_nrmse_per_step [T]: the same nRMSE with teacher forcing (each prediction from the true
     history); one_step_loss: the training loss (eq. app-training-loss) on these trajectories."""
@@ -35,8 +35,9 @@ class EvalResult:
 
 
 def one_step_loss(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-    """The training loss: squared L2 norm over space (and channels), mean over batch and time."""
-    return (pred - true).square().sum(dim=(2, 3)).mean()
+    """The training loss: squared L2 norm over space (and channels), mean over batch and time.
+    pred, true [B, T, S, C] (2D: [B, T, X, Y, C])."""
+    return (pred - true).square().flatten(2).sum(dim=-1).mean()
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -47,7 +48,8 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader, device, *, omega_mode: str = "fixed",
              precision: str = "fp32") -> EvalResult:
-    """Roll out from each trajectory's u_0 for T-1 steps; loader yields (u [B, T, S, C], omega [B]).
+    """Roll out from each trajectory's u_0 for T-1 steps; loader yields (u [B, T, S, C] or, for 2D
+    models, [B, T, X, Y, C], omega [B]).
 
     omega_mode "batch" passes the batch mean of the per-trajectory omega to AMGFNO's gate.
     precision "bf16" rolls out under bf16 autocast (amg_fast.train.precision); errors in fp32.

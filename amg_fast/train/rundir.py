@@ -6,7 +6,7 @@ typed schema of results.json (RunResults).
                    test_nrmse, test_one_step_nrmse and eval_s at evaluations; checkpoint_s
     checkpoint.pt  the last checkpoint (amg_fast.train.checkpoint)
     results.json   RunResults.to_dict(), written once, after the final evaluation
-    rollout.npz    pred, true [N_test, T, S]: the test rollout, steps 1..T
+    rollout.npz    pred, true [N_test, T, S] (2D: [N_test, T, X, Y]): the test rollout, steps 1..T
     .train.lock    held while a process trains in the directory
 
 RunDir(path) writes and reads these files, each written whole through a temp file and a rename

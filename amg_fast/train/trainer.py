@@ -35,7 +35,7 @@ from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import TRAINING_KEYS, CheckpointError, capture_rng, restore_rng
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.data import TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data
-from amg_fast.train.evaluate import EvalResult, evaluate, unwrap
+from amg_fast.train.evaluate import EvalResult, evaluate, one_step_loss, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
 from amg_fast.train.rundir import RunDir, RunDirError, RunResults, check_run_dir, open_run_dir
@@ -96,7 +96,7 @@ def _check_cuda_graph(device: torch.device, world: int) -> None:
 
 
 def check_model_runs(model: torch.nn.Module, res: int, device: torch.device, flag: str = "--res") -> None:
-    """Run the model once on zeros [1, 2, res, 1] (no gradients, eval mode): a resolution it
+    """Run the model once on zeros [1, 2, res, 1] (2D models: [1, 2, res, res, 1]; no gradients, eval mode): a resolution it
     cannot take (modes above res//2 + 1, UNet's multiple of 16, ...) is a ValueError naming `flag`
     here, before anything is written, instead of an error inside the first training step."""
     was_training = model.training
@@ -104,7 +104,7 @@ def check_model_runs(model: torch.nn.Module, res: int, device: torch.device, fla
     dtype = next(model.parameters()).dtype
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            model(torch.zeros(1, 2, res, 1, device=device, dtype=dtype))
+            model(torch.zeros((1, 2) + (res,) * model.spatial_dims + (1,), device=device, dtype=dtype))
     except (ValueError, RuntimeError) as err:
         raise ValueError(f"{flag} {res}: the model cannot run at this resolution: {err}") from None
     finally:
@@ -127,7 +127,7 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 def _loss(model, u: torch.Tensor, omega: torch.Tensor, omega_mode: str) -> torch.Tensor:
     kwargs = {"omega": omega.mean()} if omega_mode == "batch" else {}
     pred = model(u[:, :-1], **kwargs)
-    return (pred.to(u.dtype) - u[:, 1:]).square().sum(dim=(2, 3)).mean()  # bf16 autocast output: loss in fp32
+    return one_step_loss(pred.to(u.dtype), u[:, 1:])  # bf16 autocast output: loss in fp32
 
 
 def _optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:

@@ -79,7 +79,7 @@ def test_burgers_pdebench_file(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"pde": "heat"}, r"pde must be one of \('ks', 'burgers'\), got 'heat'"),
+    ({"pde": "heat"}, r"pde must be one of \('ks', 'burgers', 'ns2d'\), got 'heat'"),
     ({"nu": -1.0}, "nu must be a finite number > 0, got -1.0"),
     ({"n_train": 0}, "n_train must be an int >= 1, got 0"),
     ({"pde": "burgers", "method": "radau"}, "method applies to KS only"),
@@ -132,3 +132,64 @@ def test_bad_ks_generator_options(tmp_path, options, match):
         generate.generate_dataset("ks", nu=0.1, n_train=2, n_test=1, out_dir=tmp_path, ks_options=options)
     with pytest.raises(ValueError, match="ks_options apply to KS only"):
         generate.generate_dataset("burgers", nu=0.001, n_train=2, n_test=1, out_dir=tmp_path, ks_options={"t_end": 5.0})
+
+
+# -- 2D Navier-Stokes (ns2d) ------------------------------------------------------------------------------
+NS_OPTIONS = {"grid": 16, "t_end": 0.5, "frames": 3}
+
+
+@pytest.fixture(scope="module")
+def ns_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ns2d")
+    return generate.generate_dataset("ns2d", nu=1e-4, n_train=3, n_test=2, seed=4, out_dir=out, ns2d_options=NS_OPTIONS)
+
+
+def test_ns2d_file_layout_splits_and_omega_from_training_split(ns_file):
+    """PDEBench 2D layout on the solver's 16 x 16 node grid, train then test (n_test stored), FNO's
+    forcing solution from independent seeds, omega_f (2D) of the training split as attributes."""
+    path, summary = ns_file
+    assert path.name == "ns2d_nu0.0001_N16_tend0.5_frames3_train3_test2_seed4.h5" and not summary["skipped"]
+    data = read_trajectories(path)
+    assert data.layout == "pdebench" and data.u.shape == (5, 3, 16, 16) and data.u.dtype == np.float32
+    assert np.allclose(data.t, [0.0, 0.25, 0.5]) and np.allclose(data.x, np.arange(16) / 16)
+    assert np.allclose(data.y, data.x)
+    attrs = data.attrs
+    assert (attrs["pde"], attrs["nu"], attrs["n_test"], attrs["solver_grid"]) == ("ns2d", 1e-4, 2, 16)
+    assert attrs["solver_dt"] == pytest.approx(2e-3 * 256 / 16) and attrs["seed_train"] != attrs["seed_test"]
+    for f in generate.NS2D_OMEGA_RESOLUTIONS:
+        expected = unresolved_energy_ratio(data.u[:3].astype(np.float64), f, spatial_dims=2)
+        assert attrs[f"omega_f_{f}"] == pytest.approx(expected, rel=1e-4, abs=1e-12) and summary[f"omega_f_{f}"] == attrs[f"omega_f_{f}"]
+    assert attrs["omega_f_16"] == 0.0  # the 16 x 16 observation holds every mode of the 16 x 16 solution
+    train, test = TrajectoryDataset(path, 8), TrajectoryDataset(path, 8, split="test")
+    assert len(train) == 3 and len(test) == 2 and train.pde == "ns2d" and test[1][0].shape == (3, 8, 8, 1)
+    assert np.allclose(test[1][0][..., 0].numpy(), data.u[4][:, ::2, ::2], atol=1e-6)
+
+
+def test_ns2d_same_arguments_skip_and_options_are_checked(ns_file, tmp_path):
+    path, summary = ns_file
+    again, skipped = generate.generate_dataset("ns2d", nu=1e-4, n_train=3, n_test=2, seed=4, out_dir=path.parent,
+                                               ns2d_options=NS_OPTIONS)
+    assert again == path and skipped["skipped"] and skipped["omega_f_32"] == summary["omega_f_32"]
+    for options, match in (({"grid": 15}, "grid .* must be an even int >= 8, got 15"),
+                           ({"frames": 1}, r"frames \(saved frames per ns2d trajectory\) must be an int >= 2, got 1"),
+                           ({"t_end": -1.0}, "t_end must be a finite number > 0, got -1.0"),
+                           ({"nx": 3}, r"unknown ns2d generator option\(s\) \['nx'\]")):
+        with pytest.raises(ValueError, match=match):
+            generate.generate_dataset("ns2d", nu=1e-4, n_train=2, n_test=1, out_dir=tmp_path, ns2d_options=options)
+    with pytest.raises(ValueError, match="ns2d_options apply to ns2d only"):
+        generate.generate_dataset("ks", nu=0.1, n_train=2, n_test=1, out_dir=tmp_path, ns2d_options={"grid": 16})
+    with pytest.raises(ValueError, match="method applies to KS only .* ns2d has one solver"):
+        generate.generate_dataset("ns2d", nu=1e-4, n_train=2, n_test=1, out_dir=tmp_path, method="radau")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ns2d_cli(tmp_path):
+    cmd = [sys.executable, str(ROOT / "scripts" / "generate_data.py"), "--pde", "ns2d", "--nu", "1e-4", "--n-train",
+           "2", "--n-test", "1", "--ns-grid", "16", "--ns-t-end", "0.2", "--ns-frames", "2", "--out", str(tmp_path)]
+    first = subprocess.run(cmd, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "ns2d_nu0.0001_N16_tend0.2_frames2_train2_test1_seed0.h5: 2 train + 1 test trajectories" in first.stdout
+    assert "omega_f (training split, high resolution): f=16: 0, f=32: 0" in first.stdout
+    assert "3/3" in first.stderr  # the bar counts frames of trajectories: 3 trajectories x 1 interval
+    second = subprocess.run(cmd, capture_output=True, text=True)
+    assert "already complete with these arguments; skipped" in second.stdout

@@ -45,6 +45,15 @@ REFUSED = {
     "seed-1e20": (["--pde", "ks", "--seed", str(10**20)], f"seed {SEED_LIMIT} 100000000000000000000"),
     "device-gpu0": (["--pde", "ks", "--device", "gpu0"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
     "device-cuda-without-cuda": (["--pde", "ks", "--device", "cuda"], "device 'cuda': CUDA is not available here"),
+    "ns2d-dt-1e-9": (["--pde", "ns2d", "--ns-dt", "1e-9"],
+                     "dt=1e-09, frames over t in [0, 50]: the NS2D solver would take 5e+10 time steps per trajectory "
+                     "(each frame interval in steps of at most dt); allowed: at most 5e+07"),
+    "ns2d-grid-65536": (["--pde", "ns2d", "--ns-grid", "65536", "--n-train", "8"],
+                        "the ns2d data set nu=0.001, n_train=8, n_test=2 (10 trajectories x 51 frames x 16384 points) "
+                        "needs about"),
+    "ns2d-grid-odd": (["--pde", "ns2d", "--ns-grid", "99"],
+                      "grid (the ns2d solver's points per axis) must be an even int >= 8, got 99"),
+    "ns2d-ks-option": (["--pde", "ns2d", "--ks-t-end", "5"], "ks_options apply to KS only, got {'t_end': 5.0} for ns2d"),
 }
 
 
@@ -109,6 +118,26 @@ def test_dataset_size_counts_what_the_generator_writes(tmp_path, pde):
         assert sum(a.size * a.dtype.itemsize for a in arrays) == size.file_bytes
         assert {a.shape[1:] for a in arrays} == {(size.frames, size.points)}
     assert size.memory_bytes > size.file_bytes
+
+
+def test_ns2d_size_and_steps_follow_the_solver(tmp_path, monkeypatch):
+    """dataset_size("ns2d") counts the solver's steps (each RK4 step evaluates the advection 4 times),
+    the stored frames and points (min(grid, 128) per axis) and the file's bytes."""
+    from amg_fast.data import ns2d
+
+    options = {"grid": 16, "t_end": 1.0, "frames": 3, "dt": 0.3}  # two intervals of 0.5: ceil(0.5 / 0.3) = 2 steps each
+    size = generate.dataset_size("ns2d", nu=1e-3, n_train=2, n_test=1, ns2d_options=options)
+    assert (size.steps, size.frames, size.points) == (4, 3, 16 * 16)
+    calls = []
+    advection = ns2d._advection_hat
+    monkeypatch.setattr(ns2d, "_advection_hat", lambda *a: calls.append(1) or advection(*a))
+    path, _ = generate.generate_dataset("ns2d", nu=1e-3, n_train=2, n_test=1, out_dir=tmp_path, ns2d_options=options)
+    assert len(calls) == 4 * size.steps * 2  # both splits, one batch each
+    with h5py.File(path, "r") as f:
+        assert f["tensor"].shape == (3, size.frames, 16, 16) and f["tensor"].size * 4 == size.file_bytes
+    big = generate.dataset_size("ns2d", nu=1e-4, n_train=2, n_test=1, ns2d_options={"grid": 256})
+    assert (big.frames, big.points, big.steps) == (31, 128 * 128, 15000)  # FNO's T = 30 at dt 2e-3
+    assert big.memory_bytes > big.file_bytes
 
 
 @pytest.mark.parametrize("t_end,frame_dt,burn_in,steps", [

@@ -179,10 +179,17 @@ def test_bad_2d_files(tmp_path, datasets, match):
         read_trajectories(path)
 
 
-def test_trajectory_dataset_refuses_2d_files(tmp_path, fields2d):
+def test_trajectory_dataset_serves_2d_files(tmp_path, fields2d):
+    """A non-square, cell-centred PDEBench 2D file: f x f items resampled along each axis (at most the
+    smaller axis), the pde ns2d for a file without a pde attribute."""
     from amg_fast.data.datasets import TrajectoryDataset
+    from amg_fast.data.resample import to_resolution
 
     u, x, y = fields2d
-    write_pdebench(tmp_path / "ns.h5", u, x, np.arange(5.0), y=y)
-    with pytest.raises(DataFileError, match=r"tensor holds 2D fields \(3, 5, 8, 6\) .* TrajectoryDataset serves 1D"):
-        TrajectoryDataset(tmp_path / "ns.h5", 4)
+    write_pdebench(tmp_path / "ns.h5", u, x, np.arange(5.0), y=y, attrs={"n_test": 1})
+    ds = TrajectoryDataset(tmp_path / "ns.h5", 4, split="test")
+    assert (ds.pde, ds.spatial_dims, ds.source_grid, len(ds)) == ("ns2d", 2, "cell", 1)
+    expected = to_resolution(u[2], 4, source_grid="cell", spatial_dims=2)
+    assert ds[0][0].shape == (5, 4, 4, 1) and np.allclose(ds[0][0][..., 0].numpy(), expected, atol=1e-6)
+    with pytest.raises(ValueError, match=r"resolution must be in 1..6 \(the data's resolution per axis\), got 8"):
+        TrajectoryDataset(tmp_path / "ns.h5", 8)

@@ -21,7 +21,7 @@ pytest.importorskip("matplotlib")
 # The fake paper: a few values, keyed like amg_fast.experiments.paper.
 FAKE = {
     ("nrmse", ("amgfno", "ks", 0.1, 32)): 0.02, ("nrmse", ("ffno", "ks", 0.1, 32)): 0.4,
-    ("gate", ("ks", 0.1, 32)): 0.5,
+    ("gate", ("ks", 0.1, 32)): 0.5, ("gate", ("ks", 0.1, 64)): 0.25,
     ("omega_fixed", ("ks", 0.1, 32)): 0.02, ("omega_batch", ("ks", 0.1, 32)): 0.025,
     ("omega_delta_pct", ("ks", 0.1, 32)): 25.0,
     ("ablation_amgfno", ("ks", 0.1, 32)): 0.02, ("no_freq_gate", ("ks", 0.1, 32)): 0.03,
@@ -120,7 +120,21 @@ RECORDS["precision"] = [study("amgfno", seed, 0.1 * (1 + i) + seed ** 2 / 100, {
 RECORDS["grid"] = [study(m, seed, 0.2 + 0.1 * j + seed ** 2 / 100, {"lr": lr})
                    for m in ("amgfno", "s4ffno") for j, lr in enumerate((1e-3, 3e-4)) for seed in SEEDS] \
     + [rec("s4ffno", overrides={"lr": 3e-4}, seed=3, **FAILED)]
+
+
+def ns2d(model, nu, res, seed):
+    """A 2D run: nRMSE by model, nu, f, seed; AMGFNO2d's gate 1e-3 (f = 32) or 1e-7 (f = 64) x (1 + seed^2)."""
+    nrmse = {"ffno2d": 0.3, "s4ffno2d": 0.2, "amgfno2d": 0.1}[model] * (res / 32) * (2 if nu == 1e-3 else 1) \
+        + seed ** 2 / 100
+    gate = (1e-3 if res == 32 else 1e-7) * (1 + seed ** 2) if model == "amgfno2d" else None
+    return rec(model, "ns2d", nu, res, seed, nrmse=nrmse, gate=gate,
+               diagnostics={"gate_mean_last20_epochs": None if gate is None else 2 * gate})
+
+
+RECORDS["ns2d"] = [ns2d(m, nu, res, seed) for m in ("amgfno2d", "s4ffno2d", "ffno2d") for nu in (1e-4, 1e-3)
+                   for res in (32, 64) for seed in SEEDS] + [rec("ffno2d", "ns2d", 1e-4, 128, **FAILED)]
 FIGURES = {"alpha-convex": ("alpha_sweep", "alpha_star_heatmap"), "alpha-additive": (),
+           "ns2d": ("nrmse_by_model_f", "gate_vs_f"),
            "table2": ("bars_by_nu_f64", "bars_by_f_nu0.1"),
            "table3": ("gate_during_training", "nrmse_and_gate_over_epochs"),
            "omega-ablation": (), "freq-gate-ablation": (), "headline": (), "fidelity": (), "precision": (), "grid": ()}
@@ -331,3 +345,21 @@ def test_grid_table_over_the_axes_that_vary(tmp_path):
     rows = {(r[0], r[1]): r for r in _rows(md, "| amgfno |") + _rows(md, "| s4ffno |")}
     assert set(rows) == {(m, lr) for m in ("amgfno", "s4ffno") for lr in ("0.001", "0.0003")}
     assert rows[("s4ffno", "0.0003")][2:4] == ["3", mean_std([0.3 + s ** 2 / 100 for s in SEEDS])]
+
+
+def test_ns2d_report_nrmse_per_model_and_the_gate_per_f_beside_1d(tmp_path):
+    write_report("ns2d", RECORDS["ns2d"], tmp_path)
+    md = (tmp_path / "table.md").read_text()
+    lines = md.splitlines()
+    assert "| Model | ν=0.0001 f=32 | ν=0.0001 f=64 | ν=0.0001 f=128 | ν=0.001 f=32 | ν=0.001 f=64 |" in lines
+    rows = [line.split(" | ")[0] for line in lines if line.startswith(("| FFNO2d", "| S4FFNO2d", "| AMGFNO2d"))]
+    assert rows[:3] == ["| FFNO2d", "| S4FFNO2d", "| AMGFNO2d"]  # the wide table's order
+    extra = [s ** 2 / 100 for s in SEEDS]
+    assert f"| AMGFNO2d | {mean_std([0.1 + e for e in extra])} | {mean_std([0.2 + e for e in extra])} | missing |" in md
+    assert f"| FFNO2d | {mean_std([0.3 + e for e in extra])} | {mean_std([0.6 + e for e in extra])} | failed |" in md
+    last20 = {res: [2 * g * (1 + s ** 2) for s in SEEDS] for res, g in ((32, 1e-3), (64, 1e-7))}
+    ratio = statistics.fmean(last20[32]) / statistics.fmean(last20[64])
+    assert f"| NS2D ν=0.0001 | 32 | {mean_std(last20[32])} | {mean_std([g / 2 for g in last20[32]])} | 1 |" in md
+    assert f"| NS2D ν=0.001 | 64 | {mean_std(last20[64])} | {mean_std([g / 2 for g in last20[64]])} | {ratio:.4g} |" in md
+    assert "| KS ν=0.1 (paper, 1D) | 32 | 0.5 | - | 1 |" in md and "| KS ν=0.1 (paper, 1D) | 64 | 0.25 | - | 2 |" in md
+    assert "| FFNO2d | 0.0001 | 32 | " in md and "| - | - | " in md  # no gate columns for FFNO2d

@@ -1,0 +1,111 @@
+"""Training and evaluating the 2D models on 2D Navier-Stokes data (--pde ns2d) through the CLIs, at a
+16 x 16 solver grid; the presets of ns2d; the loss and nRMSE on [B, T, X, Y, C]; the refusals of a
+model and a data set of different dimensions, before any work."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from amg_fast.cli import evaluate as evaluate_cli
+from amg_fast.cli import train as train_cli
+from amg_fast.data.generate import dataset_path
+from amg_fast.metrics import nrmse
+from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.evaluate import one_step_loss
+
+ROOT = Path(__file__).parents[2]
+NS_FLAGS = ["--pde", "ns2d", "--nu", "1e-4", "--ns-grid", "16", "--ns-t-end", "0.6", "--ns-frames", "4",
+            "--n-train", "4", "--n-test", "2", "--batch-size", "2", "--width", "8", "--device", "cpu"]
+
+
+def run_script(script, *args):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *map(str, args)], capture_output=True,
+                          text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+@pytest.fixture(scope="module")
+def ns_run(tmp_path_factory):
+    """A 2-epoch amgfno2d run at f = 8 on generated 16 x 16 data: (run directory, data file, stdout)."""
+    tmp = tmp_path_factory.mktemp("ns2d")
+    proc = run_script("train.py", "--model", "amgfno2d", "--res", "8", *NS_FLAGS, "--epochs", "2", "--eval-every", "1",
+                      "--cache-dir", tmp / "cache", "--out", tmp / "run")
+    assert proc.returncode == 0, proc.stderr
+    data = dataset_path(tmp / "cache", "ns2d", 1e-4, 4, 2, 0, ns2d_options={"grid": 16, "t_end": 0.6, "frames": 4})
+    return tmp / "run", data, proc.stdout
+
+
+def test_train_cli_trains_and_evaluates_a_2d_model(ns_run):
+    run, data, stdout = ns_run
+    assert data.is_file() and "| amgfno2d | ns2d | 0.0001 | 8 |" in stdout
+    results = json.loads((run / "results.json").read_text())
+    assert (results["model"], results["pde"], results["res"], results["epochs"]) == ("amgfno2d", "ns2d", 8, 2)
+    assert len(results["nrmse_per_step"]) == 3 and 0 < results["nrmse"] < 10
+    assert 0 <= results["gate_mean"] < 1 and results["gate_mean_last20_epochs"] is not None
+    assert results["one_step_nrmse"] > 0 and len(results["amplitude_per_step"]) == 3
+    rollout = np.load(run / "rollout.npz")
+    assert rollout["pred"].shape == rollout["true"].shape == (2, 3, 8, 8)
+    config = json.loads((run / "config.json").read_text())
+    assert (config["ns_grid"], config["ns_t_end"], config["ns_frames"], config["data_seed"]) == (16, 0.6, 4, None)
+    # the rollout error as amg_fast.metrics computes it from the stored rollout
+    assert results["nrmse"] == pytest.approx(float(nrmse(torch.from_numpy(rollout["pred"]),
+                                                         torch.from_numpy(rollout["true"]))), rel=1e-5)
+
+
+def test_evaluate_cli_on_a_2d_run_directory(ns_run, tmp_path):
+    run, data, _ = ns_run
+    out = tmp_path / "eval.json"
+    assert evaluate_cli.main([str(run), "--data", str(data), "--json", str(out)]) == 0
+    evaluated, trained = json.loads(out.read_text()), json.loads((run / "results.json").read_text())
+    assert evaluated["n"] == 2 and evaluated["res"] == 8
+    assert evaluated["nrmse"] == pytest.approx(trained["nrmse"], rel=1e-5)
+    assert evaluated["gate_mean"] == pytest.approx(trained["gate_mean"], rel=1e-4)
+
+
+def test_a_2d_checkpoint_on_1d_data_is_refused(ns_run, tiny_data, capsys):
+    run, _, _ = ns_run
+    assert evaluate_cli.main([str(run), "--data", str(tiny_data)]) == 2
+    err = capsys.readouterr().err
+    assert "holds 1D ks trajectories; the checkpoint's model amgfno2d is 2D (trained on --pde ns2d)" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "amgfno", "--pde", "ns2d"],
+     "--model amgfno is a 1D model ([B, T, S, C]) and --pde ns2d is 2D data: train --pde ns2d with a 2D model "
+     "(amgfno2d, ffno2d, s4ffno2d), or --model amgfno on --pde ks / burgers"),
+    (["--model", "ffno2d", "--pde", "ks"],
+     "--model ffno2d is a 2D model ([B, T, X, Y, C]) and --pde ks is 1D data: train --pde ks with a 1D model"),
+    (["--model", "ffno", "--pde", "burgers", "--ns-grid", "64"],
+     "--ns-grid: settings of the generated 2D Navier-Stokes data, for --pde ns2d only; got --pde burgers"),
+    (["--model", "ffno2d", "--pde", "ns2d", "--alpha", "0.5"], "--alpha applies to --model s4ffno / s4ffno2d only"),
+    (["--model", "s4ffno2d", "--pde", "ns2d", "--no-freq-gate"],
+     "--no-freq-gate and --omega-mode apply to --model amgfno / amgfno2d only"),
+    (["--model", "amgfno2d", "--pde", "ns2d", "--ns-frames", "1"], "ns_frames must be an integer >= 2"),
+], ids=["1d-model-ns2d", "2d-model-ks", "ns-grid-burgers", "alpha-ffno2d", "freq-gate-s4ffno2d", "one-frame"])
+def test_mismatches_are_refused_before_any_work(tmp_path, capsys, args, message):
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    assert train_cli.main([*args, "--out", str(out), "--cache-dir", str(cache), "--device", "cpu"]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists() and not cache.exists()
+
+
+def test_ns2d_presets():
+    quick = resolve_config(TrainConfig(model="amgfno2d", pde="ns2d"))
+    assert (quick.nu, quick.n_train, quick.n_test, quick.epochs, quick.batch_size, quick.width) == (1e-3, 16, 4, 20, 8, 24)
+    assert (quick.ns_grid, quick.ns_frames, quick.ns_t_end, quick.modes) == (64, 11, None, 16)
+    paper = resolve_config(TrainConfig(model="ffno2d", pde="ns2d", preset="paper", nu=1e-4, res=64))
+    assert (paper.n_train, paper.n_test, paper.batch_size, paper.width, paper.ns_grid, paper.ns_frames) == \
+        (1000, 200, 16, 64, 256, None)
+    ks = resolve_config(TrainConfig(model="amgfno"))
+    assert (ks.n_train, ks.width, ks.ns_grid, ks.ns_frames) == (256, 64, None, None)  # 1D presets unchanged
+
+
+def test_the_training_loss_on_2d_fields_matches_an_explicit_sum(gen):
+    """Squared error summed over the grid and channels, mean over trajectories and steps."""
+    pred, true = torch.randn(2, 3, 5, 4, 1, generator=gen), torch.randn(2, 3, 5, 4, 1, generator=gen)
+    loss = sum(float((pred[b, t] - true[b, t]).square().sum()) for b in range(2) for t in range(3)) / 6
+    assert float(one_step_loss(pred, true)) == pytest.approx(loss, rel=1e-6)
