@@ -162,16 +162,16 @@ def _complex_dot(a, b, c, d, acc1, acc2, acc3, GAUSS: tl.constexpr, BF16_OPERAND
         if BF16_OPERANDS:
             s, a, b, c, dc, cd = (s.to(tl.bfloat16), a.to(tl.bfloat16), b.to(tl.bfloat16), c.to(tl.bfloat16),
                                   dc.to(tl.bfloat16), cd.to(tl.bfloat16))
-        acc1 = tl.dot(s, c, acc1, input_precision=DOT_PRECISION)
-        acc2 = tl.dot(a, dc, acc2, input_precision=DOT_PRECISION)
-        acc3 = tl.dot(b, cd, acc3, input_precision=DOT_PRECISION)
+        acc1 = tl.dot(s, c, acc1, input_precision=DOT_PRECISION, out_dtype=acc1.dtype)
+        acc2 = tl.dot(a, dc, acc2, input_precision=DOT_PRECISION, out_dtype=acc2.dtype)
+        acc3 = tl.dot(b, cd, acc3, input_precision=DOT_PRECISION, out_dtype=acc3.dtype)
     else:
         if BF16_OPERANDS:
             a, b, c, d = a.to(tl.bfloat16), b.to(tl.bfloat16), c.to(tl.bfloat16), d.to(tl.bfloat16)
-        acc1 = tl.dot(a, c, acc1, input_precision=DOT_PRECISION)
-        acc1 = tl.dot(-b, d, acc1, input_precision=DOT_PRECISION)
-        acc2 = tl.dot(a, d, acc2, input_precision=DOT_PRECISION)
-        acc2 = tl.dot(b, c, acc2, input_precision=DOT_PRECISION)
+        acc1 = tl.dot(a, c, acc1, input_precision=DOT_PRECISION, out_dtype=acc1.dtype)
+        acc1 = tl.dot(-b, d, acc1, input_precision=DOT_PRECISION, out_dtype=acc1.dtype)
+        acc2 = tl.dot(a, d, acc2, input_precision=DOT_PRECISION, out_dtype=acc2.dtype)
+        acc2 = tl.dot(b, c, acc2, input_precision=DOT_PRECISION, out_dtype=acc2.dtype)
     return acc1, acc2, acc3
 
 
@@ -213,7 +213,7 @@ def _spectral_conv1d_transform_kernel(
                     mask=(offs_m[:, None] < M) & (jj[None, :] < J), other=0.0)
         b = tl.load(inp_row + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
                     mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b.to(a.dtype), acc, input_precision=DOT_PRECISION)
+        acc = tl.dot(a, b.to(a.dtype), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
     out_row = out_ptr + outer * stride_oo + inner * stride_oq
     tl.store(out_row + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
              acc.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
