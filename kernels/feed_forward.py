@@ -73,7 +73,7 @@ def _relu(pre):
 def _row_block(x_ptr, M, H_in, H_out, BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr):
     """This program's rows (BLOCK_M of M), the input and output columns with their masks, and its
     x tile [BLOCK_M, BLOCK_I]."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: rows * H may pass 2**31
     ci = tl.arange(0, BLOCK_I)
     co = tl.arange(0, BLOCK_O)
     x = _tile(x_ptr, rows, rows < M, ci, ci < H_in, H_in, 1)
@@ -163,7 +163,7 @@ def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in,
     db2 = tl.zeros((BLOCK_O,), dtype=acc_t)
     first = group * rows_per_group
     for m0 in range(0, rows_per_group, BLOCK_M):
-        rows = first + m0 + tl.arange(0, BLOCK_M)
+        rows = (first + m0 + tl.arange(0, BLOCK_M)).to(tl.int64)
         row_mask = (rows < M) & (rows < first + rows_per_group)
         x = _tile(x_ptr, rows, row_mask, ci, ci_mask, H_in, 1)
         dy = _tile(dy_ptr, rows, row_mask, co, co_mask, H_out, 1).to(x.dtype)
