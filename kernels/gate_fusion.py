@@ -322,10 +322,10 @@ def check_width(H: int, readout: bool = False) -> None:
 # inside shared memory and registers, untuned. Every tl.dot dim is >= 16. READOUT with tf32x3 dots
 # (fp32, the paper preset) takes 64-row tiles: compiled for sm_90 by triton 3.6 (bench/compile_sm90.py)
 # the 32-row tiles ran the products as mma.sync with every [H, H] weight (split in two) held in
-# registers, and ptxas fell back to 32 registers with a 12.5 KB (forward) / 15.7 KB (backward) stack
-# per thread; 64 rows put them on wgmma with the weights in shared memory (1.9 / 4.5 KB of stack).
-# Under TF32 and bf16 the 32-row tiles spill less than 64-row ones (0.2 / 0.9 KB against 0.2 / 2.9 KB),
-# so they keep them. Untimed: bench/test_bench_gate_fusion.py on a GPU decides.
+# registers, and ptxas fell back to 32 registers with a 12.3 KB (forward) / 15.3 KB (backward) stack
+# per thread; 64 rows put them on wgmma with the weights in shared memory (1.8 / 4.4 KB of stack).
+# Under TF32 and bf16 the 32-row tiles spill less than 64-row ones (0.2 / 0.9 KB against 0.2 / 2.8 KB),
+# so they keep them (KB = 1024 bytes). Untimed: bench/test_bench_gate_fusion.py on a GPU decides.
 
 
 def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
