@@ -143,10 +143,15 @@ def run_dirs(out: Path) -> list[Path]:
 
 
 def check_run_dir(out: Path, spec: RunSpec) -> Path:
-    """The run's directory, refused (SweepError) when a file is in its place."""
+    """The run's directory, refused (SweepError) when a file is in its place or it holds another run
+    (a job.json of another spec under this name)."""
     run_dir = run_dir_of(out, spec)
     if run_dir.exists() and not run_dir.is_dir():
         raise SweepError(f"{run_dir} is a file, not a run directory; move it away and run again")
+    job = read_job(run_dir)
+    if job is not None and job["spec"] != spec:
+        raise SweepError(f"{run_dir} holds another run under this run's name (its job.json: {job['spec']}); move it "
+                         "away and run again")
     return run_dir
 
 

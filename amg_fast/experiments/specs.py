@@ -131,6 +131,13 @@ def _token(key: str, value) -> str:
     return f"{key}={str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, float) else value}"
 
 
+def _number(value: float) -> str:
+    """A run field (nu, alpha, omega) in its name: short (0.1, 1e-05) where that is exact, else repr,
+    so that two different values never share a name (0.1000001 is not 0.1)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One run: the settings that define it. variant: None (the model as is), "no-freq-gate" or
@@ -169,14 +176,14 @@ class RunSpec:
         amgfno_ks_nu0.1_f32+increment+normalize_seed0, ffno_ks_nu0.1_f32+lr=0.0003+reading=s4ffno-t5_seed1."""
         model = self.model
         if self.fusion != "residual":
-            model += f"-{self.fusion}-a{self.alpha:g}"
+            model += f"-{self.fusion}-a{_number(self.alpha)}"
         if self.variant:
             model += f"-{self.variant}"
         if self.omega is not None:
-            model += f"-omega{self.omega:g}"
+            model += f"-omega{_number(self.omega)}"
         extras = sorted(self.overrides + ((("reading", self.reading),) if self.reading else ()))
         tokens = "".join(f"+{_token(k, v)}" for k, v in extras)
-        return f"{model}_{self.pde}_nu{self.nu:g}_f{self.res}{tokens}_seed{self.seed}"
+        return f"{model}_{self.pde}_nu{_number(self.nu)}_f{self.res}{tokens}_seed{self.seed}"
 
     def get(self, key: str):
         """The value of a filter key (None where the run has no such setting); an override key

@@ -73,6 +73,31 @@ def test_override_names_are_readable_stable_and_defaults_keep_todays_names():
         "increment": True, "normalize": True}
 
 
+def test_different_run_values_never_share_a_name_and_the_registry_keeps_its_names():
+    """nu, alpha and omega enter a name short (0.1) where that is exact and by repr otherwise: a
+    grid's nu = 0.1000001 is not the paper's nu = 0.1 run (formerly both were ..._nu0.1_..., so a
+    sweep took the other's results as its own)."""
+    plain = RunSpec("amgfno", "ks", 0.1, 32)
+    assert RunSpec("amgfno", "ks", 0.1000001, 32).name == "amgfno_ks_nu0.1000001_f32_seed0"
+    assert RunSpec("amgfno", "ks", 0.1 + 1e-12, 32).name != plain.name
+    assert RunSpec("amgfno", "ks", 0.1, 32, omega=0.58400001).name != RunSpec("amgfno", "ks", 0.1, 32, omega=0.584).name
+    convex = RunSpec("s4ffno", "ks", 0.1, 32, fusion="convex", alpha=0.25)
+    assert RunSpec("s4ffno", "ks", 0.1, 32, fusion="convex", alpha=0.2500001).name != convex.name
+    assert RunSpec("amgfno", "ks", 1e-05, 32).name == "amgfno_ks_nu1e-05_f32_seed0"
+    every = {spec for exp in EXPERIMENTS.values() for omega_from in ("data", "paper") for spec in exp.runs((0,), omega_from)}
+    values = {v for spec in every for v in (spec.nu, spec.alpha, spec.omega) if v is not None}
+    assert all(float(f"{v:g}") == v for v in values)  # the short form, as before: no sweep's run is renamed
+
+
+def test_a_run_directory_holding_another_run_is_refused(tmp_path):
+    runner.prepare_sweep(tmp_path, "smoke")
+    run_dir = runner.write_job(tmp_path, RunSpec("amgfno", "ks", 0.1, 32), "smoke")
+    job = json.loads((run_dir / "job.json").read_text())
+    (run_dir / "job.json").write_text(json.dumps({**job, "spec": {**job["spec"], "nu": 0.1000001}}))  # an older name
+    with pytest.raises(runner.SweepError, match="holds another run under this run's name"):
+        runner.check_run_dir(tmp_path, RunSpec("amgfno", "ks", 0.1, 32))
+
+
 @pytest.mark.parametrize("overrides,message", [
     ({"colour": 1}, "unknown training setting 'colour'; settings a run can override: n_train"),
     ({"alpha": 0.5}, "'alpha' cannot be a run's override: it is a field of the run itself"),
