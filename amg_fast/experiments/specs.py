@@ -164,11 +164,26 @@ class RunSpec:
         if self.fusion == "additive" and self.alpha == 1:  # h + 1 * z is the residual S4FFNO: one run
             object.__setattr__(self, "fusion", "residual")
             object.__setattr__(self, "alpha", None)
+        self._check_fusion()
         if self.reading is not None:
             from amg_fast.experiments.readings import check_reading
 
             check_reading(self.reading, self.pde)
         object.__setattr__(self, "overrides", check_overrides(self.overrides))
+
+    def _check_fusion(self) -> None:
+        """fusion residual takes no alpha (it would not enter the name: two runs, one directory);
+        convex and additive need one (amg_fast.layers.FixedFusion checks its range)."""
+        from amg_fast.layers import FUSIONS, FixedFusion
+
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if self.fusion != "residual" and self.alpha is None:
+            raise ValueError(f"fusion {self.fusion!r} needs alpha, its fixed memory weight (e.g. --grid fusion="
+                             f"{self.fusion} alpha=0.25,0.5); got none")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float, type(None))):
+            raise ValueError(f"alpha must be a number, got {self.alpha!r}")
+        FixedFusion(self.fusion, self.alpha)  # residual with an alpha, convex outside [0, 1], non-finite
 
     @property
     def name(self) -> str:

@@ -400,11 +400,16 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run", "--grid", "lr=fast"], "--grid lr='fast': lr takes a float"),
     (["run", "--grid", "model=unet", "share_weights=true"], "--share-weights applies to the FFNO family"),
     (["run", "--grid", "model=ffno", "--grid-file", "g.toml"], "with --grid or --grid-file, not both"),
+    (["run", "--grid", "model=s4ffno", "fusion=convex"], "fusion 'convex' needs alpha"),  # was a TypeError traceback
+    (["run", "--grid", "model=s4ffno", "alpha=0.25,0.5"],  # was two runs named as the residual S4FFNO
+     "alpha applies to fusion 'convex' or 'additive', not 'residual' (got alpha=0.25)"),
+    (["run", "--grid", "model=s4ffno", "fusion=convex", "alpha=1.5"], "alpha must be in [0, 1] for convex fusion"),
     (["run"], "name at least one experiment (or all, or a --grid)"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
 ], ids=["nu-absent", "nu-nan", "seed-absent", "filters-together", "device", "seed-negative", "seed-1e20",
         "seed-2^32", "sbatch-newline", "partition-newline", "grid-key", "grid-value", "grid-combination",
-        "grid-twice", "nothing", "budget"])
+        "grid-twice", "grid-fusion-without-alpha", "grid-alpha-without-fusion", "grid-convex-alpha", "nothing",
+        "budget"])
 def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "sweep"
     proc = in_process(capsys, *args, "--preset", "smoke", "--out", out)
