@@ -93,9 +93,15 @@ def _check_override(key: str, value):
     return value
 
 
+# Settings a sweep preset sets itself (smoke's eval_every = 1): an override of one of these is kept even
+# when it equals TrainConfig's default, since dropping it would leave the preset's value in force.
+PRESET_SETTINGS = frozenset(key for values in PRESETS.values() for key in values if key != "preset")
+
+
 def check_overrides(overrides) -> tuple[tuple[str, object], ...]:
     """dict or (key, value) pairs -> the canonical sorted pairs (values checked against TrainConfig's
-    fields; an override equal to TrainConfig's default is dropped: it is no override)."""
+    fields; an override equal to TrainConfig's default is dropped: it is no override, unless a
+    sweep preset sets that setting)."""
     items = overrides.items() if isinstance(overrides, dict) else overrides
     out = {}
     for key, value in items:
@@ -103,7 +109,7 @@ def check_overrides(overrides) -> tuple[tuple[str, object], ...]:
         if key in out and out[key] != value:
             raise ValueError(f"override {key} given twice, {out[key]!r} and {value!r}")
         out[key] = value
-    return tuple(sorted((k, v) for k, v in out.items() if v != _FIELDS[k].default))
+    return tuple(sorted((k, v) for k, v in out.items() if v != _FIELDS[k].default or k in PRESET_SETTINGS))
 
 
 def parse_setting(key: str, text: str):

@@ -89,6 +89,15 @@ def test_different_run_values_never_share_a_name_and_the_registry_keeps_its_name
     assert all(float(f"{v:g}") == v for v in values)  # the short form, as before: no sweep's run is renamed
 
 
+def test_an_override_a_preset_sets_is_kept_even_at_trainconfigs_default():
+    """smoke sets eval_every = 1; eval_every = 5 is TrainConfig's default but no longer the preset's
+    value: formerly dropped, so the run trained with 1 under the plain run's name."""
+    specs = select_runs([], grid={"model": ["ffno"], "eval_every": [1, 5]})
+    assert [s.name for s in specs] == ["ffno_ks_nu0.1_f32+eval_every=1_seed0", "ffno_ks_nu0.1_f32+eval_every=5_seed0"]
+    assert [runner.job_config(s, "smoke").eval_every for s in specs] == [1, 5]
+    assert RunSpec("ffno", "ks", 0.1, 32, overrides={"lr": 1e-3}).name == FFNO  # other defaults: still no override
+
+
 def test_a_run_directory_holding_another_run_is_refused(tmp_path):
     runner.prepare_sweep(tmp_path, "smoke")
     run_dir = runner.write_job(tmp_path, RunSpec("amgfno", "ks", 0.1, 32), "smoke")
