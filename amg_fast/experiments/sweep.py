@@ -101,8 +101,17 @@ def parse_set(items: list[str] | None) -> dict:
 
 
 def _with(specs, overrides: dict | None) -> list[RunSpec]:
-    """The specs with these overrides added (they win over a run's own), each distinct run once."""
+    """The specs with these overrides (--set) added, each distinct run once; a setting a run sets to
+    another value itself (what its experiment varies: precision's tf32 run) is an error, since
+    replacing it would merge runs the experiment keeps apart."""
     if overrides:
+        for spec in specs:
+            own = dict(spec.overrides)
+            clash = next((key for key in overrides if key in own and own[key] != overrides[key]), None)
+            if clash is not None:
+                raise ValueError(f"--set {clash}={overrides[clash]!r}: run {spec.name} sets {clash}={own[clash]!r} "
+                                 "itself (its experiment varies it); leave it out of --set, or select runs with "
+                                 f"--where {clash}=...")
         specs = [dataclasses.replace(s, overrides={**dict(s.overrides), **overrides}) for s in specs]
     return list(dict.fromkeys(specs))
 
@@ -158,6 +167,9 @@ def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
     sources: list[Experiment] = [get_experiment(name) for name in (resolve_experiments(experiments) if experiments
                                                                     else [])]
     if grid is not None:
+        both = [key for key in grid if key in (overrides or {})]
+        if both:
+            raise ValueError(f"--set {both[0]} and a grid axis {both[0]}: give its values in the grid only")
         sources.append(grid_experiment(grid))
     if not sources:
         raise ValueError(f"name at least one experiment (or all, or a --grid); known: {', '.join(EXPERIMENTS)}")

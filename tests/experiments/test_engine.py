@@ -414,11 +414,14 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
      "alpha applies to fusion 'convex' or 'additive', not 'residual' (got alpha=0.25)"),
     (["run", "--grid", "model=s4ffno", "fusion=convex", "alpha=1.5"], "alpha must be in [0, 1] for convex fusion"),
     (["run"], "name at least one experiment (or all, or a --grid)"),
+    (["run", "--grid", "lr=1e-3,3e-4", "--set", "lr=1e-4"], "--set lr and a grid axis lr"),  # was one run, not two
+    (["run", "precision", "--set", "precision=bf16"],  # was one run: tf32's and fp32's turned into bf16's
+     "--set precision='bf16': run amgfno_ks_nu0.1_f32+precision=tf32_seed0 sets precision='tf32' itself"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
 ], ids=["nu-absent", "nu-nan", "seed-absent", "filters-together", "device", "seed-negative", "seed-1e20",
         "seed-2^32", "sbatch-newline", "partition-newline", "grid-key", "grid-value", "grid-combination",
         "grid-twice", "grid-fusion-without-alpha", "grid-alpha-without-fusion", "grid-convex-alpha", "nothing",
-        "budget"])
+        "set-grid-axis", "set-experiment-setting", "budget"])
 def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "sweep"
     proc = in_process(capsys, *args, "--preset", "smoke", "--out", out)
