@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 from amg_fast._interrupt import command_line, run_interruptible
+from amg_fast._machine import process_age
 from amg_fast.experiments import runner
 from amg_fast.experiments.estimate import Estimator, machine_of
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, OMEGA_SOURCES
@@ -242,6 +244,9 @@ def cmd_run(args) -> int:
     if args.partition is not None:
         _no_control("--partition", args.partition)
     if args.launcher == "slurm":  # checked before anything is written
+        if args.budget_s is not None:
+            raise ValueError("--budget-s applies to --launcher local (it decides which run to start next); with "
+                             "--launcher slurm, --time limits each run")
         runner.check_max_requeues(args.max_requeues)
         runner.check_slurm()
     else:
@@ -251,7 +256,7 @@ def cmd_run(args) -> int:
     for spec in specs:
         runner.check_run_dir(args.out, spec)
     result, lines, estimator = _summary(args, specs)
-    budget = Budget(args.budget_s, estimator, configs)
+    budget = Budget(args.budget_s, estimator, configs, start=args.started)
     runner.prepare_sweep(args.out, args.preset)
     print("\n".join(lines), flush=True)
     run_dirs = [runner.write_job(args.out, spec, args.preset, **_job(args)) for spec in specs]
@@ -382,7 +387,11 @@ def _kept(args, argv) -> str:
 
 
 def main(argv=None) -> int:
+    """The command line (argv None: this process is the command, and --budget-s counts from its start,
+    imports included) or argv given from Python (counting from this call)."""
+    started = time.monotonic() - (process_age() if argv is None else 0.0)
     args = parse_args(argv)
+    args.started = started
     return run_interruptible(lambda: _command(args), lambda: _kept(args, argv))
 
 

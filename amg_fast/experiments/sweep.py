@@ -246,14 +246,15 @@ def summary_lines(result: dict, by_experiment: dict[str, int], machine: dict, pr
 
 
 class Budget:
-    """Whether a run may start: elapsed time since the command began plus the run's estimate must stay
-    within budget_s (None: no budget). Says what it skipped and why."""
+    """Whether a run may start: elapsed time since the command began (`start` on `clock`, default now)
+    plus the run's estimate must stay within budget_s (None: no budget). Says what it skipped and why."""
 
-    def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict], clock=time.monotonic):
+    def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict], clock=time.monotonic,
+                 start: float | None = None):
         if budget_s is not None and (isinstance(budget_s, bool) or not math.isfinite(budget_s) or budget_s <= 0):
             raise ValueError(f"--budget-s must be a finite number of seconds > 0, got {budget_s!r}")
         self.budget_s, self.estimator, self.configs, self.clock = budget_s, estimator, configs, clock
-        self.start = clock()
+        self.start = clock() if start is None else start
         self.skipped: dict[str, str] = {}
 
     def __call__(self, run_dir: Path) -> str | None:
@@ -263,7 +264,8 @@ class Budget:
         seconds, source = self.estimator.seconds(self.configs[Path(run_dir).name])
         if seconds <= left:
             return None
-        reason = f"needs ~{seconds:.0f} s ({source}), {max(left, 0):.0f} s of the budget left"
+        # rounded so that the line never reads "needs ~9 s, 9 s left" for a run that does not fit
+        reason = f"needs ~{math.ceil(seconds)} s ({source}), {math.floor(max(left, 0))} s of the budget left"
         self.skipped[Path(run_dir).name] = reason
         return reason
 

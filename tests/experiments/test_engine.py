@@ -285,6 +285,19 @@ def test_budget_starts_only_what_it_can_finish():
         Budget(0, estimator, {})
 
 
+def test_a_run_estimated_at_exactly_the_budget_and_the_commands_start():
+    clock = [50.0]
+    estimator = Estimator({"device": "cpu", "name": "test"}, "smoke")
+    configs = {"a": {"res": 32, "epochs": 2, "n_train": 8}}  # 9 s by the defaults
+    assert Budget(9.0, estimator, configs, clock=lambda: clock[0])(Path("a")) is None  # fits exactly: starts
+    late = Budget(9.0, estimator, configs, clock=lambda: clock[0] + 0.001)
+    late.start = clock[0]
+    assert late(Path("a")) == "needs ~9 s (default for preset smoke on cpu), 8 s of the budget left"  # was "9 s left"
+    # the command's start (its imports and planning took 3 s): what is left counts from there
+    started_earlier = Budget(10.0, estimator, configs, clock=lambda: clock[0], start=clock[0] - 3.0)
+    assert started_earlier(Path("a")).endswith("7 s of the budget left")
+
+
 def test_default_estimates_scale_with_f_and_the_training_set():
     from amg_fast.experiments.estimate import PRESET_N_TRAIN
     from amg_fast.experiments.specs import PRESETS
@@ -312,7 +325,7 @@ def test_a_tiny_budget_starts_nothing_and_says_why(tmp_path, capsys):
     out = tmp_path / "sweep"
     proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR, "--budget-s", "1")
     assert proc.returncode == cli.EXIT_BUDGET, proc.stderr
-    assert proc.stderr.count("skipped: ") == 2 and "1 s of the budget left" in proc.stderr
+    assert proc.stderr.count("skipped: ") == 2 and "0 s of the budget left" in proc.stderr  # 1 s less planning
     assert "2 not started within --budget-s 1" in proc.stdout
     assert all(runner.run_state(d) == "missing" for d in runner.run_dirs(out))
 
@@ -417,11 +430,13 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run", "--grid", "lr=1e-3,3e-4", "--set", "lr=1e-4"], "--set lr and a grid axis lr"),  # was one run, not two
     (["run", "precision", "--set", "precision=bf16"],  # was one run: tf32's and fp32's turned into bf16's
      "--set precision='bf16': run amgfno_ks_nu0.1_f32+precision=tf32_seed0 sets precision='tf32' itself"),
+    (["run", "table2", "--budget-s", "60", "--launcher", "slurm"] + PAIR,  # was ignored without a word
+     "--budget-s applies to --launcher local"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
 ], ids=["nu-absent", "nu-nan", "seed-absent", "filters-together", "device", "seed-negative", "seed-1e20",
         "seed-2^32", "sbatch-newline", "partition-newline", "grid-key", "grid-value", "grid-combination",
         "grid-twice", "grid-fusion-without-alpha", "grid-alpha-without-fusion", "grid-convex-alpha", "nothing",
-        "set-grid-axis", "set-experiment-setting", "budget"])
+        "set-grid-axis", "set-experiment-setting", "budget-slurm", "budget"])
 def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "sweep"
     proc = in_process(capsys, *args, "--preset", "smoke", "--out", out)
