@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from amg_fast._files import check_writable_dir
 from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast._machine import process_age
 from amg_fast.experiments import runner
@@ -337,6 +338,7 @@ def cmd_report(args) -> int:
                   f"{hint}); nothing written, an existing report is kept", file=sys.stderr)
             refused += 1
             continue
+        check_writable_dir(f"{name}: report folder", args.out / "reports" / name)
         files = write_report(name, records, args.out / "reports" / name)
         print(f"{name}: {len(done)} finished runs; wrote {', '.join(str(f) for f in files)}")
         if lacking:
@@ -402,3 +404,6 @@ def _command(args) -> int:
     except (ValueError, runner.SweepError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_REFUSED
+    except OSError as err:  # a file the checks could not foresee (permissions, a full disk): what the system said
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_NOT_DONE

@@ -143,11 +143,16 @@ def run_dirs(out: Path) -> list[Path]:
 
 
 def check_run_dir(out: Path, spec: RunSpec) -> Path:
-    """The run's directory, refused (SweepError) when a file is in its place or it holds another run
-    (a job.json of another spec under this name)."""
+    """The run's directory, refused (SweepError) when a file is in its place (or in place of the sweep's
+    runs/ or data/, or of the run's job.json) or it holds another run (a job.json of another spec
+    under this name)."""
     run_dir = run_dir_of(out, spec)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise SweepError(f"{run_dir} is a file, not a run directory; move it away and run again")
+    for path, what in ((run_dir.parent, "the sweep's runs directory"), (Path(out) / "data", "the sweep's data "
+                       "directory"), (run_dir, "a run directory")):
+        if path.exists() and not path.is_dir():
+            raise SweepError(f"{path} is a file, not {what}; move it away and run again")
+    if (run_dir / JOB_FILE).exists() and not (run_dir / JOB_FILE).is_file():
+        raise SweepError(f"{run_dir / JOB_FILE} is not a file; move it away and run again")
     job = read_job(run_dir)
     if job is not None and job["spec"] != spec:
         raise SweepError(f"{run_dir} holds another run under this run's name (its job.json: {job['spec']}); move it "

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import run_results
 
 from amg_fast.cli import reproduce as cli
 from amg_fast.experiments import runner
@@ -19,6 +20,7 @@ from amg_fast.experiments.estimate import Estimator
 from amg_fast.experiments.registry import EXPERIMENTS
 from amg_fast.experiments.specs import RunSpec, check_overrides
 from amg_fast.experiments.sweep import Budget, parse_where, select_runs
+from amg_fast.train.rundir import RunDir
 
 ROOT = Path(__file__).parents[2]
 PAIR = ["--where", "model=ffno,amgfno", "--where", "pde=ks", "nu=0.1", "res=32"]  # repeated --where, 2 runs
@@ -470,6 +472,35 @@ def test_status_without_runs_and_a_run_directory_that_is_a_file(tmp_path, capsys
     (out / "runs" / FFNO).write_text("not a directory")
     proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
     assert proc.returncode == 2 and f"runs/{FFNO} is a file, not a run directory; move it away" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("path,is_dir,message", [
+    ("runs", False, "runs is a file, not the sweep's runs directory"),
+    ("data", False, "data is a file, not the sweep's data directory"),
+    (f"runs/{FFNO}/job.json", True, f"runs/{FFNO}/job.json is not a file"),
+    ("reports/table2", False, "table2: report folder"),
+], ids=["runs", "data", "job.json", "report-folder"])
+def test_a_file_where_a_sweep_has_a_folder_or_the_reverse_is_named(tmp_path, capsys, path, is_dir, message):
+    """Formerly tracebacks (NotADirectoryError, IsADirectoryError, FileExistsError) from run and report."""
+    out = tmp_path / "sweep"
+    runner.prepare_sweep(out, "smoke")
+    if path.startswith("reports"):
+        runner.write_job(out, RunSpec("ffno", "ks", 0.1, 32), "smoke")
+        RunDir(out / "runs" / FFNO).write_results(run_results(model="ffno"))
+    (out / path).parent.mkdir(parents=True, exist_ok=True)
+    (out / path).mkdir() if is_dir else (out / path).write_text("x")
+    command = ["report", "table2"] if path.startswith("reports") else ["run", "table2", "--preset", "smoke", *PAIR]
+    proc = in_process(capsys, *command, "--out", out)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_os_error_the_checks_did_not_foresee_is_one_line(tmp_path, capsys, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(runner, "write_job", full_disk)
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", tmp_path / "sweep", *PAIR)
+    assert proc.returncode == 1 and proc.stderr.strip().endswith("error: [Errno 28] No space left on device")
     assert "Traceback" not in proc.stderr
 
 
