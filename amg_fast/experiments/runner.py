@@ -40,7 +40,7 @@ from filelock import FileLock, Timeout
 
 from amg_fast._files import atomic_write_text, check_writable_dir
 from amg_fast._interrupt import EXIT_INTERRUPTED, stop_once
-from amg_fast.experiments.specs import RunSpec, check_preset
+from amg_fast.experiments.specs import PRESETS, RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 
@@ -91,8 +91,9 @@ def read_sweep(out: Path) -> dict:
     if not path.exists():
         raise SweepError(f"{out} is not a sweep directory (no {SWEEP_FILE}); make one with `reproduce.py run`")
     recorded = _read_json(path)
-    if not isinstance(recorded, dict) or recorded.get("preset") is None:
-        raise SweepError(f"{path}: unreadable or not a sweep record ({{\"preset\": ...}}); restore or delete it")
+    if not isinstance(recorded, dict) or recorded.get("preset") not in PRESETS:
+        raise SweepError(f"{path}: unreadable or not a sweep record ({{\"preset\": one of {', '.join(PRESETS)}}}); "
+                         "restore or delete it")
     return recorded
 
 

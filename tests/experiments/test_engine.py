@@ -378,6 +378,19 @@ def test_a_corrupt_run_is_trained_again(trained, tmp_path, capsys):
     assert (out / "runs" / FFNO / "results.json.corrupt").read_text() == "[1]"
 
 
+@pytest.mark.parametrize("content", ["", "{", "[]", '{"preset": "nope"}', '{"preset": 5}'],
+                         ids=["empty", "truncated", "list", "unknown-preset", "number"])
+def test_a_corrupt_sweep_json_is_named_by_every_command(tmp_path, capsys, content):
+    out = tmp_path / "sweep"
+    runner.prepare_sweep(out, "smoke")
+    (out / "sweep.json").write_text(content)
+    for command in (["status"], ["report", "table2"], ["run", "table2", "--preset", "smoke", *PAIR],
+                    ["plan", "table2", "--preset", "smoke", *PAIR]):
+        proc = in_process(capsys, *command, "--out", out)  # an unknown preset was taken: "give --preset nope"
+        assert proc.returncode == 2 and "sweep.json: unreadable or not a sweep record" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".sweep.lock", "sweep.json"]
+
+
 def test_a_run_whose_worker_died_is_named_and_the_exit_is_non_zero(tmp_path, monkeypatch, capsys):
     """A worker killed without writing error.json (here: it writes config.json and exits)."""
     def dies(self, run_dir, gpu, threads=None):
