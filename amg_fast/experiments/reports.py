@@ -493,13 +493,16 @@ def _alpha_star(cell: dict[float, Stats]) -> float | None:
 
 
 def _alpha_tables(fusion: str, records: list[dict]) -> list[Table]:
+    from amg_fast.experiments.registry import ALPHAS
+
     cells = _alpha_cells(fusion, records)
     alphas = sorted({a for cell in cells.values() for a in cell if a is not None})
     rows = []
     for (pde, nu, res), cell in cells.items():
-        star, done = _alpha_star(cell), sum(1 for s in cell.values() if s.n)
+        # k of the experiment's K alphas (not of those the sweep has: a partial sweep's alpha* is marked)
+        star, done = _alpha_star(cell), sum(1 for a, s in cell.items() if s.n and a in ALPHAS[fusion])
         if star is not None:
-            star = f"{star:g}" + ("" if done == len(alphas) else f" ({done}/{len(alphas)} α)")
+            star = f"{star:g}" + ("" if done == len(ALPHAS[fusion]) else f" ({done}/{len(ALPHAS[fusion])} α)")
         rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, *(cell.get(a, Stats()) for a in alphas), star,
                      _paper("alpha_star", fusion=fusion, pde=pde, nu=nu, res=res)])
     return [Table(f"S4FFNO nRMSE vs a fixed {fusion} memory weight α, and α*",
@@ -614,13 +617,15 @@ def _headline_tables(records: list[dict]) -> list[Table]:
         base, ni = (_stats(groups.get((pde, nu, res, m, p), [])) for p in PARAMETRISATIONS)
         if base.n and ni.n:
             spread = max(base.std or 0.0, ni.std or 0.0)
-            beyond = "yes" if base.n > 1 and ni.n > 1 and base.mean - ni.mean > spread else "no"
+            # undecided ("-") with one seed in a cell: no spread to compare with (formerly "no")
+            beyond = "-" if base.n < 2 or ni.n < 2 else "yes" if base.mean - ni.mean > spread else "no"
             effect_rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, MODEL_NAMES.get(m, m), base, ni,
                                 _pct(_delta_pct(base.mean, ni.mean)), beyond])
     effect = Table("--normalize --increment against the defaults", ["PDE", "ν", "f", "Model", "defaults",
                                                                    "--normalize --increment", "change",
                                                                    "lower by more than the seed spread"],
-                   effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each).")
+                   effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each; -: a "
+                                "cell with one seed).")
     return [cells, reduction, effect]
 
 
