@@ -158,3 +158,23 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "generate_data.py", "reproduce.py"])
+def test_ctrl_c_while_a_script_is_still_importing_its_libraries(tmp_path, script):
+    """Formerly a KeyboardInterrupt traceback from inside torch's import (2 s here, longer on a cold
+    machine). A stand-in torch on PYTHONPATH marks the moment the script imports it, then waits."""
+    importing = tmp_path / "importing"
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        f"import pathlib, time\npathlib.Path({str(importing)!r}).touch()\ntime.sleep(120)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / script), "--help"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + WAIT_S
+    while not importing.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=WAIT_S)
+    assert the_line(proc.returncode, stdout, stderr) == (f"interrupted: {script} was still starting (importing its "
+                                                         "libraries); nothing was written; run it again")
