@@ -147,6 +147,19 @@ def test_reproduce_stops_its_workers_and_says_how_to_continue(tmp_path):
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] >= 1 and not temp_files(tmp_path)
 
 
+def test_reproduce_interrupted_before_a_runs_first_checkpoint_says_it_starts_again(tmp_path):
+    """Formerly counted as "1 died" (a killed worker?) in the interrupted line."""
+    out = tmp_path / "sweep"
+    args = ["run", "table2", "--preset", "smoke", "--set", "epochs=100000", "checkpoint_every=100000", "--out", out,
+            "--where", "model=ffno", "pde=ks", "nu=0.1", "res=32"]
+    run_dir = out / "runs" / "ffno_ks_nu0.1_f32+checkpoint_every=100000+epochs=100000_seed0"
+    run = Running("reproduce.py", *args)
+    line = the_line(*run.interrupt_when(lambda: (run_dir / "metrics.jsonl").exists(), "the run's first epoch"))
+    assert line.startswith("interrupted: 0 of 1 runs done, 0 partial (each resumes from its last checkpoint), 1 "
+                           "stopped before a checkpoint (each starts again); continue with: "), line
+    assert not (run_dir / "checkpoint.pt").exists() and not temp_files(tmp_path)
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`reproduce.py plan ... | head -n 1`: exit 141 (as a shell tool's SIGPIPE), no BrokenPipeError traceback."""
     # ~120 kB of plan output: more than a pipe's buffer holds, so the writer meets the closed pipe

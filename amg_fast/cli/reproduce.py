@@ -382,7 +382,10 @@ def _kept(args, argv) -> str:
         return f"every file written so far is complete (each is written whole); run it again with: {again}"
     states = [runner.run_state(runner.run_dir_of(args.out, spec)) for spec in _specs(args)]
     counts = {state: states.count(state) for state in runner.STATES}
-    other = ", ".join(f"{counts[s]} {s}" for s in ("running", "failed", "died", "corrupt", "missing") if counts[s])
+    # "died" here is mostly a run this Ctrl-C stopped before its first checkpoint: say what that means
+    labels = {"died": "stopped before a checkpoint (each starts again)"}
+    other = ", ".join(f"{counts[s]} {labels.get(s, s)}" for s in ("running", "failed", "died", "corrupt", "missing")
+                      if counts[s])
     queued = "; runs already submitted stay queued" if args.launcher == "slurm" else ""
     return (f"{counts['done']} of {len(states)} runs done, {counts['partial']} partial (each resumes from its last "
             f"checkpoint){', ' + other if other else ''}{queued}; continue with: {again}")
