@@ -253,11 +253,16 @@ def _relocate(run_dir: Path, cfg: TrainConfig, log) -> None:
         _write_json(path, {**old, **moved})
 
 
-def _machine() -> dict:
-    """Where this process trains (estimate.machine_of for the device it will use)."""
+def _machine(device: str) -> dict:
+    """Where this process trains a run of --device `device` (estimate.machine_of of the device the
+    trainer picks: auto is cuda only where torch finds CUDA; --device cpu on a GPU machine is cpu)."""
+    import torch
+
     from amg_fast.experiments.estimate import machine_of
 
-    return machine_of("auto", visible_gpus())
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return machine_of(device, visible_gpus())
 
 
 def run_job(run_dir: str) -> str:
@@ -296,7 +301,7 @@ def run_job(run_dir: str) -> str:
                 spec, cfg = job["spec"], job["config"]
                 cfg.out, cfg.cache_dir = str(run_dir), str(run_dir.parents[1] / "data")
                 cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
-                _write_json(run_dir / MACHINE_FILE, _machine())
+                _write_json(run_dir / MACHINE_FILE, _machine(cfg.device))
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
                 options = READINGS[spec.reading].options if spec.reading else None
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):

@@ -323,6 +323,21 @@ def test_estimates_use_this_machines_finished_runs(trained):
     assert elsewhere.seconds(config)[1] == "default for preset smoke on cpu"
 
 
+def test_machine_json_records_where_the_run_trains(monkeypatch):
+    """Formerly the machine of --device auto whatever the run's device: a --device cpu run on a GPU
+    machine (or any run where CUDA_VISIBLE_DEVICES is set but torch finds no CUDA) was recorded as
+    trained on the GPU, and its CPU timings became the GPU's estimates."""
+    import torch
+
+    monkeypatch.setattr(runner, "visible_gpus", lambda: ["0"])
+    monkeypatch.setattr("amg_fast.experiments.estimate._gpu_name", lambda index=None: "NVIDIA H100")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert runner._machine("auto")["device"] == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert runner._machine("auto") == runner._machine("cuda") == {"device": "cuda", "name": "NVIDIA H100"}
+    assert runner._machine("cpu")["device"] == "cpu"
+
+
 def test_a_tiny_budget_starts_nothing_and_says_why(tmp_path, capsys):
     out = tmp_path / "sweep"
     proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR, "--budget-s", "1")
