@@ -70,7 +70,7 @@ def _pairs(option: str, items: list[str] | None, keys: tuple[str, ...]) -> dict[
     for item in items or []:
         key, sep, values = item.partition("=")
         if not sep or not values:
-            raise ValueError(f"{option} takes KEY=V1,V2,...; got {item!r}")
+            raise ValueError(f"{option} takes KEY={'VALUE' if option == '--set' else 'V1,V2,...'}; got {item!r}")
         if key not in keys:
             raise ValueError(f"{option}: unknown key {key!r}; keys: {', '.join(keys)}")
         for text in values.split(","):
@@ -126,6 +126,8 @@ def load_grid_file(path: Path) -> dict[str, list]:
         text = path.read_text()
     except OSError as err:
         raise ValueError(f"--grid-file {path}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"--grid-file {path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
         if path.suffix == ".toml":
             import tomllib

@@ -474,6 +474,16 @@ def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
+def test_bad_grid_files_and_set_items_are_named(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_bytes(b"\xff\xfe lr = [1e-3]")
+    proc = in_process(capsys, "run", "--grid-file", grid, "--preset", "smoke", "--out", tmp_path / "sweep")
+    assert proc.returncode == 2 and f"--grid-file {grid}: not UTF-8 text (invalid start byte at byte 0)" in proc.stderr
+    proc = in_process(capsys, "run", "table2", "--set", "lr", "--preset", "smoke", "--out", tmp_path / "sweep", *PAIR)
+    assert proc.returncode == 2 and "--set takes KEY=VALUE; got 'lr'" in proc.stderr  # was "KEY=V1,V2,..."
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_out_that_is_no_sweep_is_refused(tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("x")
