@@ -579,8 +579,8 @@ def slurm_parameters(*, partition, time_min, gpus_per_task, cpus_per_task, array
 def _queued(run_dir: Path, folder: Path) -> bool:
     """Whether the run's last Slurm job is still pending or running (sacct, through submitit)."""
     recorded = _read_json(Path(run_dir) / SLURM_JOB_FILE)
-    if not recorded or shutil.which("sacct") is None:
-        return False
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("job_id"), str) or shutil.which("sacct") is None:
+        return False  # never submitted, or a damaged record: submitted again
     import submitit
 
     state = submitit.SlurmJob(folder=str(folder), job_id=recorded["job_id"]).state

@@ -422,6 +422,17 @@ def test_a_run_whose_worker_died_is_named_and_the_exit_is_non_zero(tmp_path, mon
     assert "job.json: unreadable or not a job" in json.loads((truncated / "error.json").read_text())["error"]
 
 
+@pytest.mark.parametrize("content", ["[1]", "{}", '{"job_id": null}', "{"], ids=["list", "empty", "null", "truncated"])
+def test_a_damaged_slurm_job_record_means_submit_again(tmp_path, monkeypatch, content):
+    """A second `run --launcher slurm` asks sacct about each run's last job; a damaged slurm_job.json
+    was a TypeError traceback there (where sacct exists)."""
+    runner.prepare_sweep(tmp_path, "smoke")
+    run_dir = runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32), "smoke")
+    (run_dir / runner.SLURM_JOB_FILE).write_text(content)
+    monkeypatch.setattr(runner.shutil, "which", lambda name: f"/usr/bin/{name}")  # as on a cluster
+    assert runner._queued(run_dir, tmp_path / "slurm") is False
+
+
 def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     code = "import sys; from amg_fast.experiments import runner\n" \
            "try: runner.prepare_sweep(sys.argv[1], sys.argv[2]); print('ok')\n" \
