@@ -407,6 +407,8 @@ def _command(args) -> int:
     except (ValueError, runner.SweepError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_REFUSED
+    except BrokenPipeError:  # stdout's reader went away: run_interruptible ends quietly (141)
+        raise
     except OSError as err:  # a file the checks could not foresee (permissions, a full disk): what the system said
         print(f"error: {err}", file=sys.stderr)
         return EXIT_NOT_DONE
