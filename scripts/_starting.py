@@ -1,9 +1,12 @@
-"""Ctrl-C while a script in scripts/ is still importing its libraries (torch takes seconds): one line
-and exit status 130, as once the tool runs (amg_fast._interrupt), not a KeyboardInterrupt traceback
-from deep inside torch. Nothing has been written at that point. Import this before amg_fast."""
+"""How the scripts in scripts/ run their tool (amg_fast.cli.<tool>.main), so that Ctrl-C gives one
+line and never a traceback also before and after the tool's own handling (amg_fast._interrupt):
+while the script still imports its libraries (torch takes seconds; nothing is written yet: one line,
+exit status 130), and while the interpreter shuts down after the tool has finished (its exit status
+stands; torch's finalizers would otherwise print the interrupt as a traceback)."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import sys
@@ -30,3 +33,13 @@ def ctrl_c_while_importing():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def run_cli(module: str) -> None:
+    """Import `module` (a Ctrl-C meanwhile: one line, 130), run its main() and exit with its status,
+    ignoring SIGINT once main has returned."""
+    with ctrl_c_while_importing():
+        main = importlib.import_module(module).main
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)

@@ -39,7 +39,7 @@ from typing import Callable, Iterable
 from filelock import FileLock, Timeout
 
 from amg_fast._files import atomic_write_text, check_writable_dir
-from amg_fast._interrupt import EXIT_INTERRUPTED, stop_once
+from amg_fast._interrupt import EXIT_INTERRUPTED, arm_stop_once
 from amg_fast.experiments.specs import PRESETS, RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
@@ -592,7 +592,7 @@ def _worker_main(run_dir: str) -> int:
     the run is done (or another process trains it), 1 when it failed, 130 on SIGINT (the driver's
     Ctrl-C), after which the run keeps its last checkpoint. SIGINT is handled whatever this process
     inherited: the driver may have started it while ignoring a second Ctrl-C."""
-    signal.signal(signal.SIGINT, stop_once)
+    arm_stop_once()
     try:
         return 0 if run_job(run_dir) in ("done", "running") else 1
     except KeyboardInterrupt:
