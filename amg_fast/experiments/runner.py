@@ -305,9 +305,13 @@ def run_job(run_dir: str) -> str:
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
                 options = READINGS[spec.reading].options if spec.reading else None
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):
-                    path, _ = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
-                                               seed=cfg.seed, out_dir=cfg.cache_dir, ks_options=options,
-                                               device=cfg.device)  # on the run's GPU when it has one
+                    try:
+                        path, _ = generate_dataset(cfg.pde, nu=cfg.nu, n_train=cfg.n_train, n_test=cfg.n_test,
+                                                   seed=cfg.seed, out_dir=cfg.cache_dir, ks_options=options,
+                                                   device=cfg.device)  # on the run's GPU when it has one
+                    except FileExistsError as err:  # damaged (a copy cut short) or of other arguments
+                        raise SweepError(f"the sweep's data set is unusable: {err}. In a sweep: delete that file "
+                                         "and run the same command again (the next run generates it)") from None
                 if spec.reading:
                     cfg.data = str(path)
                 _relocate(run_dir, cfg, log)

@@ -384,6 +384,23 @@ def test_a_corrupt_results_file_makes_the_run_corrupt(tmp_path, capsys, content)
     assert "corrupt: ffno_ks_nu0.1_f32_seed0: results.json is unreadable" in status
 
 
+def test_a_damaged_data_set_of_the_sweep_says_what_to_do(trained, tmp_path, capsys):
+    """A data file cut short (an interrupted copy of the sweep): every run needing it fails naming it,
+    with advice a sweep can follow (formerly generate_data.py's: "choose another --out, or pass
+    --overwrite"); deleting it, as told, lets the same command finish."""
+    out = copy(trained, tmp_path / "sweep")
+    (data,) = (out / "data").glob("*.h5")
+    with open(data, "r+b") as f:
+        f.truncate(1000)
+    shutil.rmtree(out / "runs" / FFNO)
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert proc.returncode == 1 and f"failed: {FFNO}: SweepError: the sweep's data set is unusable: {data.resolve()}" \
+        in proc.stderr and "In a sweep: delete that file and run the same command again" in proc.stderr, proc.stderr
+    data.unlink()
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert proc.returncode == 0 and "2 of 2 runs done" in proc.stdout, proc.stderr
+
+
 def test_a_corrupt_run_is_trained_again(trained, tmp_path, capsys):
     out = copy(trained, tmp_path / "sweep")
     (out / "runs" / FFNO / "results.json").write_text("[1]")
