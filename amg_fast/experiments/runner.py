@@ -328,7 +328,7 @@ def run_job(run_dir: str) -> str:
 
 def read_record(run_dir: Path) -> dict:
     """A run directory as a report record: its RunSpec fields (with "overrides" as a {setting: value}
-    dict), status, results (RunResults or None; results.get(name) reads a field or a diagnostic),
+    dict), run_dir (runs/<name>, relative to the sweep), status, results (RunResults or None; results.get(name) reads a field or a diagnostic),
     history (metrics.jsonl rows) and error (error.json's, or why a file of the run could not be read:
     that run then counts without its results or history)."""
     run = RunDir(run_dir)
@@ -345,7 +345,8 @@ def read_record(run_dir: Path) -> dict:
         results = run.read_results()
     except ResultsError as err:
         errors.append(str(err))
-    return {"name": run.path.name, "run_dir": str(run.path), "status": run_state(run.path), **spec,
+    # run_dir relative to the sweep (runs/<name>): a report is the same wherever the sweep lies
+    return {"name": run.path.name, "run_dir": f"runs/{run.path.name}", "status": run_state(run.path), **spec,
             "results": results, "history": history, "error": "; ".join(errors) if errors else None}
 
 

@@ -253,6 +253,9 @@ def test_export_then_run_elsewhere_trains_no_run_twice_and_gives_equal_tables(tr
         assert in_process(capsys, "report", "table2", "--out", out).returncode == 0
     tables = [(out / "reports" / "table2" / "table.md").read_text() for out in (second, tree)]
     assert tables[0] == tables[1] and "2 done" in tables[0]
+    # the CSV too: its run_dir is relative to the sweep (it was the path of each machine's copy)
+    csvs = [(out / "reports" / "table2" / "table.csv").read_text() for out in (second, tree)]
+    assert csvs[0] == csvs[1] and f",runs/{FFNO}," in csvs[0]
 
 
 def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
