@@ -74,19 +74,20 @@ def _read_json(path: Path):
         return None
 
 
-def _check_out(out: Path) -> None:
-    """--out must be (or become) a directory: not a file, not below one, writable."""
+def _check_out(out: Path, option: str = "--out") -> None:
+    """out (the argument `option`) must be (or become) a directory: not a file, not below one, writable."""
     try:
-        check_writable_dir("--out", out)
+        check_writable_dir(option, out)
     except ValueError as err:
         raise SweepError(str(err)) from None
 
 
-def read_sweep(out: Path) -> dict:
-    """sweep.json of out/ ({"preset": ...}); a SweepError naming what is wrong when out/ is no sweep."""
+def read_sweep(out: Path, option: str = "--out") -> dict:
+    """sweep.json of out/ ({"preset": ...}); a SweepError naming what is wrong (and the argument
+    `option` that named out/) when out/ is no sweep."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise SweepError(f"--out {out} is a file, not a sweep directory")
+        raise SweepError(f"{option} {out} is a file, not a sweep directory")
     path = out / SWEEP_FILE
     if not path.exists():
         raise SweepError(f"{out} is not a sweep directory (no {SWEEP_FILE}); make one with `reproduce.py run`")
@@ -102,27 +103,29 @@ def _foreign_contents(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir() if p.name != SWEEP_LOCK) if out.is_dir() else []
 
 
-def prepare_sweep(out: Path, preset: str) -> None:
+def prepare_sweep(out: Path, preset: str, option: str = "--out") -> None:
     """Make out/ a sweep at `preset` (sweep.json created atomically, under out/.sweep.lock, so one
     preset wins when several starts race); refuse an out/ that is a file, holds runs of another
-    preset, or holds anything else without being a sweep (a train.py run directory, say)."""
+    preset, or holds anything else without being a sweep (a train.py run directory, say). option:
+    the argument that named out/ (export's is --to), for the messages."""
     check_preset(preset)
     out = Path(out)
-    _check_out(out)
+    _check_out(out, option)
 
     def check():
         if not (out / SWEEP_FILE).exists():
             foreign = _foreign_contents(out)
             if foreign:
                 hint = " (a train.py run directory?)" if "config.json" in foreign else ""
-                raise SweepError(f"--out {out} is not a sweep directory (no {SWEEP_FILE}) and not empty{hint}: it "
+                raise SweepError(f"{option} {out} is not a sweep directory (no {SWEEP_FILE}) and not empty{hint}: it "
                                  f"holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}; choose a new or "
                                  "empty directory")
             return None
-        recorded = read_sweep(out)
+        recorded = read_sweep(out, option)
         if recorded["preset"] != preset:
-            raise SweepError(f"{out} holds runs of preset {recorded['preset']!r}; run with --preset "
-                             f"{recorded['preset']} or choose another --out for preset {preset!r}")
+            run_with = f"run with --preset {recorded['preset']} or " if option == "--out" else ""
+            raise SweepError(f"{out} holds runs of preset {recorded['preset']!r}; {run_with}choose another {option} "
+                             f"for preset {preset!r}")
         return recorded
 
     check()  # before anything is created
@@ -388,13 +391,13 @@ def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
     Returns {"copied": names, "present": names already finished in dest, "skipped": "name (state)"},
     or None (and nothing written) when out/ has no finished run."""
     out, dest = Path(out), Path(dest)
-    preset = read_sweep(out)["preset"]
+    preset = read_sweep(out, "export")["preset"]
     if dest.resolve() == out.resolve() or dest.resolve().is_relative_to(out.resolve() / "runs"):
         raise SweepError(f"--to {dest}: the sweep itself or inside its runs/; choose a directory of its own")
     states = {run_dir: run_state(run_dir) for run_dir in run_dirs(out)}
     if "done" not in states.values():
         return None
-    prepare_sweep(dest, preset)
+    prepare_sweep(dest, preset, "--to")
     _remove_dead_exports(dest / "runs")
     report: dict[str, list[str]] = {"copied": [], "present": [], "skipped": []}
     for run_dir, state in states.items():

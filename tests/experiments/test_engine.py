@@ -266,7 +266,16 @@ def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
     other = tmp_path / "other"
     runner.prepare_sweep(other, "cpu")
     proc = in_process(capsys, "export", out, "--to", other)
-    assert proc.returncode == 2 and "holds runs of preset 'cpu'" in proc.stderr
+    assert proc.returncode == 2 and "holds runs of preset 'cpu'; choose another --to for preset 'smoke'" in proc.stderr
+    # messages name export's own arguments (formerly "--out", which export has not)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("x")
+    for args, message in (([out, "--to", tmp_path / "afile"], f"--to {tmp_path / 'afile'}: is a file"),
+                          ([out, "--to", tmp_path / "notes"], f"--to {tmp_path / 'notes'} is not a sweep directory"),
+                          ([tmp_path / "afile", "--to", tmp_path / "t"], f"export {tmp_path / 'afile'} is a file")):
+        proc = in_process(capsys, "export", *args)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     empty = tmp_path / "empty"
     runner.prepare_sweep(empty, "smoke")
     assert "no finished run to export" in in_process(capsys, "export", empty, "--to", tmp_path / "nothing").stdout
