@@ -563,9 +563,22 @@ NORM_INC = {"normalize": True, "increment": True}
 PARAMETRISATIONS = {"defaults": {}, "--normalize --increment": NORM_INC}
 
 
-def _parametrisation(record: dict) -> str:
-    overrides = _get(record, "overrides")
-    return next((label for label, o in PARAMETRISATIONS.items() if o == overrides), _overrides_text(record))
+def _shared_settings(records: list[dict], varied) -> dict:
+    """The overrides every record has with one value, outside the keys its experiment varies: a
+    sweep's `--set n_train=256` (records_for selects only runs with it). They label no cell."""
+    items = [set(_get(r, "overrides").items()) for r in records]
+    return {k: v for k, v in set.intersection(*items) if k not in varied} if items else {}
+
+
+def _own_overrides(record: dict, shared: dict) -> dict:
+    return {k: v for k, v in _get(record, "overrides").items() if k not in shared}
+
+
+def _parametrisation(record: dict, shared: dict) -> str:
+    """The run's output parametrisation (its normalize / increment), besides the shared settings."""
+    output = _own_overrides(record, shared)
+    return next((label for label, o in PARAMETRISATIONS.items() if o == output),
+                _overrides_text({"overrides": output}))
 
 
 def _versus_gate(runs: list[dict], pde: str, nu: float, res: int, model: str) -> list:
@@ -585,8 +598,9 @@ def _reduction(s4: list[dict], amg: list[dict]) -> tuple[float | None, Stats]:
 
 def _headline_tables(records: list[dict]) -> list[Table]:
     runs = [r for r in _select(records, plain=False, fusion="residual", variant=None) if _get(r, "reading") is None]
-    groups = _group([{**r, "parametrisation": _parametrisation(r)} for r in runs], "pde", "nu", "res", "model",
-                    "parametrisation")
+    shared = _shared_settings(runs, NORM_INC)
+    groups = _group([{**r, "parametrisation": _parametrisation(r, shared)} for r in runs], "pde", "nu", "res",
+                    "model", "parametrisation")
     order = {m: i for i, m in enumerate(("ffno", "s4ffno", "amgfno"))}
     keys = sorted(groups, key=lambda k: (_sort_key(k[:3]), order.get(k[3], 9), k[4] != "defaults", str(k[4])))
     cells = Table("Per cell: nRMSE, ours beside the paper; g-bar; the fidelity diagnostics",
@@ -629,12 +643,13 @@ def _headline_tables(records: list[dict]) -> list[Table]:
     return [cells, reduction, effect]
 
 
-def _fidelity_label(record: dict) -> str:
+def _fidelity_label(record: dict, shared: dict) -> str:
     from amg_fast.experiments.registry import FIDELITY_VARIANTS
 
-    overrides, reading = _get(record, "overrides"), _get(record, "reading")
+    overrides, reading = _own_overrides(record, shared), _get(record, "reading")
     return next((name for name, (o, rd) in FIDELITY_VARIANTS.items() if o == overrides and rd == reading),
-                " ".join(filter(None, [_overrides_text(record), reading and f"reading={reading}"])) or "base")
+                " ".join(filter(None, [_overrides_text({"overrides": overrides}), reading and f"reading={reading}"]))
+                or "base")
 
 
 def _diagnostics_table(title: str, label_headers: list[str], groups: dict[tuple, list[dict]], caption: str,
@@ -653,8 +668,12 @@ _DIAGNOSTICS_CAPTION = ("Mean ± sample std over seeds. nRMSE: rollout from u_0 
 
 
 def _fidelity_tables(records: list[dict]) -> list[Table]:
-    runs = [{**r, "label": _fidelity_label(r), "model_name": MODEL_NAMES.get(r["model"], r["model"])}
-            for r in _select(records, plain=False)]
+    from amg_fast.experiments.registry import FIDELITY_VARIANTS
+
+    runs = _select(records, plain=False)
+    shared = _shared_settings(runs, {key for overrides, _ in FIDELITY_VARIANTS.values() for key in overrides})
+    runs = [{**r, "label": _fidelity_label(r, shared), "model_name": MODEL_NAMES.get(r["model"], r["model"])}
+            for r in runs]
     groups = {(k[3], k[4], *k[:3]): v for k, v in _group(runs, "pde", "nu", "res", "model_name", "label").items()}
     return [_diagnostics_table("Fidelity variants (docs/fidelity.md)", ["Model", "variant", "PDE", "ν", "f"],
                                {(m, v, PDE_NAMES.get(pde, pde), f"{nu:g}", res): rs

@@ -303,6 +303,13 @@ def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path
     write_report("headline", one_seed, tmp_path / "one")
     effect = {r[3]: r for r in _rows((tmp_path / "one" / "table.md").read_text(), "| KS | 0.1 | 32 |") if len(r) == 8}
     assert effect["AMGFNO"][7] == "-"  # one seed: no spread, no verdict (formerly "no")
+    # a sweep run with --set n_train=256 (gpu_campaign.sh's NAME:EXP:PRESET:SEEDS:KEY=VALUE): the same
+    # cells and verdicts (formerly labelled "n_train=256" and "increment=True n_train=256 normalize=True",
+    # with an empty --normalize --increment table)
+    with_set = [{**r, "overrides": {**r["overrides"], "n_train": 256}} for r in RECORDS["headline"]]
+    write_report("headline", with_set, tmp_path / "set")
+    md_set = (tmp_path / "set" / "table.md").read_text()
+    assert md_set.split("## ", 1)[1] == md.split("## ", 1)[1]
     assert "| KS | 0.1 | 128 | FFNO | defaults | failed |" in md
 
 
@@ -321,6 +328,11 @@ def test_fidelity_table_names_the_variants_with_the_diagnostics(tmp_path):
     assert "| AMGFNO | norm-inc | KS | 0.1 | 32 | 0 | failed |" in md
     rows = list(csv.DictReader((tmp_path / "table.csv").read_text().splitlines()))
     assert {r["reading"] for r in rows} == {"", "s4ffno-t5"} and "decoder_input=last_block" in {r["overrides"] for r in rows}
+    # run with docs/reproduce.md's `--set n_train=256 n_test=64` (the fidelity study's scale): the same
+    # variant names (formerly "n_test=64 n_train=256", "increment=True n_test=64 ...")
+    scaled = [{**r, "overrides": {**r["overrides"], "n_train": 256, "n_test": 64}} for r in RECORDS["fidelity"]]
+    write_report("fidelity", scaled, tmp_path / "scaled")
+    assert (tmp_path / "scaled" / "table.md").read_text().split("## ", 1)[1] == md.split("## ", 1)[1]
 
 
 def test_precision_table_against_fp32(tmp_path):
