@@ -24,6 +24,7 @@ __all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_gr
 COMPANIONS = {"omega-ablation": ("table3",), "freq-gate-ablation": ("table3",), "table2": ("alpha-convex",)}
 _CHOICES = {"pde": ("ks", "burgers"), "variant": ("none", "no-freq-gate", "omega-batch")}
 _NUMBERS = {"nu": float, "res": int, "alpha": float, "omega": float, "seed": int}
+NAME_MAX = 255  # bytes in a file name (ext4, xfs, btrfs, APFS): a run's directory is its name
 
 
 def resolve_experiments(names: list[str]) -> list[str]:
@@ -188,6 +189,10 @@ def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
         raise ValueError("the filters " + " ".join(f"{k}={','.join(map(str, v))}" for k, v in where.items())
                          + f" together match no run of {', '.join(e.id for e in sources)}")
     names = Counter(spec.name for spec in specs)
+    long = next((name for name in names if len(name.encode()) > NAME_MAX), None)
+    if long is not None:  # refused before sweep.json is written, not an OSError at its directory
+        raise ValueError(f"run name {long} is {len(long.encode())} bytes; a directory name holds at most {NAME_MAX}: "
+                         "give its runs fewer settings (each override enters the name)")
     clash = [name for name, n in names.items() if n > 1]
     if clash:
         raise ValueError(f"different runs share the name {clash[0]} (report this: run names must be unique)")

@@ -500,13 +500,18 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run", "--grid", "lr=1e-3,3e-4", "--set", "lr=1e-4"], "--set lr and a grid axis lr"),  # was one run, not two
     (["run", "precision", "--set", "precision=bf16"],  # was one run: tf32's and fp32's turned into bf16's
      "--set precision='bf16': run amgfno_ks_nu0.1_f32+precision=tf32_seed0 sets precision='tf32' itself"),
+    (["run", "--grid", "model=multi_input_ffno", "nu=0.10000000000000002", "decoder_input=last_block",
+      "lr=0.00031415926535897933", "weight_decay=1.2345678901234567e-05", "share_weights=true", "weight_norm=true",
+      "normalize=true", "increment=true", "eval_every=3", "checkpoint_every=7", "batch_size=512", "epochs=1000",
+      "n_train=123456", "n_test=65432", "width=1024", "precision=bf16", "eval_batch_size=64"],
+     "bytes; a directory name holds at most 255"),  # was an OSError (File name too long) after sweep.json
     (["run", "table2", "--budget-s", "60", "--launcher", "slurm"] + PAIR,  # was ignored without a word
      "--budget-s applies to --launcher local"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
 ], ids=["nu-absent", "nu-nan", "seed-absent", "filters-together", "device", "seed-negative", "seed-1e20",
         "seed-2^32", "sbatch-newline", "partition-newline", "grid-key", "grid-value", "grid-combination",
         "grid-twice", "grid-fusion-without-alpha", "grid-alpha-without-fusion", "grid-convex-alpha", "nothing",
-        "set-grid-axis", "set-experiment-setting", "budget-slurm", "budget"])
+        "set-grid-axis", "set-experiment-setting", "name-too-long", "budget-slurm", "budget"])
 def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "sweep"
     proc = in_process(capsys, *args, "--preset", "smoke", "--out", out)
