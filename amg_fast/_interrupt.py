@@ -12,9 +12,11 @@ import os
 import shlex
 import signal
 import sys
+import threading
 from typing import Callable, Sequence
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "run_interruptible", "stop_once", "command_line"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "run_interruptible", "stop_once", "arm_stop_once",
+           "command_line"]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a process stopped by Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell tool reports when its reader went away (`| head`)
@@ -26,15 +28,44 @@ def stop_once(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _deliver_again(previous_hook):
+    """A sys.unraisablehook for while stop_once is armed. Python cannot raise an exception out of a
+    finalizer (__del__, a weakref callback: torch and matplotlib run many), so a KeyboardInterrupt that
+    stop_once raised there was lost: the work went on with SIGINT ignored from then on (a training run
+    that no Ctrl-C stops). Such a swallowed interrupt is signalled again, to the code that runs next."""
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, stop_once)
+            # from another thread a moment later, so that the handler runs once this thread is back in
+            # ordinary code (signal.raise_signal or os.kill from here would run it inside the hook: lost again)
+            timer = threading.Timer(0.01, os.kill, args=(os.getpid(), signal.SIGINT))
+            timer.daemon = True
+            timer.start()
+            return
+        previous_hook(unraisable)
+    return hook
+
+
+def arm_stop_once() -> Callable[[], None]:
+    """Install stop_once for SIGINT (and the hook that re-delivers an interrupt a finalizer swallowed);
+    returns the function that restores what was there before."""
+    previous, previous_hook = signal.getsignal(signal.SIGINT), sys.unraisablehook
+    signal.signal(signal.SIGINT, stop_once)
+    sys.unraisablehook = _deliver_again(previous_hook)
+
+    def restore() -> None:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    return restore
+
+
 def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
     """work() -> its exit status; on Ctrl-C print "interrupted: <kept()>" to stderr and return 130;
     when stdout's reader goes away (`plan ... | head`) stop quietly with 141, as a shell tool does.
 
     kept() says, from the files, what was kept and how to continue. A SIGINT that the caller's
     environment ignores (a job started with nohup, say) stays ignored. Main thread only (signal)."""
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, stop_once)
+    restore = (lambda: None) if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else arm_stop_once()
     try:
         return work()
     except KeyboardInterrupt:
@@ -49,7 +80,7 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return EXIT_BROKEN_PIPE
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        restore()
 
 
 def command_line(argv: Sequence[str] | None, *extra: str) -> str:
