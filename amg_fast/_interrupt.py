@@ -12,7 +12,6 @@ import os
 import shlex
 import signal
 import sys
-import threading
 from typing import Callable, Sequence
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "run_interruptible", "stop_once", "arm_stop_once",
@@ -32,17 +31,25 @@ def _deliver_again(previous_hook):
     """A sys.unraisablehook for while stop_once is armed. Python cannot raise an exception out of a
     finalizer (__del__, a weakref callback: torch and matplotlib run many), so a KeyboardInterrupt that
     stop_once raised there was lost: the work went on with SIGINT ignored from then on (a training run
-    that no Ctrl-C stops). Such a swallowed interrupt is signalled again, to the code that runs next."""
+    that no Ctrl-C stops). Such a swallowed interrupt is raised again in the ordinary code the finalizer
+    interrupted, at its next line (a trace function on that frame; a signal sent again would land in
+    the next finalizer just as likely, and a loop that spends its time in finalizers never stopped)."""
     def hook(unraisable) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-            signal.signal(signal.SIGINT, stop_once)
-            # from another thread a moment later, so that the handler runs once this thread is back in
-            # ordinary code (signal.raise_signal or os.kill from here would run it inside the hook: lost again)
-            timer = threading.Timer(0.01, os.kill, args=(os.getpid(), signal.SIGINT))
-            timer.daemon = True
-            timer.start()
+        frame = sys._getframe(1)  # the code that was running when the object was collected
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and frame is not None
+                and signal.getsignal(signal.SIGINT) is signal.SIG_IGN):
+            previous_hook(unraisable)
             return
-        previous_hook(unraisable)
+        previous_trace, previous_frame_trace = sys.gettrace(), frame.f_trace
+
+        def raise_here(traced, event, arg):  # any event of that frame: its next line, or its return
+            sys.settrace(previous_trace)
+            traced.f_trace = previous_frame_trace
+            raise KeyboardInterrupt
+
+        if previous_trace is None:
+            sys.settrace(lambda *args: None)  # tracing on (new calls untraced), so frame.f_trace is called
+        frame.f_trace = raise_here
     return hook
 
 
