@@ -14,7 +14,8 @@ import signal
 import sys
 from typing import Callable, Sequence
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "run_interruptible", "stop_once", "command_line"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "run_interruptible", "stop_once", "arm_stop_once",
+           "command_line"]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a process stopped by Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell tool reports when its reader went away (`| head`)
@@ -26,15 +27,52 @@ def stop_once(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _deliver_again(previous_hook):
+    """A sys.unraisablehook for while stop_once is armed. Python cannot raise an exception out of a
+    finalizer (__del__, a weakref callback: torch and matplotlib run many), so a KeyboardInterrupt that
+    stop_once raised there was lost: the work went on with SIGINT ignored from then on (a training run
+    that no Ctrl-C stops). Such a swallowed interrupt is raised again in the ordinary code the finalizer
+    interrupted, at its next line (a trace function on that frame; a signal sent again would land in
+    the next finalizer just as likely, and a loop that spends its time in finalizers never stopped)."""
+    def hook(unraisable) -> None:
+        frame = sys._getframe(1)  # the code that was running when the object was collected
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and frame is not None
+                and signal.getsignal(signal.SIGINT) is signal.SIG_IGN):
+            previous_hook(unraisable)
+            return
+        previous_trace, previous_frame_trace = sys.gettrace(), frame.f_trace
+
+        def raise_here(traced, event, arg):  # any event of that frame: its next line, or its return
+            sys.settrace(previous_trace)
+            traced.f_trace = previous_frame_trace
+            raise KeyboardInterrupt
+
+        if previous_trace is None:
+            sys.settrace(lambda *args: None)  # tracing on (new calls untraced), so frame.f_trace is called
+        frame.f_trace = raise_here
+    return hook
+
+
+def arm_stop_once() -> Callable[[], None]:
+    """Install stop_once for SIGINT (and the hook that re-delivers an interrupt a finalizer swallowed);
+    returns the function that restores what was there before."""
+    previous, previous_hook = signal.getsignal(signal.SIGINT), sys.unraisablehook
+    signal.signal(signal.SIGINT, stop_once)
+    sys.unraisablehook = _deliver_again(previous_hook)
+
+    def restore() -> None:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    return restore
+
+
 def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
     """work() -> its exit status; on Ctrl-C print "interrupted: <kept()>" to stderr and return 130;
     when stdout's reader goes away (`plan ... | head`) stop quietly with 141, as a shell tool does.
 
     kept() says, from the files, what was kept and how to continue. A SIGINT that the caller's
     environment ignores (a job started with nohup, say) stays ignored. Main thread only (signal)."""
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, stop_once)
+    restore = (lambda: None) if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else arm_stop_once()
     try:
         return work()
     except KeyboardInterrupt:
@@ -49,7 +87,7 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return EXIT_BROKEN_PIPE
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        restore()
 
 
 def command_line(argv: Sequence[str] | None, *extra: str) -> str:

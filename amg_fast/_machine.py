@@ -1,4 +1,5 @@
-"""What this machine has for a job about to start: memory available now, free disk space.
+"""What this machine has for a job about to start: memory available now, free disk space; and how
+long this process has run (a budget counts from the command's start, imports included).
 
 psutil is not a dependency: memory is read from the cgroup limit of this process's container
 (cgroup v2 `memory.max - memory.current`, or v1 `memory.limit_in_bytes - memory.usage_in_bytes`)
@@ -11,9 +12,10 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
 from pathlib import Path
 
-__all__ = ["available_memory", "free_disk", "format_bytes"]
+__all__ = ["available_memory", "free_disk", "format_bytes", "process_age"]
 
 _CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
                  ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
@@ -70,3 +72,14 @@ def format_bytes(n: float) -> str:
     power = min(len(units), int(math.log(abs(n), 1024)))
     value = n / 1024**power
     return f"{value:.3g} {units[power - 1]}" if abs(value) < 999.5 else f"{value:.0f} {units[power - 1]}"
+
+
+def process_age() -> float:
+    """Seconds since this process started (its start time in /proc/self/stat against the time since
+    boot); 0.0 where that cannot be read (not Linux)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, in ticks since boot
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0

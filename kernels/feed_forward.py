@@ -35,12 +35,20 @@ from amg_fast.kernels.limits import FFN_FUSED_MAX_H
 
 __all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH_POLICY"]
 
-# Tiles per device type: "fwd" / "bwd" the kernels' BLOCK_M, BLOCK_F and num_warps (untuned on a GPU),
-# "dw_programs" the (F slices) x (row groups) aimed at for the weight-gradient kernel. On CPU
-# (Triton's interpreter) every program and loop step costs a fixed overhead, so there the tiles are
-# as large as the shapes allow; tests patch in the "cuda" policy to run the GPU tiling.
+# Tiles per device type: "fwd" / "bwd" the kernels' BLOCK_M, BLOCK_F, num_warps and num_stages (untuned
+# on a GPU; "fwd_fp64" / "bwd_fp64" for fp64 inputs where given), "dw_programs" the (F slices) x (row
+# groups) aimed at for the weight-gradient kernel. Shared memory per program, compiled for sm_90 by
+# triton 3.6 at H = 128 (bench/compile_sm90.py; an H100 block takes 227 KB): the backward at Triton's
+# default 3 stages needed 256 KB in fp32 (tf32x3 splits every operand) and 336 KB in fp64, so it
+# pipelines 2 stages (fp32 dx 208 KB) and fp64 runs half the rows on 4 warps without pipelining
+# (fwd / dx / dw 72 / 104 / 168 KB). On CPU (Triton's interpreter) every program and loop step costs a
+# fixed overhead, so there the tiles are as large as the shapes allow; tests patch in the "cuda"
+# policy to run the GPU tiling.
 LAUNCH_POLICY = {
-    "cuda": {"fwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8), "bwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8),
+    "cuda": {"fwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8),
+             "bwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8, num_stages=2),
+             "fwd_fp64": dict(BLOCK_M=32, BLOCK_F=32, num_warps=4, num_stages=1),
+             "bwd_fp64": dict(BLOCK_M=32, BLOCK_F=32, num_warps=4, num_stages=1),
              "dw_programs": 256},
     "cpu": {"fwd": dict(BLOCK_M=256, BLOCK_F=128, num_warps=4), "bwd": dict(BLOCK_M=256, BLOCK_F=128, num_warps=4),
             "dw_programs": 1},
@@ -65,7 +73,7 @@ def _relu(pre):
 def _row_block(x_ptr, M, H_in, H_out, BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr):
     """This program's rows (BLOCK_M of M), the input and output columns with their masks, and its
     x tile [BLOCK_M, BLOCK_I]."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: rows * H may pass 2**31
     ci = tl.arange(0, BLOCK_I)
     co = tl.arange(0, BLOCK_O)
     x = _tile(x_ptr, rows, rows < M, ci, ci < H_in, H_in, 1)
@@ -155,7 +163,7 @@ def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in,
     db2 = tl.zeros((BLOCK_O,), dtype=acc_t)
     first = group * rows_per_group
     for m0 in range(0, rows_per_group, BLOCK_M):
-        rows = first + m0 + tl.arange(0, BLOCK_M)
+        rows = (first + m0 + tl.arange(0, BLOCK_M)).to(tl.int64)
         row_mask = (rows < M) & (rows < first + rows_per_group)
         x = _tile(x_ptr, rows, row_mask, ci, ci_mask, H_in, 1)
         dy = _tile(dy_ptr, rows, row_mask, co, co_mask, H_out, 1).to(x.dtype)
@@ -191,9 +199,12 @@ def _policy(device: torch.device) -> dict:
     return LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
 
 
-def _blocks(device: torch.device, which: str, M: int, h_in: int, h_out: int) -> dict:
-    """The launch tiles; BLOCK_M no larger than M needs on CPU (the interpreter's cost grows with the tile)."""
-    cfg = dict(_policy(device)[which], BLOCK_I=next_pow2(h_in), BLOCK_O=next_pow2(h_out))
+def _blocks(device: torch.device, which: str, M: int, h_in: int, h_out: int, dtype: torch.dtype) -> dict:
+    """The launch tiles (the policy's which + "_fp64" entry for fp64 inputs, where it has one); BLOCK_M no
+    larger than M needs on CPU (the interpreter's cost grows with the tile)."""
+    policy = _policy(device)
+    tiles = policy.get(f"{which}_fp64", policy[which]) if dtype == torch.float64 else policy[which]
+    cfg = dict(tiles, BLOCK_I=next_pow2(h_in), BLOCK_O=next_pow2(h_out))
     if device.type == "cpu":
         cfg["BLOCK_M"] = min(cfg["BLOCK_M"], next_pow2(M))
     return cfg
@@ -205,7 +216,7 @@ def feed_forward_fwd(x, w1, b1, w2, b2, residual=None) -> torch.Tensor:
     M, h_in, hidden, h_out = _check(x, w1, w2)
     y = new_output((M, h_out), dtype=x.dtype if residual is None else residual.dtype, device=x.device)
     if M > 0:
-        cfg = _blocks(x.device, "fwd", M, h_in, h_out)
+        cfg = _blocks(x.device, "fwd", M, h_in, h_out, x.dtype)
         wrap_triton(_ffn_fwd_kernel)[(cdiv(M, cfg["BLOCK_M"]),)](
             x, w1, b1, w2, b2, y if residual is None else residual, y, M, h_in, hidden, h_out,
             RESIDUAL=residual is not None, DOT_PRECISION=dot_precision(x.dtype, reduced=True), **cfg)
@@ -223,7 +234,7 @@ def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Ten
     kernel not launched, without need_dx), and [dW1 | dW2 | db1 | db2] flattened in w1's dtype
     (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other)."""
     M, h_in, hidden, h_out = _check(x, w1, w2)
-    cfg = _blocks(x.device, "bwd", M, h_in, h_out)
+    cfg = _blocks(x.device, "bwd", M, h_in, h_out, x.dtype)
     dots = dot_precision(x.dtype, reduced=True)
     dx = new_output((M, h_in) if need_dx else (0,), dtype=x.dtype, device=x.device)
     n_f = cdiv(hidden, cfg["BLOCK_F"])

@@ -319,7 +319,13 @@ def check_width(H: int, readout: bool = False) -> None:
 # Tile choices. For H <= 128 in fp32/bf16 the plain-gate configs are the fastest of a sweep at the
 # paper shape (R*S = 102400 rows, H = 128) on an H200 with triton 3.6 (its backward then recomputed
 # the logits in pass 2); the others (fp64, H = 256, READOUT, the weight gradients) are sized to stay
-# inside shared memory and registers, untuned. Every tl.dot dim is >= 16.
+# inside shared memory and registers, untuned. Every tl.dot dim is >= 16. READOUT with tf32x3 dots
+# (fp32, the paper preset) takes 64-row tiles: compiled for sm_90 by triton 3.6 (bench/compile_sm90.py)
+# the 32-row tiles ran the products as mma.sync with every [H, H] weight (split in two) held in
+# registers, and ptxas fell back to 32 registers with a 12.3 KB (forward) / 15.3 KB (backward) stack
+# per thread; 64 rows put them on wgmma with the weights in shared memory (1.8 / 4.4 KB of stack).
+# Under TF32 and bf16 the 32-row tiles spill less than 64-row ones (0.2 / 0.9 KB against 0.2 / 2.8 KB),
+# so they keep them (KB = 1024 bytes). Untimed: bench/test_bench_gate_fusion.py on a GPU decides.
 
 
 def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
@@ -328,11 +334,17 @@ def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
     return dict(config, BLOCK_M=min(256, next_pow2(M))) if device.type == "cpu" else config
 
 
+def _readout_rows(dtype: torch.dtype) -> int:
+    """BLOCK_M of the READOUT kernels: 64 with tf32x3 dots (fp32 mode), else 32 (see above)."""
+    return 64 if dot_precision(dtype) == "tf32x3" else 32
+
+
 def _fwd_config(H: int, dtype: torch.dtype, readout: bool) -> dict:
     """Forward tiles for width H: BLOCK_M rows per program, BLOCK_K reduction chunk, launch options."""
     block_h = next_pow2(H)
     if readout:
-        return {"BLOCK_M": 32, "BLOCK_K": block_h, "num_warps": 8 if block_h == 128 else 4, "num_stages": 1}
+        return {"BLOCK_M": _readout_rows(dtype), "BLOCK_K": block_h, "num_warps": 8 if block_h == 128 else 4,
+                "num_stages": 1}
     if block_h <= 128 and dtype != torch.float64:
         return {"BLOCK_M": 64, "BLOCK_K": min(block_h, 64), "num_warps": 8 if block_h == 128 else 4,
                 "num_stages": 2}
@@ -344,8 +356,8 @@ def _bwd_config(H: int, dtype: torch.dtype, readout: bool) -> dict:
     """Backward tiles: BLOCK_K reduction chunk of the logits, BLOCK_N column chunk of dlogits @ W."""
     block_h = next_pow2(H)
     if readout:
-        return {"BLOCK_M": 32, "BLOCK_K": block_h, "BLOCK_N": block_h, "num_warps": 8 if block_h == 128 else 4,
-                "num_stages": 1}
+        return {"BLOCK_M": _readout_rows(dtype), "BLOCK_K": block_h, "BLOCK_N": block_h,
+                "num_warps": 8 if block_h == 128 else 4, "num_stages": 1}
     if block_h <= 128 and dtype != torch.float64:
         return {"BLOCK_M": 32, "BLOCK_K": min(block_h, 64), "BLOCK_N": min(block_h, 32), "num_warps": 4,
                 "num_stages": 2}

@@ -34,7 +34,7 @@ TOEPLITZ_DOT_MAX_T = 64
 # import into SPECTRAL_TRANSFORM_AUTO) says: how a GPU session times the whole training step on either path.
 SPECTRAL_TRANSFORMS = ("auto", "dft", "fft")
 TRANSFORM_FFT_MIN_S = 512
-SPECTRAL_TRANSFORM_AUTO = os.environ.get("AMG_FAST_SPECTRAL_TRANSFORM", "auto")
+SPECTRAL_TRANSFORM_AUTO = os.environ.get("AMG_FAST_SPECTRAL_TRANSFORM") or "auto"  # unset or empty: auto
 
 # gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
 # BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H. With the S4D

@@ -47,7 +47,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
-import os
 
 import torch
 import triton
@@ -55,7 +54,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, tracing
-from amg_fast.kernels.limits import _choice
+from amg_fast.kernels.limits import _choice, _env_choice
 
 # Reduced-precision MMAs: on an H200 (2026-11-26, results/gpu/20261126-h200/) these kernels with plain
 # TF32 dots were 3-9% off the fp32 *reference* at S = 128 and 1024 with 100 rows -- the rows and sizes at
@@ -66,21 +65,21 @@ from amg_fast.kernels.limits import _choice
 # reduced paths right, the spectral conv computes in fp32 with tf32x3 dots whatever the input dtype and
 # the TF32 setting. AMG_FAST_SPECTRAL_REDUCED_DOTS=1 (read at import) or REDUCED_PRECISION_DOTS = True
 # opts in: plain TF32 dots for fp32 inputs when TF32 is allowed, bf16 intermediates and MMAs for bf16.
-REDUCED_PRECISION_DOTS = os.environ.get("AMG_FAST_SPECTRAL_REDUCED_DOTS", "0") == "1"
+REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1")) == "1"  # other values refused
 
 # The mixing's complex product: "gauss" (3 real dots) or "four" (4). AMG_FAST_SPECTRAL_MIX, read at import.
 MIX_METHODS = ("gauss", "four")
-MIX_METHOD = os.environ.get("AMG_FAST_SPECTRAL_MIX", "gauss")
+MIX_METHOD = _env_choice("AMG_FAST_SPECTRAL_MIX", MIX_METHODS) or "gauss"
 
 # The "dft" transforms' GEMMs: "triton" (this file's transform kernel; fp32 at tf32x3) or "torch"
 # (torch.matmul: cuBLAS, precision as torch's matmul setting: fp32, TF32 or bf16). AMG_FAST_SPECTRAL_DFT_GEMM.
 DFT_GEMMS = ("triton", "torch")
-DFT_GEMM = os.environ.get("AMG_FAST_SPECTRAL_DFT_GEMM", "triton")
+DFT_GEMM = _env_choice("AMG_FAST_SPECTRAL_DFT_GEMM", DFT_GEMMS) or "triton"
 
 # W's real and imaginary parts as two contiguous planes [2, K, H_in, H_out] (one copy of W per forward, kept
 # for the backward: unit-stride W tiles) or read in place from weight [K, H_in, H_out, 2] (stride-2 tiles, no
 # copy, one launch fewer). AMG_FAST_SPECTRAL_WEIGHT_PLANES = 1 | 0, read at import.
-WEIGHT_PLANES = os.environ.get("AMG_FAST_SPECTRAL_WEIGHT_PLANES", "1") != "0"
+WEIGHT_PLANES = _env_choice("AMG_FAST_SPECTRAL_WEIGHT_PLANES", ("0", "1")) != "0"
 
 # Named combinations of the switches above: (transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES). What the probes
 # time and check and the tests cover (use_variant).
@@ -162,16 +161,16 @@ def _complex_dot(a, b, c, d, acc1, acc2, acc3, GAUSS: tl.constexpr, BF16_OPERAND
         if BF16_OPERANDS:
             s, a, b, c, dc, cd = (s.to(tl.bfloat16), a.to(tl.bfloat16), b.to(tl.bfloat16), c.to(tl.bfloat16),
                                   dc.to(tl.bfloat16), cd.to(tl.bfloat16))
-        acc1 = tl.dot(s, c, acc1, input_precision=DOT_PRECISION)
-        acc2 = tl.dot(a, dc, acc2, input_precision=DOT_PRECISION)
-        acc3 = tl.dot(b, cd, acc3, input_precision=DOT_PRECISION)
+        acc1 = tl.dot(s, c, acc1, input_precision=DOT_PRECISION, out_dtype=acc1.dtype)
+        acc2 = tl.dot(a, dc, acc2, input_precision=DOT_PRECISION, out_dtype=acc2.dtype)
+        acc3 = tl.dot(b, cd, acc3, input_precision=DOT_PRECISION, out_dtype=acc3.dtype)
     else:
         if BF16_OPERANDS:
             a, b, c, d = a.to(tl.bfloat16), b.to(tl.bfloat16), c.to(tl.bfloat16), d.to(tl.bfloat16)
-        acc1 = tl.dot(a, c, acc1, input_precision=DOT_PRECISION)
-        acc1 = tl.dot(-b, d, acc1, input_precision=DOT_PRECISION)
-        acc2 = tl.dot(a, d, acc2, input_precision=DOT_PRECISION)
-        acc2 = tl.dot(b, c, acc2, input_precision=DOT_PRECISION)
+        acc1 = tl.dot(a, c, acc1, input_precision=DOT_PRECISION, out_dtype=acc1.dtype)
+        acc1 = tl.dot(-b, d, acc1, input_precision=DOT_PRECISION, out_dtype=acc1.dtype)
+        acc2 = tl.dot(a, d, acc2, input_precision=DOT_PRECISION, out_dtype=acc2.dtype)
+        acc2 = tl.dot(b, c, acc2, input_precision=DOT_PRECISION, out_dtype=acc2.dtype)
     return acc1, acc2, acc3
 
 
@@ -213,7 +212,7 @@ def _spectral_conv1d_transform_kernel(
                     mask=(offs_m[:, None] < M) & (jj[None, :] < J), other=0.0)
         b = tl.load(inp_row + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
                     mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b.to(a.dtype), acc, input_precision=DOT_PRECISION)
+        acc = tl.dot(a, b.to(a.dtype), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
     out_row = out_ptr + outer * stride_oo + inner * stride_oq
     tl.store(out_row + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
              acc.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))

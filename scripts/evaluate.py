@@ -1,8 +1,6 @@
 #!/usr/bin/env python
 """scripts/evaluate.py: the same tool as the console script `amg-fast-evaluate` (amg_fast.cli.evaluate); --help says more."""
-import sys
-
-from amg_fast.cli.evaluate import main
+from _starting import run_cli  # scripts/_starting.py: Ctrl-C while starting or exiting: one line
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_cli("amg_fast.cli.evaluate")

@@ -126,10 +126,13 @@ run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]
     local name=$1 exp=$2 preset=$3 seeds=(${4//,/ }) set=() rc=0
     [[ -n ${5:-} ]] && set=(--set ${5//,/ })
     [[ -d $TREES/$name ]] && cp -r "$TREES/$name" "$WORK/$name"  # the runs earlier sessions finished
-    "$PY" scripts/reproduce.py run "$exp" --preset "$preset" --seeds "${seeds[@]}" "${set[@]}" --out "$WORK/$name" \
-        "${RUN_FLAGS[@]}" --budget-s "$(cap "$(left)")" || rc=$?
-    echo "reproduce.py run $exp: exit $rc (0 all done, 3 runs left for the next session)"
-    [[ $rc == 3 ]] && rc=0
+    # --budget-s starts no run it cannot finish by its estimate; the timeout (SIGINT: each run keeps its
+    # checkpoint, exit 130) stops one that outlasts it, so export and pack still happen in time
+    local limit; limit=$(cap "$(left)")
+    timeout -s INT -k 20 "$limit" "$PY" scripts/reproduce.py run "$exp" --preset "$preset" --seeds "${seeds[@]}" \
+        "${set[@]}" --out "$WORK/$name" "${RUN_FLAGS[@]}" --budget-s "$limit" || rc=$?
+    echo "reproduce.py run $exp: exit $rc (0 all done, 3 runs left for the next session, 124/130 stopped at the budget)"
+    [[ $rc == 3 || $rc == 124 || $rc == 130 ]] && rc=0
     if [[ -f $WORK/$name/sweep.json ]]; then
         "$PY" scripts/reproduce.py export "$WORK/$name" --to "$RESULTS/sweeps/$name" || rc=1
         [[ -d $RESULTS/sweeps/$name ]] && { "$PY" scripts/reproduce.py report "$exp" --out "$RESULTS/sweeps/$name" "${set[@]}" || true; }

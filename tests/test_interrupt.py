@@ -147,6 +147,19 @@ def test_reproduce_stops_its_workers_and_says_how_to_continue(tmp_path):
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] >= 1 and not temp_files(tmp_path)
 
 
+def test_reproduce_interrupted_before_a_runs_first_checkpoint_says_it_starts_again(tmp_path):
+    """Formerly counted as "1 died" (a killed worker?) in the interrupted line."""
+    out = tmp_path / "sweep"
+    args = ["run", "table2", "--preset", "smoke", "--set", "epochs=100000", "checkpoint_every=100000", "--out", out,
+            "--where", "model=ffno", "pde=ks", "nu=0.1", "res=32"]
+    run_dir = out / "runs" / "ffno_ks_nu0.1_f32+checkpoint_every=100000+epochs=100000_seed0"
+    run = Running("reproduce.py", *args)
+    line = the_line(*run.interrupt_when(lambda: (run_dir / "metrics.jsonl").exists(), "the run's first epoch"))
+    assert line.startswith("interrupted: 0 of 1 runs done, 0 partial (each resumes from its last checkpoint), 1 "
+                           "stopped before a checkpoint (each starts again); continue with: "), line
+    assert not (run_dir / "checkpoint.pt").exists() and not temp_files(tmp_path)
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`reproduce.py plan ... | head -n 1`: exit 141 (as a shell tool's SIGPIPE), no BrokenPipeError traceback."""
     # ~120 kB of plan output: more than a pipe's buffer holds, so the writer meets the closed pipe
@@ -158,3 +171,78 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "generate_data.py", "reproduce.py"])
+def test_ctrl_c_while_a_script_is_still_importing_its_libraries(tmp_path, script):
+    """Formerly a KeyboardInterrupt traceback from inside torch's import (2 s here, longer on a cold
+    machine). A stand-in torch on PYTHONPATH marks the moment the script imports it, then waits."""
+    importing = tmp_path / "importing"
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        f"import pathlib, time\npathlib.Path({str(importing)!r}).touch()\ntime.sleep(120)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / script), "--help"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + WAIT_S
+    while not importing.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=WAIT_S)
+    assert the_line(proc.returncode, stdout, stderr) == (f"interrupted: {script} was still starting (importing its "
+                                                         "libraries); nothing was written; run it again")
+
+
+SWALLOWING_WORK = '''
+import sys, time
+from amg_fast._interrupt import run_interruptible
+
+class Slow:  # its finalizer is where almost all of the time goes: a SIGINT lands inside it
+    def __del__(self):
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.01:
+            pass
+
+def work():
+    print("working", flush=True)
+    t = time.monotonic()
+    while time.monotonic() - t < 60:
+        Slow()
+    print("finished", flush=True)
+    return 0
+
+sys.exit(run_interruptible(work, lambda: "nothing to keep"))
+'''
+
+
+def test_an_interrupt_a_finalizer_swallowed_is_delivered_again():
+    """Python cannot raise out of a __del__ or a weakref callback (torch and matplotlib run many):
+    a Ctrl-C that landed there was printed as "Exception ignored ... KeyboardInterrupt", and the work
+    went on to the end with SIGINT ignored (seen on `reproduce.py report`)."""
+    proc = subprocess.Popen([sys.executable, "-c", SWALLOWING_WORK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "working\n"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=WAIT_S)
+    assert the_line(proc.returncode, stdout, stderr) == "interrupted: nothing to keep"
+    assert "Exception ignored" not in stderr and "finished" not in stdout
+
+
+def test_ctrl_c_after_the_tool_finished_while_python_shuts_down(tmp_path):
+    """scripts/_starting.run_cli: once main() has returned, SIGINT is ignored (formerly a traceback
+    from an atexit callback, seen after `reproduce.py export`); the tool's exit status stands."""
+    exiting = tmp_path / "exiting"
+    (tmp_path / "finishing_tool.py").write_text(
+        "import atexit, pathlib, time\n"
+        f"def _shutdown():\n    pathlib.Path({str(exiting)!r}).touch()\n    time.sleep(3)\n"
+        "def main():\n    atexit.register(_shutdown)\n    return 0\n")
+    code = f"import sys; sys.path[:0] = [{str(SCRIPTS)!r}, {str(tmp_path)!r}]; import _starting; " \
+           "_starting.run_cli('finishing_tool')"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + WAIT_S
+    while not exiting.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 0 and stderr == "", stderr

@@ -36,10 +36,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
+from amg_fast._files import check_writable_dir
 from amg_fast._interrupt import command_line, run_interruptible
+from amg_fast._machine import process_age
 from amg_fast.experiments import runner
 from amg_fast.experiments.estimate import Estimator, machine_of
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, OMEGA_SOURCES
@@ -242,6 +245,9 @@ def cmd_run(args) -> int:
     if args.partition is not None:
         _no_control("--partition", args.partition)
     if args.launcher == "slurm":  # checked before anything is written
+        if args.budget_s is not None:
+            raise ValueError("--budget-s applies to --launcher local (it decides which run to start next); with "
+                             "--launcher slurm, --time limits each run")
         runner.check_max_requeues(args.max_requeues)
         runner.check_slurm()
     else:
@@ -251,7 +257,7 @@ def cmd_run(args) -> int:
     for spec in specs:
         runner.check_run_dir(args.out, spec)
     result, lines, estimator = _summary(args, specs)
-    budget = Budget(args.budget_s, estimator, configs)
+    budget = Budget(args.budget_s, estimator, configs, start=args.started)
     runner.prepare_sweep(args.out, args.preset)
     print("\n".join(lines), flush=True)
     run_dirs = [runner.write_job(args.out, spec, args.preset, **_job(args)) for spec in specs]
@@ -332,6 +338,7 @@ def cmd_report(args) -> int:
                   f"{hint}); nothing written, an existing report is kept", file=sys.stderr)
             refused += 1
             continue
+        check_writable_dir(f"{name}: report folder", args.out / "reports" / name)
         files = write_report(name, records, args.out / "reports" / name)
         print(f"{name}: {len(done)} finished runs; wrote {', '.join(str(f) for f in files)}")
         if lacking:
@@ -375,14 +382,21 @@ def _kept(args, argv) -> str:
         return f"every file written so far is complete (each is written whole); run it again with: {again}"
     states = [runner.run_state(runner.run_dir_of(args.out, spec)) for spec in _specs(args)]
     counts = {state: states.count(state) for state in runner.STATES}
-    other = ", ".join(f"{counts[s]} {s}" for s in ("running", "failed", "died", "corrupt", "missing") if counts[s])
+    # "died" here is mostly a run this Ctrl-C stopped before its first checkpoint: say what that means
+    labels = {"died": "stopped before a checkpoint (each starts again)"}
+    other = ", ".join(f"{counts[s]} {labels.get(s, s)}" for s in ("running", "failed", "died", "corrupt", "missing")
+                      if counts[s])
     queued = "; runs already submitted stay queued" if args.launcher == "slurm" else ""
     return (f"{counts['done']} of {len(states)} runs done, {counts['partial']} partial (each resumes from its last "
             f"checkpoint){', ' + other if other else ''}{queued}; continue with: {again}")
 
 
 def main(argv=None) -> int:
+    """The command line (argv None: this process is the command, and --budget-s counts from its start,
+    imports included) or argv given from Python (counting from this call)."""
+    started = time.monotonic() - (process_age() if argv is None else 0.0)
     args = parse_args(argv)
+    args.started = started
     return run_interruptible(lambda: _command(args), lambda: _kept(args, argv))
 
 
@@ -393,3 +407,8 @@ def _command(args) -> int:
     except (ValueError, runner.SweepError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_REFUSED
+    except BrokenPipeError:  # stdout's reader went away: run_interruptible ends quietly (141)
+        raise
+    except OSError as err:  # a file the checks could not foresee (permissions, a full disk): what the system said
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_NOT_DONE

@@ -496,13 +496,16 @@ def _alpha_star(cell: dict[float, Stats]) -> float | None:
 
 
 def _alpha_tables(fusion: str, records: list[dict]) -> list[Table]:
+    from amg_fast.experiments.registry import ALPHAS
+
     cells = _alpha_cells(fusion, records)
     alphas = sorted({a for cell in cells.values() for a in cell if a is not None})
     rows = []
     for (pde, nu, res), cell in cells.items():
-        star, done = _alpha_star(cell), sum(1 for s in cell.values() if s.n)
+        # k of the experiment's K alphas (not of those the sweep has: a partial sweep's alpha* is marked)
+        star, done = _alpha_star(cell), sum(1 for a, s in cell.items() if s.n and a in ALPHAS[fusion])
         if star is not None:
-            star = f"{star:g}" + ("" if done == len(alphas) else f" ({done}/{len(alphas)} α)")
+            star = f"{star:g}" + ("" if done == len(ALPHAS[fusion]) else f" ({done}/{len(ALPHAS[fusion])} α)")
         rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, *(cell.get(a, Stats()) for a in alphas), star,
                      _paper("alpha_star", fusion=fusion, pde=pde, nu=nu, res=res)])
     return [Table(f"S4FFNO nRMSE vs a fixed {fusion} memory weight α, and α*",
@@ -563,9 +566,22 @@ NORM_INC = {"normalize": True, "increment": True}
 PARAMETRISATIONS = {"defaults": {}, "--normalize --increment": NORM_INC}
 
 
-def _parametrisation(record: dict) -> str:
-    overrides = _get(record, "overrides")
-    return next((label for label, o in PARAMETRISATIONS.items() if o == overrides), _overrides_text(record))
+def _shared_settings(records: list[dict], varied) -> dict:
+    """The overrides every record has with one value, outside the keys its experiment varies: a
+    sweep's `--set n_train=256` (records_for selects only runs with it). They label no cell."""
+    items = [set(_get(r, "overrides").items()) for r in records]
+    return {k: v for k, v in set.intersection(*items) if k not in varied} if items else {}
+
+
+def _own_overrides(record: dict, shared: dict) -> dict:
+    return {k: v for k, v in _get(record, "overrides").items() if k not in shared}
+
+
+def _parametrisation(record: dict, shared: dict) -> str:
+    """The run's output parametrisation (its normalize / increment), besides the shared settings."""
+    output = _own_overrides(record, shared)
+    return next((label for label, o in PARAMETRISATIONS.items() if o == output),
+                _overrides_text({"overrides": output}))
 
 
 def _versus_gate(runs: list[dict], pde: str, nu: float, res: int, model: str) -> list:
@@ -585,8 +601,9 @@ def _reduction(s4: list[dict], amg: list[dict]) -> tuple[float | None, Stats]:
 
 def _headline_tables(records: list[dict]) -> list[Table]:
     runs = [r for r in _select(records, plain=False, fusion="residual", variant=None) if _get(r, "reading") is None]
-    groups = _group([{**r, "parametrisation": _parametrisation(r)} for r in runs], "pde", "nu", "res", "model",
-                    "parametrisation")
+    shared = _shared_settings(runs, NORM_INC)
+    groups = _group([{**r, "parametrisation": _parametrisation(r, shared)} for r in runs], "pde", "nu", "res",
+                    "model", "parametrisation")
     order = {m: i for i, m in enumerate(("ffno", "s4ffno", "amgfno"))}
     keys = sorted(groups, key=lambda k: (_sort_key(k[:3]), order.get(k[3], 9), k[4] != "defaults", str(k[4])))
     cells = Table("Per cell: nRMSE, ours beside the paper; g-bar; the fidelity diagnostics",
@@ -617,22 +634,25 @@ def _headline_tables(records: list[dict]) -> list[Table]:
         base, ni = (_stats(groups.get((pde, nu, res, m, p), [])) for p in PARAMETRISATIONS)
         if base.n and ni.n:
             spread = max(base.std or 0.0, ni.std or 0.0)
-            beyond = "yes" if base.n > 1 and ni.n > 1 and base.mean - ni.mean > spread else "no"
+            # undecided ("-") with one seed in a cell: no spread to compare with (formerly "no")
+            beyond = "-" if base.n < 2 or ni.n < 2 else "yes" if base.mean - ni.mean > spread else "no"
             effect_rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, MODEL_NAMES.get(m, m), base, ni,
                                 _pct(_delta_pct(base.mean, ni.mean)), beyond])
     effect = Table("--normalize --increment against the defaults", ["PDE", "ν", "f", "Model", "defaults",
                                                                    "--normalize --increment", "change",
                                                                    "lower by more than the seed spread"],
-                   effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each).")
+                   effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each; -: a "
+                                "cell with one seed).")
     return [cells, reduction, effect]
 
 
-def _fidelity_label(record: dict) -> str:
+def _fidelity_label(record: dict, shared: dict) -> str:
     from amg_fast.experiments.registry import FIDELITY_VARIANTS
 
-    overrides, reading = _get(record, "overrides"), _get(record, "reading")
+    overrides, reading = _own_overrides(record, shared), _get(record, "reading")
     return next((name for name, (o, rd) in FIDELITY_VARIANTS.items() if o == overrides and rd == reading),
-                " ".join(filter(None, [_overrides_text(record), reading and f"reading={reading}"])) or "base")
+                " ".join(filter(None, [_overrides_text({"overrides": overrides}), reading and f"reading={reading}"]))
+                or "base")
 
 
 def _diagnostics_table(title: str, label_headers: list[str], groups: dict[tuple, list[dict]], caption: str,
@@ -651,8 +671,12 @@ _DIAGNOSTICS_CAPTION = ("Mean ± sample std over seeds. nRMSE: rollout from u_0 
 
 
 def _fidelity_tables(records: list[dict]) -> list[Table]:
-    runs = [{**r, "label": _fidelity_label(r), "model_name": MODEL_NAMES.get(r["model"], r["model"])}
-            for r in _select(records, plain=False)]
+    from amg_fast.experiments.registry import FIDELITY_VARIANTS
+
+    runs = _select(records, plain=False)
+    shared = _shared_settings(runs, {key for overrides, _ in FIDELITY_VARIANTS.values() for key in overrides})
+    runs = [{**r, "label": _fidelity_label(r, shared), "model_name": MODEL_NAMES.get(r["model"], r["model"])}
+            for r in runs]
     groups = {(k[3], k[4], *k[:3]): v for k, v in _group(runs, "pde", "nu", "res", "model_name", "label").items()}
     return [_diagnostics_table("Fidelity variants (docs/fidelity.md)", ["Model", "variant", "PDE", "ν", "f"],
                                {(m, v, PDE_NAMES.get(pde, pde), f"{nu:g}", res): rs

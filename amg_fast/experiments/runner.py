@@ -39,8 +39,8 @@ from typing import Callable, Iterable
 from filelock import FileLock, Timeout
 
 from amg_fast._files import atomic_write_text, check_writable_dir
-from amg_fast._interrupt import EXIT_INTERRUPTED, stop_once
-from amg_fast.experiments.specs import RunSpec, check_preset
+from amg_fast._interrupt import EXIT_INTERRUPTED, arm_stop_once
+from amg_fast.experiments.specs import PRESETS, RunSpec, check_preset
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 
@@ -74,25 +74,27 @@ def _read_json(path: Path):
         return None
 
 
-def _check_out(out: Path) -> None:
-    """--out must be (or become) a directory: not a file, not below one, writable."""
+def _check_out(out: Path, option: str = "--out") -> None:
+    """out (the argument `option`) must be (or become) a directory: not a file, not below one, writable."""
     try:
-        check_writable_dir("--out", out)
+        check_writable_dir(option, out)
     except ValueError as err:
         raise SweepError(str(err)) from None
 
 
-def read_sweep(out: Path) -> dict:
-    """sweep.json of out/ ({"preset": ...}); a SweepError naming what is wrong when out/ is no sweep."""
+def read_sweep(out: Path, option: str = "--out") -> dict:
+    """sweep.json of out/ ({"preset": ...}); a SweepError naming what is wrong (and the argument
+    `option` that named out/) when out/ is no sweep."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise SweepError(f"--out {out} is a file, not a sweep directory")
+        raise SweepError(f"{option} {out} is a file, not a sweep directory")
     path = out / SWEEP_FILE
     if not path.exists():
         raise SweepError(f"{out} is not a sweep directory (no {SWEEP_FILE}); make one with `reproduce.py run`")
     recorded = _read_json(path)
-    if not isinstance(recorded, dict) or recorded.get("preset") is None:
-        raise SweepError(f"{path}: unreadable or not a sweep record ({{\"preset\": ...}}); restore or delete it")
+    if not isinstance(recorded, dict) or recorded.get("preset") not in PRESETS:
+        raise SweepError(f"{path}: unreadable or not a sweep record ({{\"preset\": one of {', '.join(PRESETS)}}}); "
+                         "restore or delete it")
     return recorded
 
 
@@ -101,27 +103,29 @@ def _foreign_contents(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir() if p.name != SWEEP_LOCK) if out.is_dir() else []
 
 
-def prepare_sweep(out: Path, preset: str) -> None:
+def prepare_sweep(out: Path, preset: str, option: str = "--out") -> None:
     """Make out/ a sweep at `preset` (sweep.json created atomically, under out/.sweep.lock, so one
     preset wins when several starts race); refuse an out/ that is a file, holds runs of another
-    preset, or holds anything else without being a sweep (a train.py run directory, say)."""
+    preset, or holds anything else without being a sweep (a train.py run directory, say). option:
+    the argument that named out/ (export's is --to), for the messages."""
     check_preset(preset)
     out = Path(out)
-    _check_out(out)
+    _check_out(out, option)
 
     def check():
         if not (out / SWEEP_FILE).exists():
             foreign = _foreign_contents(out)
             if foreign:
                 hint = " (a train.py run directory?)" if "config.json" in foreign else ""
-                raise SweepError(f"--out {out} is not a sweep directory (no {SWEEP_FILE}) and not empty{hint}: it "
+                raise SweepError(f"{option} {out} is not a sweep directory (no {SWEEP_FILE}) and not empty{hint}: it "
                                  f"holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}; choose a new or "
                                  "empty directory")
             return None
-        recorded = read_sweep(out)
+        recorded = read_sweep(out, option)
         if recorded["preset"] != preset:
-            raise SweepError(f"{out} holds runs of preset {recorded['preset']!r}; run with --preset "
-                             f"{recorded['preset']} or choose another --out for preset {preset!r}")
+            run_with = f"run with --preset {recorded['preset']} or " if option == "--out" else ""
+            raise SweepError(f"{out} holds runs of preset {recorded['preset']!r}; {run_with}choose another {option} "
+                             f"for preset {preset!r}")
         return recorded
 
     check()  # before anything is created
@@ -143,10 +147,20 @@ def run_dirs(out: Path) -> list[Path]:
 
 
 def check_run_dir(out: Path, spec: RunSpec) -> Path:
-    """The run's directory, refused (SweepError) when a file is in its place."""
+    """The run's directory, refused (SweepError) when a file is in its place (or in place of the sweep's
+    runs/ or data/, or of the run's job.json) or it holds another run (a job.json of another spec
+    under this name)."""
     run_dir = run_dir_of(out, spec)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise SweepError(f"{run_dir} is a file, not a run directory; move it away and run again")
+    for path, what in ((run_dir.parent, "the sweep's runs directory"), (Path(out) / "data", "the sweep's data "
+                       "directory"), (run_dir, "a run directory")):
+        if path.exists() and not path.is_dir():
+            raise SweepError(f"{path} is a file, not {what}; move it away and run again")
+    if (run_dir / JOB_FILE).exists() and not (run_dir / JOB_FILE).is_file():
+        raise SweepError(f"{run_dir / JOB_FILE} is not a file; move it away and run again")
+    job = read_job(run_dir)
+    if job is not None and job["spec"] != spec:
+        raise SweepError(f"{run_dir} holds another run under this run's name (its job.json: {job['spec']}); move it "
+                         "away and run again")
     return run_dir
 
 
@@ -242,11 +256,16 @@ def _relocate(run_dir: Path, cfg: TrainConfig, log) -> None:
         _write_json(path, {**old, **moved})
 
 
-def _machine() -> dict:
-    """Where this process trains (estimate.machine_of for the device it will use)."""
+def _machine(device: str) -> dict:
+    """Where this process trains a run of --device `device` (estimate.machine_of of the device the
+    trainer picks: auto is cuda only where torch finds CUDA; --device cpu on a GPU machine is cpu)."""
+    import torch
+
     from amg_fast.experiments.estimate import machine_of
 
-    return machine_of("auto", visible_gpus())
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return machine_of(device, visible_gpus())
 
 
 def run_job(run_dir: str) -> str:
@@ -286,12 +305,16 @@ def run_job(run_dir: str) -> str:
                 spec, cfg = job["spec"], job["config"]
                 cfg.out, cfg.cache_dir = str(run_dir), str(run_dir.parents[1] / "data")
                 cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
-                _write_json(run_dir / MACHINE_FILE, _machine())
+                _write_json(run_dir / MACHINE_FILE, _machine(cfg.device))
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
                 options = READINGS[spec.reading].options if spec.reading else None
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):
-                    path, _ = generate_dataset(**dataset_request(cfg), out_dir=cfg.cache_dir, ks_options=options,
-                                               device=cfg.device)  # on the run's GPU when it has one
+                    try:
+                        path, _ = generate_dataset(**dataset_request(cfg), out_dir=cfg.cache_dir, ks_options=options,
+                                                   device=cfg.device)  # on the run's GPU when it has one
+                    except FileExistsError as err:  # damaged (a copy cut short) or of other arguments
+                        raise SweepError(f"the sweep's data set is unusable: {err}. In a sweep: delete that file "
+                                         "and run the same command again (the next run generates it)") from None
                 if spec.reading:
                     cfg.data = str(path)
                 _relocate(run_dir, cfg, log)
@@ -308,7 +331,7 @@ def run_job(run_dir: str) -> str:
 
 def read_record(run_dir: Path) -> dict:
     """A run directory as a report record: its RunSpec fields (with "overrides" as a {setting: value}
-    dict), status, results (RunResults or None; results.get(name) reads a field or a diagnostic),
+    dict), run_dir (runs/<name>, relative to the sweep), status, results (RunResults or None; results.get(name) reads a field or a diagnostic),
     history (metrics.jsonl rows) and error (error.json's, or why a file of the run could not be read:
     that run then counts without its results or history)."""
     run = RunDir(run_dir)
@@ -325,7 +348,8 @@ def read_record(run_dir: Path) -> dict:
         results = run.read_results()
     except ResultsError as err:
         errors.append(str(err))
-    return {"name": run.path.name, "run_dir": str(run.path), "status": run_state(run.path), **spec,
+    # run_dir relative to the sweep (runs/<name>): a report is the same wherever the sweep lies
+    return {"name": run.path.name, "run_dir": f"runs/{run.path.name}", "status": run_state(run.path), **spec,
             "results": results, "history": history, "error": "; ".join(errors) if errors else None}
 
 
@@ -367,13 +391,13 @@ def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
     Returns {"copied": names, "present": names already finished in dest, "skipped": "name (state)"},
     or None (and nothing written) when out/ has no finished run."""
     out, dest = Path(out), Path(dest)
-    preset = read_sweep(out)["preset"]
+    preset = read_sweep(out, "export")["preset"]
     if dest.resolve() == out.resolve() or dest.resolve().is_relative_to(out.resolve() / "runs"):
         raise SweepError(f"--to {dest}: the sweep itself or inside its runs/; choose a directory of its own")
     states = {run_dir: run_state(run_dir) for run_dir in run_dirs(out)}
     if "done" not in states.values():
         return None
-    prepare_sweep(dest, preset)
+    prepare_sweep(dest, preset, "--to")
     _remove_dead_exports(dest / "runs")
     report: dict[str, list[str]] = {"copied": [], "present": [], "skipped": []}
     for run_dir, state in states.items():
@@ -563,8 +587,8 @@ def slurm_parameters(*, partition, time_min, gpus_per_task, cpus_per_task, array
 def _queued(run_dir: Path, folder: Path) -> bool:
     """Whether the run's last Slurm job is still pending or running (sacct, through submitit)."""
     recorded = _read_json(Path(run_dir) / SLURM_JOB_FILE)
-    if not recorded or shutil.which("sacct") is None:
-        return False
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("job_id"), str) or shutil.which("sacct") is None:
+        return False  # never submitted, or a damaged record: submitted again
     import submitit
 
     state = submitit.SlurmJob(folder=str(folder), job_id=recorded["job_id"]).state
@@ -576,7 +600,7 @@ def _worker_main(run_dir: str) -> int:
     the run is done (or another process trains it), 1 when it failed, 130 on SIGINT (the driver's
     Ctrl-C), after which the run keeps its last checkpoint. SIGINT is handled whatever this process
     inherited: the driver may have started it while ignoring a second Ctrl-C."""
-    signal.signal(signal.SIGINT, stop_once)
+    arm_stop_once()
     try:
         return 0 if run_job(run_dir) in ("done", "running") else 1
     except KeyboardInterrupt:

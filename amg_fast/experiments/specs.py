@@ -106,9 +106,15 @@ def _check_override(key: str, value):
     return value
 
 
+# Settings a sweep preset sets itself (smoke's eval_every = 1): an override of one of these is kept even
+# when it equals TrainConfig's default, since dropping it would leave the preset's value in force.
+PRESET_SETTINGS = frozenset(key for values in PRESETS.values() for key in values if key != "preset")
+
+
 def check_overrides(overrides) -> tuple[tuple[str, object], ...]:
     """dict or (key, value) pairs -> the canonical sorted pairs (values checked against TrainConfig's
-    fields; an override equal to TrainConfig's default is dropped: it is no override)."""
+    fields; an override equal to TrainConfig's default is dropped: it is no override, unless a
+    sweep preset sets that setting)."""
     items = overrides.items() if isinstance(overrides, dict) else overrides
     out = {}
     for key, value in items:
@@ -116,7 +122,7 @@ def check_overrides(overrides) -> tuple[tuple[str, object], ...]:
         if key in out and out[key] != value:
             raise ValueError(f"override {key} given twice, {out[key]!r} and {value!r}")
         out[key] = value
-    return tuple(sorted((k, v) for k, v in out.items() if v != _FIELDS[k].default))
+    return tuple(sorted((k, v) for k, v in out.items() if v != _FIELDS[k].default or k in PRESET_SETTINGS))
 
 
 def parse_setting(key: str, text: str):
@@ -142,6 +148,13 @@ def _token(key: str, value) -> str:
     if value is True:
         return key
     return f"{key}={str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, float) else value}"
+
+
+def _number(value: float) -> str:
+    """A run field (nu, alpha, omega) in its name: short (0.1, 1e-05) where that is exact, else repr,
+    so that two different values never share a name (0.1000001 is not 0.1)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 @dataclass(frozen=True)
@@ -170,11 +183,26 @@ class RunSpec:
         if self.fusion == "additive" and self.alpha == 1:  # h + 1 * z is the residual S4FFNO: one run
             object.__setattr__(self, "fusion", "residual")
             object.__setattr__(self, "alpha", None)
+        self._check_fusion()
         if self.reading is not None:
             from amg_fast.experiments.readings import check_reading
 
             check_reading(self.reading, self.pde)
         object.__setattr__(self, "overrides", check_overrides(self.overrides))
+
+    def _check_fusion(self) -> None:
+        """fusion residual takes no alpha (it would not enter the name: two runs, one directory);
+        convex and additive need one (amg_fast.layers.FixedFusion checks its range)."""
+        from amg_fast.layers import FUSIONS, FixedFusion
+
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if self.fusion != "residual" and self.alpha is None:
+            raise ValueError(f"fusion {self.fusion!r} needs alpha, its fixed memory weight (e.g. --grid fusion="
+                             f"{self.fusion} alpha=0.25,0.5); got none")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float, type(None))):
+            raise ValueError(f"alpha must be a number, got {self.alpha!r}")
+        FixedFusion(self.fusion, self.alpha)  # residual with an alpha, convex outside [0, 1], non-finite
 
     @property
     def name(self) -> str:
@@ -182,14 +210,14 @@ class RunSpec:
         amgfno_ks_nu0.1_f32+increment+normalize_seed0, ffno_ks_nu0.1_f32+lr=0.0003+reading=s4ffno-t5_seed1."""
         model = self.model
         if self.fusion != "residual":
-            model += f"-{self.fusion}-a{self.alpha:g}"
+            model += f"-{self.fusion}-a{_number(self.alpha)}"
         if self.variant:
             model += f"-{self.variant}"
         if self.omega is not None:
-            model += f"-omega{self.omega:g}"
+            model += f"-omega{_number(self.omega)}"
         extras = sorted(self.overrides + ((("reading", self.reading),) if self.reading else ()))
         tokens = "".join(f"+{_token(k, v)}" for k, v in extras)
-        return f"{model}_{self.pde}_nu{self.nu:g}_f{self.res}{tokens}_seed{self.seed}"
+        return f"{model}_{self.pde}_nu{_number(self.nu)}_f{self.res}{tokens}_seed{self.seed}"
 
     def get(self, key: str):
         """The value of a filter key (None where the run has no such setting); an override key

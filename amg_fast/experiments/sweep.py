@@ -25,6 +25,7 @@ __all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_gr
 COMPANIONS = {"omega-ablation": ("table3",), "freq-gate-ablation": ("table3",), "table2": ("alpha-convex",)}
 _CHOICES = {"pde": PDES, "variant": ("none", "no-freq-gate", "omega-batch")}
 _NUMBERS = {"nu": float, "res": int, "alpha": float, "omega": float, "seed": int}
+NAME_MAX = 255  # bytes in a file name (ext4, xfs, btrfs, APFS): a run's directory is its name
 
 
 def resolve_experiments(names: list[str]) -> list[str]:
@@ -71,7 +72,7 @@ def _pairs(option: str, items: list[str] | None, keys: tuple[str, ...]) -> dict[
     for item in items or []:
         key, sep, values = item.partition("=")
         if not sep or not values:
-            raise ValueError(f"{option} takes KEY=V1,V2,...; got {item!r}")
+            raise ValueError(f"{option} takes KEY={'VALUE' if option == '--set' else 'V1,V2,...'}; got {item!r}")
         if key not in keys:
             raise ValueError(f"{option}: unknown key {key!r}; keys: {', '.join(keys)}")
         for text in values.split(","):
@@ -102,8 +103,17 @@ def parse_set(items: list[str] | None) -> dict:
 
 
 def _with(specs, overrides: dict | None) -> list[RunSpec]:
-    """The specs with these overrides added (they win over a run's own), each distinct run once."""
+    """The specs with these overrides (--set) added, each distinct run once; a setting a run sets to
+    another value itself (what its experiment varies: precision's tf32 run) is an error, since
+    replacing it would merge runs the experiment keeps apart."""
     if overrides:
+        for spec in specs:
+            own = dict(spec.overrides)
+            clash = next((key for key in overrides if key in own and own[key] != overrides[key]), None)
+            if clash is not None:
+                raise ValueError(f"--set {clash}={overrides[clash]!r}: run {spec.name} sets {clash}={own[clash]!r} "
+                                 "itself (its experiment varies it); leave it out of --set, or select runs with "
+                                 f"--where {clash}=...")
         specs = [dataclasses.replace(s, overrides={**dict(s.overrides), **overrides}) for s in specs]
     return list(dict.fromkeys(specs))
 
@@ -118,6 +128,8 @@ def load_grid_file(path: Path) -> dict[str, list]:
         text = path.read_text()
     except OSError as err:
         raise ValueError(f"--grid-file {path}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"--grid-file {path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
         if path.suffix == ".toml":
             import tomllib
@@ -159,6 +171,9 @@ def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
     sources: list[Experiment] = [get_experiment(name) for name in (resolve_experiments(experiments) if experiments
                                                                     else [])]
     if grid is not None:
+        both = [key for key in grid if key in (overrides or {})]
+        if both:
+            raise ValueError(f"--set {both[0]} and a grid axis {both[0]}: give its values in the grid only")
         sources.append(grid_experiment(grid))
     if not sources:
         raise ValueError(f"name at least one experiment (or all, or a --grid); known: {', '.join(EXPERIMENTS)}")
@@ -175,6 +190,10 @@ def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
         raise ValueError("the filters " + " ".join(f"{k}={','.join(map(str, v))}" for k, v in where.items())
                          + f" together match no run of {', '.join(e.id for e in sources)}")
     names = Counter(spec.name for spec in specs)
+    long = next((name for name in names if len(name.encode()) > NAME_MAX), None)
+    if long is not None:  # refused before sweep.json is written, not an OSError at its directory
+        raise ValueError(f"run name {long} is {len(long.encode())} bytes; a directory name holds at most {NAME_MAX}: "
+                         "give its runs fewer settings (each override enters the name)")
     clash = [name for name, n in names.items() if n > 1]
     if clash:
         raise ValueError(f"different runs share the name {clash[0]} (report this: run names must be unique)")
@@ -235,14 +254,15 @@ def summary_lines(result: dict, by_experiment: dict[str, int], machine: dict, pr
 
 
 class Budget:
-    """Whether a run may start: elapsed time since the command began plus the run's estimate must stay
-    within budget_s (None: no budget). Says what it skipped and why."""
+    """Whether a run may start: elapsed time since the command began (`start` on `clock`, default now)
+    plus the run's estimate must stay within budget_s (None: no budget). Says what it skipped and why."""
 
-    def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict], clock=time.monotonic):
+    def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict], clock=time.monotonic,
+                 start: float | None = None):
         if budget_s is not None and (isinstance(budget_s, bool) or not math.isfinite(budget_s) or budget_s <= 0):
             raise ValueError(f"--budget-s must be a finite number of seconds > 0, got {budget_s!r}")
         self.budget_s, self.estimator, self.configs, self.clock = budget_s, estimator, configs, clock
-        self.start = clock()
+        self.start = clock() if start is None else start
         self.skipped: dict[str, str] = {}
 
     def __call__(self, run_dir: Path) -> str | None:
@@ -252,7 +272,8 @@ class Budget:
         seconds, source = self.estimator.seconds(self.configs[Path(run_dir).name])
         if seconds <= left:
             return None
-        reason = f"needs ~{seconds:.0f} s ({source}), {max(left, 0):.0f} s of the budget left"
+        # rounded so that the line never reads "needs ~9 s, 9 s left" for a run that does not fit
+        reason = f"needs ~{math.ceil(seconds)} s ({source}), {math.floor(max(left, 0))} s of the budget left"
         self.skipped[Path(run_dir).name] = reason
         return reason
 

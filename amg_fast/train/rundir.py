@@ -107,6 +107,11 @@ def _type_ok(value, annotation: str) -> bool:
             "list[float]": lambda: isinstance(value, list) and bool(value) and all(map(_is_number, value))}[base]()
 
 
+# Fields of RunResults added after results.json files were committed, with the value an older file
+# means by their absence. Add every new field here (tests/train/test_rundir.py holds the rule).
+ADDED_LATER: dict[str, object] = {}
+
+
 @dataclass(frozen=True)
 class RunResults:
     """What results.json holds: the final evaluation of a run (test split; the first
@@ -171,6 +176,9 @@ class RunResults:
         if not isinstance(values, dict):
             raise refuse(f"it holds a JSON {type(values).__name__}, not an object")
         fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        # A field added after runs were committed has a default (ADDED_LATER): an older results.json
+        # without it still reads, so a schema change never makes finished runs "corrupt" and retrained.
+        values = {**{name: default for name, default in ADDED_LATER.items() if name not in values}, **values}
         missing = [name for name in fields if name not in values]
         if missing:
             raise refuse(f"truncated or of an older version: missing {', '.join(missing)}")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import run_results
 
 from amg_fast.cli import reproduce as cli
 from amg_fast.experiments import runner
@@ -19,6 +20,7 @@ from amg_fast.experiments.estimate import Estimator
 from amg_fast.experiments.registry import EXPERIMENTS
 from amg_fast.experiments.specs import RunSpec, check_overrides
 from amg_fast.experiments.sweep import Budget, parse_where, select_runs
+from amg_fast.train.rundir import RunDir
 
 ROOT = Path(__file__).parents[2]
 PAIR = ["--where", "model=ffno,amgfno", "--where", "pde=ks", "nu=0.1", "res=32"]  # repeated --where, 2 runs
@@ -71,6 +73,40 @@ def test_override_names_are_readable_stable_and_defaults_keep_todays_names():
     assert RunSpec("ffno", "ks", 0.1, 32, overrides={"lr": 1e-3 + 1e-12}).name != FFNO  # exact: no rounding clash
     assert RunSpec.from_dict(spec.to_dict()) == spec and json.loads(json.dumps(spec.to_dict()))["overrides"] == {
         "increment": True, "normalize": True}
+
+
+def test_different_run_values_never_share_a_name_and_the_registry_keeps_its_names():
+    """nu, alpha and omega enter a name short (0.1) where that is exact and by repr otherwise: a
+    grid's nu = 0.1000001 is not the paper's nu = 0.1 run (formerly both were ..._nu0.1_..., so a
+    sweep took the other's results as its own)."""
+    plain = RunSpec("amgfno", "ks", 0.1, 32)
+    assert RunSpec("amgfno", "ks", 0.1000001, 32).name == "amgfno_ks_nu0.1000001_f32_seed0"
+    assert RunSpec("amgfno", "ks", 0.1 + 1e-12, 32).name != plain.name
+    assert RunSpec("amgfno", "ks", 0.1, 32, omega=0.58400001).name != RunSpec("amgfno", "ks", 0.1, 32, omega=0.584).name
+    convex = RunSpec("s4ffno", "ks", 0.1, 32, fusion="convex", alpha=0.25)
+    assert RunSpec("s4ffno", "ks", 0.1, 32, fusion="convex", alpha=0.2500001).name != convex.name
+    assert RunSpec("amgfno", "ks", 1e-05, 32).name == "amgfno_ks_nu1e-05_f32_seed0"
+    every = {spec for exp in EXPERIMENTS.values() for omega_from in ("data", "paper") for spec in exp.runs((0,), omega_from)}
+    values = {v for spec in every for v in (spec.nu, spec.alpha, spec.omega) if v is not None}
+    assert all(float(f"{v:g}") == v for v in values)  # the short form, as before: no sweep's run is renamed
+
+
+def test_an_override_a_preset_sets_is_kept_even_at_trainconfigs_default():
+    """smoke sets eval_every = 1; eval_every = 5 is TrainConfig's default but no longer the preset's
+    value: formerly dropped, so the run trained with 1 under the plain run's name."""
+    specs = select_runs([], grid={"model": ["ffno"], "eval_every": [1, 5]})
+    assert [s.name for s in specs] == ["ffno_ks_nu0.1_f32+eval_every=1_seed0", "ffno_ks_nu0.1_f32+eval_every=5_seed0"]
+    assert [runner.job_config(s, "smoke").eval_every for s in specs] == [1, 5]
+    assert RunSpec("ffno", "ks", 0.1, 32, overrides={"lr": 1e-3}).name == FFNO  # other defaults: still no override
+
+
+def test_a_run_directory_holding_another_run_is_refused(tmp_path):
+    runner.prepare_sweep(tmp_path, "smoke")
+    run_dir = runner.write_job(tmp_path, RunSpec("amgfno", "ks", 0.1, 32), "smoke")
+    job = json.loads((run_dir / "job.json").read_text())
+    (run_dir / "job.json").write_text(json.dumps({**job, "spec": {**job["spec"], "nu": 0.1000001}}))  # an older name
+    with pytest.raises(runner.SweepError, match="holds another run under this run's name"):
+        runner.check_run_dir(tmp_path, RunSpec("amgfno", "ks", 0.1, 32))
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -217,6 +253,9 @@ def test_export_then_run_elsewhere_trains_no_run_twice_and_gives_equal_tables(tr
         assert in_process(capsys, "report", "table2", "--out", out).returncode == 0
     tables = [(out / "reports" / "table2" / "table.md").read_text() for out in (second, tree)]
     assert tables[0] == tables[1] and "2 done" in tables[0]
+    # the CSV too: its run_dir is relative to the sweep (it was the path of each machine's copy)
+    csvs = [(out / "reports" / "table2" / "table.csv").read_text() for out in (second, tree)]
+    assert csvs[0] == csvs[1] and f",runs/{FFNO}," in csvs[0]
 
 
 def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
@@ -227,7 +266,16 @@ def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
     other = tmp_path / "other"
     runner.prepare_sweep(other, "cpu")
     proc = in_process(capsys, "export", out, "--to", other)
-    assert proc.returncode == 2 and "holds runs of preset 'cpu'" in proc.stderr
+    assert proc.returncode == 2 and "holds runs of preset 'cpu'; choose another --to for preset 'smoke'" in proc.stderr
+    # messages name export's own arguments (formerly "--out", which export has not)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("x")
+    for args, message in (([out, "--to", tmp_path / "afile"], f"--to {tmp_path / 'afile'}: is a file"),
+                          ([out, "--to", tmp_path / "notes"], f"--to {tmp_path / 'notes'} is not a sweep directory"),
+                          ([tmp_path / "afile", "--to", tmp_path / "t"], f"export {tmp_path / 'afile'} is a file")):
+        proc = in_process(capsys, "export", *args)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     empty = tmp_path / "empty"
     runner.prepare_sweep(empty, "smoke")
     assert "no finished run to export" in in_process(capsys, "export", empty, "--to", tmp_path / "nothing").stdout
@@ -249,6 +297,19 @@ def test_budget_starts_only_what_it_can_finish():
     assert Budget(None, estimator, {})(Path("a")) is None
     with pytest.raises(ValueError, match="--budget-s must be a finite number of seconds > 0, got 0"):
         Budget(0, estimator, {})
+
+
+def test_a_run_estimated_at_exactly_the_budget_and_the_commands_start():
+    clock = [50.0]
+    estimator = Estimator({"device": "cpu", "name": "test"}, "smoke")
+    configs = {"a": {"res": 32, "epochs": 2, "n_train": 8}}  # 9 s by the defaults
+    assert Budget(9.0, estimator, configs, clock=lambda: clock[0])(Path("a")) is None  # fits exactly: starts
+    late = Budget(9.0, estimator, configs, clock=lambda: clock[0] + 0.001)
+    late.start = clock[0]
+    assert late(Path("a")) == "needs ~9 s (default for preset smoke on cpu), 8 s of the budget left"  # was "9 s left"
+    # the command's start (its imports and planning took 3 s): what is left counts from there
+    started_earlier = Budget(10.0, estimator, configs, clock=lambda: clock[0], start=clock[0] - 3.0)
+    assert started_earlier(Path("a")).endswith("7 s of the budget left")
 
 
 def test_default_estimates_scale_with_f_and_the_training_set():
@@ -274,11 +335,26 @@ def test_estimates_use_this_machines_finished_runs(trained):
     assert elsewhere.seconds(config)[1] == "default for preset smoke on cpu"
 
 
+def test_machine_json_records_where_the_run_trains(monkeypatch):
+    """Formerly the machine of --device auto whatever the run's device: a --device cpu run on a GPU
+    machine (or any run where CUDA_VISIBLE_DEVICES is set but torch finds no CUDA) was recorded as
+    trained on the GPU, and its CPU timings became the GPU's estimates."""
+    import torch
+
+    monkeypatch.setattr(runner, "visible_gpus", lambda: ["0"])
+    monkeypatch.setattr("amg_fast.experiments.estimate._gpu_name", lambda index=None: "NVIDIA H100")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert runner._machine("auto")["device"] == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert runner._machine("auto") == runner._machine("cuda") == {"device": "cuda", "name": "NVIDIA H100"}
+    assert runner._machine("cpu")["device"] == "cpu"
+
+
 def test_a_tiny_budget_starts_nothing_and_says_why(tmp_path, capsys):
     out = tmp_path / "sweep"
     proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR, "--budget-s", "1")
     assert proc.returncode == cli.EXIT_BUDGET, proc.stderr
-    assert proc.stderr.count("skipped: ") == 2 and "1 s of the budget left" in proc.stderr
+    assert proc.stderr.count("skipped: ") == 2 and "0 s of the budget left" in proc.stderr  # 1 s less planning
     assert "2 not started within --budget-s 1" in proc.stdout
     assert all(runner.run_state(d) == "missing" for d in runner.run_dirs(out))
 
@@ -320,6 +396,23 @@ def test_a_corrupt_results_file_makes_the_run_corrupt(tmp_path, capsys, content)
     assert "corrupt: ffno_ks_nu0.1_f32_seed0: results.json is unreadable" in status
 
 
+def test_a_damaged_data_set_of_the_sweep_says_what_to_do(trained, tmp_path, capsys):
+    """A data file cut short (an interrupted copy of the sweep): every run needing it fails naming it,
+    with advice a sweep can follow (formerly generate_data.py's: "choose another --out, or pass
+    --overwrite"); deleting it, as told, lets the same command finish."""
+    out = copy(trained, tmp_path / "sweep")
+    (data,) = (out / "data").glob("*.h5")
+    with open(data, "r+b") as f:
+        f.truncate(1000)
+    shutil.rmtree(out / "runs" / FFNO)
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert proc.returncode == 1 and f"failed: {FFNO}: SweepError: the sweep's data set is unusable: {data.resolve()}" \
+        in proc.stderr and "In a sweep: delete that file and run the same command again" in proc.stderr, proc.stderr
+    data.unlink()
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert proc.returncode == 0 and "2 of 2 runs done" in proc.stdout, proc.stderr
+
+
 def test_a_corrupt_run_is_trained_again(trained, tmp_path, capsys):
     out = copy(trained, tmp_path / "sweep")
     (out / "runs" / FFNO / "results.json").write_text("[1]")
@@ -327,6 +420,19 @@ def test_a_corrupt_run_is_trained_again(trained, tmp_path, capsys):
     assert proc.returncode == 0 and "2 of 2 runs done" in proc.stdout, proc.stderr
     assert runner.read_results(out / "runs" / FFNO) is not None
     assert (out / "runs" / FFNO / "results.json.corrupt").read_text() == "[1]"
+
+
+@pytest.mark.parametrize("content", ["", "{", "[]", '{"preset": "nope"}', '{"preset": 5}'],
+                         ids=["empty", "truncated", "list", "unknown-preset", "number"])
+def test_a_corrupt_sweep_json_is_named_by_every_command(tmp_path, capsys, content):
+    out = tmp_path / "sweep"
+    runner.prepare_sweep(out, "smoke")
+    (out / "sweep.json").write_text(content)
+    for command in (["status"], ["report", "table2"], ["run", "table2", "--preset", "smoke", *PAIR],
+                    ["plan", "table2", "--preset", "smoke", *PAIR]):
+        proc = in_process(capsys, *command, "--out", out)  # an unknown preset was taken: "give --preset nope"
+        assert proc.returncode == 2 and "sweep.json: unreadable or not a sweep record" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".sweep.lock", "sweep.json"]
 
 
 def test_a_run_whose_worker_died_is_named_and_the_exit_is_non_zero(tmp_path, monkeypatch, capsys):
@@ -343,6 +449,17 @@ def test_a_run_whose_worker_died_is_named_and_the_exit_is_non_zero(tmp_path, mon
     (truncated / "job.json").write_text('{"spec": {"mod')
     assert runner.run_job(str(truncated)) == "failed"  # not a traceback in the worker: recorded
     assert "job.json: unreadable or not a job" in json.loads((truncated / "error.json").read_text())["error"]
+
+
+@pytest.mark.parametrize("content", ["[1]", "{}", '{"job_id": null}', "{"], ids=["list", "empty", "null", "truncated"])
+def test_a_damaged_slurm_job_record_means_submit_again(tmp_path, monkeypatch, content):
+    """A second `run --launcher slurm` asks sacct about each run's last job; a damaged slurm_job.json
+    was a TypeError traceback there (where sacct exists)."""
+    runner.prepare_sweep(tmp_path, "smoke")
+    run_dir = runner.write_job(tmp_path, RunSpec("ffno", "ks", 0.1, 32), "smoke")
+    (run_dir / runner.SLURM_JOB_FILE).write_text(content)
+    monkeypatch.setattr(runner.shutil, "which", lambda name: f"/usr/bin/{name}")  # as on a cluster
+    assert runner._queued(run_dir, tmp_path / "slurm") is False
 
 
 def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
@@ -375,16 +492,41 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run", "--grid", "lr=fast"], "--grid lr='fast': lr takes a float"),
     (["run", "--grid", "model=unet", "share_weights=true"], "--share-weights applies to the FFNO family"),
     (["run", "--grid", "model=ffno", "--grid-file", "g.toml"], "with --grid or --grid-file, not both"),
+    (["run", "--grid", "model=s4ffno", "fusion=convex"], "fusion 'convex' needs alpha"),  # was a TypeError traceback
+    (["run", "--grid", "model=s4ffno", "alpha=0.25,0.5"],  # was two runs named as the residual S4FFNO
+     "alpha applies to fusion 'convex' or 'additive', not 'residual' (got alpha=0.25)"),
+    (["run", "--grid", "model=s4ffno", "fusion=convex", "alpha=1.5"], "alpha must be in [0, 1] for convex fusion"),
     (["run"], "name at least one experiment (or all, or a --grid)"),
+    (["run", "--grid", "lr=1e-3,3e-4", "--set", "lr=1e-4"], "--set lr and a grid axis lr"),  # was one run, not two
+    (["run", "precision", "--set", "precision=bf16"],  # was one run: tf32's and fp32's turned into bf16's
+     "--set precision='bf16': run amgfno_ks_nu0.1_f32+precision=tf32_seed0 sets precision='tf32' itself"),
+    (["run", "--grid", "model=multi_input_ffno", "nu=0.10000000000000002", "decoder_input=last_block",
+      "lr=0.00031415926535897933", "weight_decay=1.2345678901234567e-05", "share_weights=true", "weight_norm=true",
+      "normalize=true", "increment=true", "eval_every=3", "checkpoint_every=7", "batch_size=512", "epochs=1000",
+      "n_train=123456", "n_test=65432", "width=1024", "precision=bf16", "eval_batch_size=64"],
+     "bytes; a directory name holds at most 255"),  # was an OSError (File name too long) after sweep.json
+    (["run", "table2", "--budget-s", "60", "--launcher", "slurm"] + PAIR,  # was ignored without a word
+     "--budget-s applies to --launcher local"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
 ], ids=["nu-absent", "nu-nan", "seed-absent", "filters-together", "device", "seed-negative", "seed-1e20",
         "seed-2^32", "sbatch-newline", "partition-newline", "grid-key", "grid-value", "grid-combination",
-        "grid-twice", "nothing", "budget"])
+        "grid-twice", "grid-fusion-without-alpha", "grid-alpha-without-fusion", "grid-convex-alpha", "nothing",
+        "set-grid-axis", "set-experiment-setting", "name-too-long", "budget-slurm", "budget"])
 def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "sweep"
     proc = in_process(capsys, *args, "--preset", "smoke", "--out", out)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_bad_grid_files_and_set_items_are_named(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_bytes(b"\xff\xfe lr = [1e-3]")
+    proc = in_process(capsys, "run", "--grid-file", grid, "--preset", "smoke", "--out", tmp_path / "sweep")
+    assert proc.returncode == 2 and f"--grid-file {grid}: not UTF-8 text (invalid start byte at byte 0)" in proc.stderr
+    proc = in_process(capsys, "run", "table2", "--set", "lr", "--preset", "smoke", "--out", tmp_path / "sweep", *PAIR)
+    assert proc.returncode == 2 and "--set takes KEY=VALUE; got 'lr'" in proc.stderr  # was "KEY=V1,V2,..."
+    assert not (tmp_path / "sweep").exists()
 
 
 def test_out_that_is_no_sweep_is_refused(tmp_path, capsys):
@@ -413,6 +555,35 @@ def test_status_without_runs_and_a_run_directory_that_is_a_file(tmp_path, capsys
     (out / "runs" / FFNO).write_text("not a directory")
     proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
     assert proc.returncode == 2 and f"runs/{FFNO} is a file, not a run directory; move it away" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("path,is_dir,message", [
+    ("runs", False, "runs is a file, not the sweep's runs directory"),
+    ("data", False, "data is a file, not the sweep's data directory"),
+    (f"runs/{FFNO}/job.json", True, f"runs/{FFNO}/job.json is not a file"),
+    ("reports/table2", False, "table2: report folder"),
+], ids=["runs", "data", "job.json", "report-folder"])
+def test_a_file_where_a_sweep_has_a_folder_or_the_reverse_is_named(tmp_path, capsys, path, is_dir, message):
+    """Formerly tracebacks (NotADirectoryError, IsADirectoryError, FileExistsError) from run and report."""
+    out = tmp_path / "sweep"
+    runner.prepare_sweep(out, "smoke")
+    if path.startswith("reports"):
+        runner.write_job(out, RunSpec("ffno", "ks", 0.1, 32), "smoke")
+        RunDir(out / "runs" / FFNO).write_results(run_results(model="ffno"))
+    (out / path).parent.mkdir(parents=True, exist_ok=True)
+    (out / path).mkdir() if is_dir else (out / path).write_text("x")
+    command = ["report", "table2"] if path.startswith("reports") else ["run", "table2", "--preset", "smoke", *PAIR]
+    proc = in_process(capsys, *command, "--out", out)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_os_error_the_checks_did_not_foresee_is_one_line(tmp_path, capsys, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(runner, "write_job", full_disk)
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", tmp_path / "sweep", *PAIR)
+    assert proc.returncode == 1 and proc.stderr.strip().endswith("error: [Errno 28] No space left on device")
     assert "Traceback" not in proc.stderr
 
 

@@ -176,10 +176,16 @@ def test_alpha_sweep_table(tmp_path):
     md = (tmp_path / "table.md").read_text()
     # nu=0.1, f=32, alpha=0: seeds 0.1, 0.11 and 0.14 -> mean +- sample std over 3 seeds
     assert f"| KS | 0.1 | 32 | {mean_std([0.1, 0.11, 0.14])} | " in md
-    assert "| 0 | 0.5 |" in md  # alpha* ours 0, paper 0.5
+    # alpha* ours 0, paper 0.5; 3 of the experiment's 5 alphas have runs (formerly unmarked: the K was
+    # the alphas the sweep has, so a sweep of some alphas named its alpha* as if it had all)
+    assert "| 0 (3/5 α) | 0.5 |" in md
     lines = {line.split(" | ")[2]: line for line in md.splitlines() if line.startswith("| KS | 0.075")}
     assert "failed" in lines["32"] and "missing" in lines["64"]
-    assert "(0/3 α)" not in md and "| - | - |" in lines["64"]  # no alpha*, no paper value
+    assert "(0/5 α)" not in md and "| - | - |" in lines["64"]  # no alpha*, no paper value
+    every = [rec("s4ffno", fusion="convex", alpha=a, nrmse=0.3 - a / 10) for a in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    write_report("alpha-convex", every, tmp_path / "all")
+    assert "| KS | 0.1 | 32 | " in (tmp_path / "all" / "table.md").read_text() and "| 1 | 0.5 |" in (
+        tmp_path / "all" / "table.md").read_text()  # every alpha: alpha* unmarked
     rows = [r for r in csv.DictReader((tmp_path / "table.csv").read_text().splitlines())]
     assert {r["fusion"] for r in rows} == {"convex"} and {r["alpha"] for r in rows} == {"0.0", "0.5", "1.0"}
 
@@ -307,6 +313,17 @@ def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path
     effect = {r[3]: r for r in _rows(md, "| KS | 0.1 | 32 |") if len(r) == 8}
     assert effect["AMGFNO"][6] == f"{100 * -0.05 / statistics.fmean(amg):+.1f}%" and effect["AMGFNO"][7] == "yes"
     assert "FFNO" not in effect  # FFNO ran the defaults only: nothing to compare
+    one_seed = [r for r in RECORDS["headline"] if r["seed"] == 0]
+    write_report("headline", one_seed, tmp_path / "one")
+    effect = {r[3]: r for r in _rows((tmp_path / "one" / "table.md").read_text(), "| KS | 0.1 | 32 |") if len(r) == 8}
+    assert effect["AMGFNO"][7] == "-"  # one seed: no spread, no verdict (formerly "no")
+    # a sweep run with --set n_train=256 (gpu_campaign.sh's NAME:EXP:PRESET:SEEDS:KEY=VALUE): the same
+    # cells and verdicts (formerly labelled "n_train=256" and "increment=True n_train=256 normalize=True",
+    # with an empty --normalize --increment table)
+    with_set = [{**r, "overrides": {**r["overrides"], "n_train": 256}} for r in RECORDS["headline"]]
+    write_report("headline", with_set, tmp_path / "set")
+    md_set = (tmp_path / "set" / "table.md").read_text()
+    assert md_set.split("## ", 1)[1] == md.split("## ", 1)[1]
     assert "| KS | 0.1 | 128 | FFNO | defaults | failed |" in md
 
 
@@ -325,6 +342,11 @@ def test_fidelity_table_names_the_variants_with_the_diagnostics(tmp_path):
     assert "| AMGFNO | norm-inc | KS | 0.1 | 32 | 0 | failed |" in md
     rows = list(csv.DictReader((tmp_path / "table.csv").read_text().splitlines()))
     assert {r["reading"] for r in rows} == {"", "s4ffno-t5"} and "decoder_input=last_block" in {r["overrides"] for r in rows}
+    # run with docs/reproduce.md's `--set n_train=256 n_test=64` (the fidelity study's scale): the same
+    # variant names (formerly "n_test=64 n_train=256", "increment=True n_test=64 ...")
+    scaled = [{**r, "overrides": {**r["overrides"], "n_train": 256, "n_test": 64}} for r in RECORDS["fidelity"]]
+    write_report("fidelity", scaled, tmp_path / "scaled")
+    assert (tmp_path / "scaled" / "table.md").read_text().split("## ", 1)[1] == md.split("## ", 1)[1]
 
 
 def test_precision_table_against_fp32(tmp_path):

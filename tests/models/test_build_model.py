@@ -22,7 +22,8 @@ def test_every_model_is_built_from_its_settings(name):
     model = build_model(options(model=name, modes=modes), omega=0.3, backend="reference")
     assert type(model) is MODELS[name] and model.width == 8
     assert model.modes == modes
-    assert model(torch.zeros(1, 2, 32, 1)).shape == (1, 2, 32, 1)
+    shape = (1, 2) + (32,) * getattr(model, "spatial_dims", 1) + (1,)  # [B, T, S, C] or [B, T, X, Y, C]
+    assert model(torch.zeros(shape)).shape == shape
 
 
 def test_model_settings_reach_the_model():

@@ -3,12 +3,14 @@ refused naming the file and the field), the statistics computed from a run's his
 reader of metrics.jsonl, and the run directory as the trainer and the sweep runner use it."""
 import json
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import run_results
 
 from amg_fast.train.config import TrainConfig
+from amg_fast.train import rundir
 from amg_fast.train.rundir import (DIAGNOSTICS, ResultsError, RunDir, RunDirError, RunResults, epoch_seconds,
                                    gate_mean_last_epochs)
 from amg_fast.train.trainer import train
@@ -74,6 +76,27 @@ def test_a_bad_results_json_is_refused_naming_the_file_and_the_field(tmp_path, c
     assert text.startswith(f"{run.results_path}: not a results.json of amg_fast (") and message in text, text
     assert field is None or f"field {field} " in text
     assert "run the same training command with --resume to evaluate the run again" in text
+
+
+COMMITTED = sorted((Path(__file__).parents[2] / "results").rglob("results.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.parent.relative_to(p.parents[3])))
+def test_every_committed_results_json_still_reads(path):
+    """A schema change must keep committed runs readable (else a sweep retrains them on GPU time):
+    a new field goes into rundir.ADDED_LATER with the value its absence means."""
+    assert COMMITTED, "no committed results.json found under results/"
+    assert RunDir(path.parent).read_results() is not None
+
+
+def test_a_field_added_later_is_filled_in_for_an_older_file(tmp_path, monkeypatch):
+    older = run_results().to_dict()
+    del older["ddp_ranks_agree"]
+    (tmp_path / "results.json").write_text(json.dumps(older))
+    with pytest.raises(ResultsError, match="missing ddp_ranks_agree"):
+        RunDir(tmp_path).read_results()
+    monkeypatch.setattr(rundir, "ADDED_LATER", {"ddp_ranks_agree": None})
+    assert RunDir(tmp_path).read_results().ddp_ranks_agree is None
 
 
 def test_diagnostics_from_known_per_step_lists():

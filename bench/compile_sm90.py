@@ -1,0 +1,353 @@
+"""Compile every Triton kernel for a Hopper GPU (sm_90) on a machine without one, at the launch
+configurations the ops use at the paper's shapes, and report each compiled kernel's resources.
+
+Why: Triton's interpreter (how CI runs the kernels on CPU) checks the arithmetic, not what the GPU
+compiler accepts: 3-D dots, dot operand dtypes, tl.dot's minimum sizes, shared memory per program.
+A kernel that fails to compile wastes a borrowed GPU's first call. Triton compiles for any target
+without the GPU (its wheel carries ptxas), so this script runs each launcher (kernels/*.py) on meta
+tensors, captures every kernel launch (grid, arguments, constexprs, num_warps) instead of running
+it, and compiles it for sm_90 through the same specialization the JIT uses (integers equal to 1
+become constants, 16-byte alignment of pointers and sizes). Checked per launch: it compiles; shared
+memory <= the H100's 227 KB per block; grid axes 1 and 2 <= 65535; registers and spills are
+reported (ptxas caps registers so that num_warps fit; spills only slow a kernel down).
+
+Run it with the Triton the GPU machine has (triton 3.6 there, 2026-11):
+
+    pip install --no-deps --target /tmp/tri36 triton==3.6.0
+    PYTHONPATH=/tmp/tri36 python bench/compile_sm90.py            # every case (a few minutes on 2 cores)
+    python bench/compile_sm90.py --quick                          # one case per kernel and mode
+
+TRITON_INTERPRET must not be set (the kernels would be interpreter functions). Compiled kernels go to
+Triton's cache (~/.triton/cache), so a second run takes seconds. Exit status 1 when any case fails.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+SHARED_LIMIT = 232448  # bytes of shared memory one block may use on an H100 / H200 (227 KB, opt-in)
+GRID_YZ_LIMIT = 65535  # programs along grid axes 1 and 2 (axis 0: 2**31 - 1)
+META = torch.device("meta")
+
+
+@dataclasses.dataclass
+class Launch:
+    """One captured kernel launch: the case that made it, the JIT function, grid, arguments."""
+    case: str
+    fn: object
+    grid: tuple
+    args: tuple
+    kwargs: dict
+
+
+class _Recorder:
+    """Stands in for torch.library.wrap_triton(kernel)[grid](*args, **kwargs): records the launch."""
+
+    def __init__(self, sink: list, case: list):
+        self.sink, self.case = sink, case
+
+    def __call__(self, fn):
+        recorder = self
+
+        class _Grid:
+            def __getitem__(self, grid):
+                def launch(*args, **kwargs):
+                    recorder.sink.append(Launch(recorder.case[0], fn, tuple(grid), args, kwargs))
+                return launch
+        return _Grid()
+
+
+@contextlib.contextmanager
+def recording(sink: list, case: list):
+    """Within the block every kernel launch of amg_fast.kernels is recorded into sink, not run."""
+    from amg_fast.kernels import feed_forward, spectral_conv
+
+    recorder = _Recorder(sink, case)
+    saved = torch.library.wrap_triton, spectral_conv.wrap_triton, feed_forward.wrap_triton
+    torch.library.wrap_triton = spectral_conv.wrap_triton = feed_forward.wrap_triton = recorder
+    try:
+        yield
+    finally:
+        torch.library.wrap_triton, spectral_conv.wrap_triton, feed_forward.wrap_triton = saved
+
+
+MODES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}
+
+
+def _t(*shape, dtype=torch.float32):
+    return torch.empty(shape, dtype=dtype, device=META)
+
+
+# ----------------------------------------------------------------------------- the cases
+
+
+def spectral_cases(quick: bool):
+    """(name, thunk) for the spectral conv: forward and backward of the FFNO layer's x [B*T, S, H]
+    (rows P = 800, K = S/2) per S, variant and mode; and a 2D field read along each axis."""
+    from amg_fast.kernels import spectral_conv as sc
+    from amg_fast.kernels._common import acc_dtype
+
+    def run(x, K, variant, mode, reduced, dim):
+        with sc.use_variant(variant, reduced=reduced) as transform:
+            S, H = x.shape[dim], x.shape[-1]
+            weight = _t(K, H, H, 2)
+            bases = sc.spectral_bases(S, K, sc.work_dtype(x.dtype), META)
+            planes = sc.weight_planes(weight, acc_dtype(x))
+            split = sc.row_split(x, dim)
+            y, spec = sc.spectral_conv1d_fwd(x, planes, *bases, transform == "fft", dim, split)
+            sc.spectral_conv1d_bwd(torch.empty_like(y), spec, planes, *bases, x.dtype, weight.dtype,
+                                   transform == "fft", dim, split)
+
+    sizes = (128,) if quick else (32, 64, 128, 256, 512, 1024)
+    variants = ("dft-gauss", "fft-gauss") if quick else tuple(sc.VARIANTS)
+    for S, variant, mode in itertools.product(sizes, variants, MODES):
+        for reduced in ((False, True) if mode in ("tf32", "bf16") else (False,)):
+            x = _t(800, S, 128, dtype=MODES[mode])
+            yield (f"spectral S{S} {variant} {mode}{' reduced' if reduced else ''}",
+                   lambda x=x, S=S, v=variant, m=mode, r=reduced: run(x, S // 2, v, m, r, 1), mode)
+    if not quick:  # 2D fields [B, X, Y, H]: along X (rows B | Y) and Y (rows B*X), and X of a Y-major field
+        field = _t(8, 64, 64, 128)
+        yield "spectral 2D dim1", lambda: run(field, 32, "dft-gauss", "fp32", False, 1), "fp32"
+        yield "spectral 2D dim2", lambda: run(field, 32, "dft-gauss", "fp32", False, 2), "fp32"
+        swapped = _t(8, 64, 64, 128).transpose(1, 2)
+        yield "spectral 2D swapped dim2", lambda: run(swapped, 32, "fft-gauss", "fp32", False, 2), "fp32"
+
+
+def s4d_cases(quick: bool):
+    """S4D at u [B, T, S, H] = [32, T, S, 128], N = 32: every method's forward and backward, the
+    convolution-kernel builders (poles and ZOH), the rollout step."""
+    from amg_fast.kernels import s4d_scan as k
+
+    def run(u, method, gelu):
+        H, T, N = u.shape[-1], u.shape[1], 32
+        acc = torch.float64 if u.dtype == torch.float64 else torch.float32
+        lam, c, d = _t(H, N, 2, dtype=acc), _t(H, N, 2, dtype=acc), _t(H, dtype=torch.float32)
+        zoh = (_t(H, dtype=acc), _t(H, N, dtype=acc), _t(H, N, dtype=acc), _t(H, N, 2, dtype=acc))
+        if method == "scan":
+            y = k.s4d_scan_fwd(u, lam, c, d)
+            k.s4d_scan_bwd(torch.empty_like(y), u, lam, c, d)
+            return
+        kk = k.s4d_conv_kernel_fwd(lam, c, T)
+        k.s4d_zoh_conv_kernel_fwd(*zoh, T)
+        loop = method == "toeplitz_loop"
+        y = k.s4d_toeplitz_fwd(u, kk, d, gelu, loop)
+        _, part = k.s4d_toeplitz_bwd(torch.empty_like(y), u, kk, d, gelu, loop)
+        k.s4d_conv_kernel_bwd(part, lam, c)
+        k.s4d_zoh_conv_kernel_bwd(part, *zoh)
+        k.s4d_step_fwd(u[:, 0], _t(*u[:, 0].shape, N, 2, dtype=acc), lam, c, d)
+
+    shapes = ((25, 128),) if quick else ((25, 32), (25, 128), (25, 1024), (1, 128), (64, 32))
+    for (T, S), mode in itertools.product(shapes, MODES):
+        u = _t(32, T, S, 128, dtype=MODES[mode])
+        methods = [("toeplitz", True), ("toeplitz", False)]
+        if T <= 25:
+            methods += [("toeplitz_loop", False), ("scan", False)]
+        for method, gelu in methods:
+            yield (f"s4d T{T} S{S} {method}{' gelu' if gelu else ''} {mode}",
+                   lambda u=u, m=method, g=gelu: run(u, m, g), mode)
+
+
+def gate_cases(quick: bool):
+    """The gate at h [B*T*S, H] (B = 32, T = 25, S = 128) for H in the tests' widths: forward and
+    backward with chi 0-dim and [B], the frequency gate, the readout folded in (memory_gate, H <= 128),
+    the split-K weight-gradient kernel."""
+    from amg_fast.kernels import gate_fusion as k
+
+    def run(h, freq, readout, per_batch):
+        H = h.shape[-1]
+        w_z, w_h, b = _t(H, H), _t(H, H), _t(H)
+        chi = _t(32) if per_batch else _t()
+        fr = (_t(), _t()) if freq else None
+        ro = (_t(2 * H, H), _t(2 * H)) if readout else None
+        k.gate_fusion_fwd(h, h, w_z, w_h, b, chi, fr, ro, g_mean=readout)
+        k.gate_grads(h, h, w_z, w_h, b, chi, torch.empty_like(h), None, fr, ro)
+        if not readout:
+            k.gate_grads(h, h, w_z, w_h, b, chi, torch.empty_like(h), torch.empty_like(h), fr, ro)
+
+    widths = (128,) if quick else (16, 48, 80, 128, 256)
+    for H, mode in itertools.product(widths, MODES):
+        h = _t(32, 25, 128, H, dtype=MODES[mode])
+        for freq, readout, per_batch in ((False, False, False), (True, False, True), (True, True, True),
+                                         (False, True, False)):
+            if readout and H > 128:
+                continue
+            yield (f"gate H{H} {'freq ' if freq else ''}{'readout ' if readout else ''}"
+                   f"{'chi[B] ' if per_batch else ''}{mode}",
+                   lambda h=h, f=freq, r=readout, p=per_batch: run(h, f, r, p), mode)
+
+
+def ffn_cases(quick: bool):
+    """The fused feed-forward at x [B*T*S, 128], F = 512, with and without the residual; the
+    autocast case (bf16 x, fp32 weights and residual)."""
+    from amg_fast.kernels import feed_forward as k
+
+    def run(x, residual):
+        H, F = x.shape[-1], 4 * x.shape[-1]
+        wd = torch.float64 if x.dtype == torch.float64 else torch.float32
+        w1, b1, w2, b2 = _t(F, H, dtype=wd), _t(F, dtype=wd), _t(H, F, dtype=wd), _t(H, dtype=wd)
+        res = _t(*x.shape, dtype=wd) if residual else None
+        y = k.feed_forward_fwd(x, w1, b1, w2, b2, res)
+        k.feed_forward_bwd(torch.empty_like(y).to(x.dtype), x, w1, b1, w2)
+
+    for mode in MODES:
+        x = _t(102400, 128, dtype=MODES[mode])
+        for residual in ((True,) if quick else (True, False)):
+            yield f"ffn H128 {'residual ' if residual else ''}{mode}", lambda x=x, r=residual: run(x, r), mode
+
+
+CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases}
+
+
+# ----------------------------------------------------------------------------- compiling
+
+
+def capture(ops: list[str], quick: bool) -> tuple[list[Launch], list[tuple[str, str]]]:
+    """Run the chosen ops' cases on meta tensors, TF32 matmuls allowed in mode "tf32" only (what
+    _common.dot_precision reads); returns (launches, [(case, error)] of cases whose launcher raised)."""
+    launches, errors, case = [], [], [""]
+    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
+    with recording(launches, case):
+        for op in ops:
+            for name, thunk, mode in CASES[op](quick):
+                case[0] = name
+                torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+                try:
+                    thunk()
+                except Exception as exc:  # noqa: BLE001 (reported, the run goes on)
+                    errors.append((name, f"{type(exc).__name__}: {exc}"))
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    return launches, errors
+
+
+def _specialize(launch: Launch, backend):
+    """(key, src, options) as JITFunction.run would build them for this launch."""
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import create_function_from_signature
+
+    fn = launch.fn
+    kwargs = dict(launch.kwargs, debug=False)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound_args, specialization, options = binder(*launch.args, **kwargs)
+    key = (fn.fn.__name__, str(specialization), str(options))
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+    return key, ASTSource(fn, signature, constexprs, attrs), options
+
+
+def _registers(cubin: bytes, cuobjdump: str) -> tuple[int | None, int | None]:
+    """(registers per thread, spill stores in bytes) of a cubin, from cuobjdump -res-usage."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
+    regs = re.search(r"REG:(\d+)", out)
+    stack = re.search(r"STACK:(\d+)", out)
+    return (int(regs.group(1)) if regs else None), (int(stack.group(1)) if stack else None)
+
+
+def _mma(ttgir: str) -> str:
+    """Which matrix instructions the kernel's dots became: wgmma (Hopper), mma (v2) or fma."""
+    kinds = []
+    if "warp_group_dot" in ttgir:
+        kinds.append("wgmma")
+    if re.search(r"versionMajor = 2", ttgir):
+        kinds.append("mma")
+    if "tt.dot" in ttgir and not kinds:
+        kinds.append("fma")
+    return "+".join(kinds) or "-"
+
+
+def compile_all(launches: list[Launch], capability: int) -> list[dict]:
+    """Compile each distinct specialization once for cuda:capability; one result row per distinct kernel."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+
+    target = GPUTarget("cuda", capability, 32)
+    backend = make_backend(target)
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    rows, seen = [], {}
+    for launch in launches:
+        problems = [f"grid axis {i} = {n} > {GRID_YZ_LIMIT}" for i, n in enumerate(launch.grid) if i and n > GRID_YZ_LIMIT]
+        try:
+            key, src, options = _specialize(launch, backend)
+        except Exception as exc:  # noqa: BLE001
+            rows.append(dict(case=launch.case, kernel=launch.fn.fn.__name__, error=f"{type(exc).__name__}: {exc}"))
+            continue
+        if key in seen:
+            if problems:
+                rows.append(dict(seen[key], case=launch.case, error="; ".join(problems)))
+            continue
+        row = dict(case=launch.case, kernel=launch.fn.fn.__name__, grid=launch.grid,
+                   warps=options.num_warps, stages=options.num_stages)
+        start = time.perf_counter()
+        try:
+            compiled = triton.compile(src, target=target, options=options.__dict__)
+        except Exception as exc:  # noqa: BLE001
+            msg = str(exc).strip().splitlines()
+            row["error"] = f"{type(exc).__name__}: {' | '.join(msg[-6:])}"
+        else:
+            row["shared"] = compiled.metadata.shared
+            row["regs"], row["stack"] = _registers(compiled.asm["cubin"], cuobjdump)
+            row["mma"] = _mma(compiled.asm["ttgir"])
+            if row["shared"] > SHARED_LIMIT:
+                problems.append(f"shared memory {row['shared']} B > {SHARED_LIMIT}")
+            if problems:
+                row["error"] = "; ".join(problems)
+        row["seconds"] = round(time.perf_counter() - start, 1)
+        seen[key] = row
+        rows.append(row)
+        print(_line(row), flush=True)
+    return rows
+
+
+def _line(row: dict) -> str:
+    if "shared" in row and "error" not in row:
+        status = (f"ok   smem {row['shared'] / 1024:6.1f} KB  regs {row['regs']}  stack {row['stack']}  "
+                  f"{row['mma']:<9} warps {row['warps']}")
+    else:
+        status = f"FAIL {row['error']}"
+    return f"{row['kernel']:<40} {status}  [{row['case']}]"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ops", nargs="+", choices=sorted(CASES), default=sorted(CASES),
+                        help="which ops' kernels to compile (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one shape per op (S = 128, H = 128, T = 25) in every precision mode")
+    parser.add_argument("--kernels", nargs="+", metavar="NAME",
+                        help="compile only these kernels (function names, e.g. _ffn_bwd_dx_kernel)")
+    parser.add_argument("--capability", type=int, default=90, help="CUDA compute capability (default 90: Hopper)")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        parser.error("TRITON_INTERPRET is set: the kernels would be interpreter functions; unset it")
+    import triton
+
+    print(f"triton {triton.__version__} ({triton.__file__}), torch {torch.__version__}, target sm_{args.capability}")
+    launches, errors = capture(args.ops, args.quick)
+    if args.kernels:
+        launches = [launch for launch in launches if launch.fn.fn.__name__ in args.kernels]
+        if not launches:
+            parser.error(f"no launch of {args.kernels} in the cases of {args.ops}")
+    for case, error in errors:
+        print(f"{'launcher':<40} FAIL {error}  [{case}]")
+    rows = compile_all(launches, args.capability)
+    failed = [r for r in rows if "error" in r]
+    print(f"{len(launches)} launches, {len(rows)} distinct kernels compiled, {len(failed) + len(errors)} failures")
+    return 1 if failed or errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
