@@ -53,16 +53,19 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
     if cfg.data is not None:
         return Path(cfg.data)
     request = dataset_request(cfg)
+    n_test = cfg.n_test if cfg.n_test is not None else default_n_test(cfg.pde, cfg.n_train)
+    path = dataset_path(cfg.cache_dir, request["pde"], cfg.nu, cfg.n_train, n_test, request["seed"],
+                        ns2d_options=request.get("ns2d_options"))
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
+        if not path.exists() or cfg.regenerate:  # a 2D data set takes minutes on a CPU: say what is happening
+            log(f"data: generating {path} ({cfg.n_train} + {n_test} trajectories on {cfg.device})")
         path, summary = generate_dataset(**request, out_dir=cfg.cache_dir, overwrite=cfg.regenerate,
                                          device=cfg.device)  # the run's device: a GPU solves it in seconds
         log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
     if dist.is_initialized():
         dist.barrier()
-    n_test = cfg.n_test if cfg.n_test is not None else default_n_test(cfg.pde, cfg.n_train)
-    return dataset_path(cfg.cache_dir, request["pde"], cfg.nu, cfg.n_train, n_test, request["seed"],
-                        ns2d_options=request.get("ns2d_options"))
+    return path
 
 
 def _load(ds: TrajectoryDataset) -> tuple[torch.Tensor, torch.Tensor]:

@@ -394,7 +394,7 @@ def _final_evaluation(run: Run, ranks_agree: bool | None) -> dict:
     run.dir.write_rollout(test.pred, test.true)
     gate = f", g-bar {results.gate_mean:.4f}" if results.gate_mean is not None else ""
     run.log(f"test nRMSE {results.nrmse:.4f} (rollout from u_0, {test.true.shape[1]} steps){gate}; one-step "
-            f"{results.one_step_nrmse:.4f}, amplitude {results.amplitude_step5:.3g} at step 5 and "
+            f"{results.one_step_nrmse:.4f}, amplitude {results.amplitude_step5:.3g} at step {min(5, test.true.shape[1])} and "
             f"{results.amplitude_last_step:.3g} at the last, training trajectories' rollout {results.train_nrmse:.4f}; "
             f"results in {run.dir.path}")
     return results.to_dict()

@@ -42,6 +42,9 @@ def ns_run(tmp_path_factory):
 def test_train_cli_trains_and_evaluates_a_2d_model(ns_run):
     run, data, stdout = ns_run
     assert data.is_file() and "| amgfno2d | ns2d | 0.0001 | 8 |" in stdout
+    # the minutes a 2D data set takes on a CPU are announced, naming the file, and the step count is the rollout's
+    assert f"data: generating {data} (4 + 2 trajectories on cpu)" in stdout
+    assert "amplitude" in stdout and "at step 3 and" in stdout
     results = json.loads((run / "results.json").read_text())
     assert (results["model"], results["pde"], results["res"], results["epochs"]) == ("amgfno2d", "ns2d", 8, 2)
     assert len(results["nrmse_per_step"]) == 3 and 0 < results["nrmse"] < 10
