@@ -11,7 +11,7 @@ from amg_fast.experiments import runner
 from amg_fast.experiments.registry import EXPERIMENTS, grid_experiment
 from amg_fast.experiments.specs import RunSpec
 from amg_fast.models import Normalized
-from amg_fast.train.config import TrainConfig
+from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.trainer import build_model, normalization_stats
 
 DATA_OMEGA = 0.3  # the omega_f a run's training data would give (the trainer passes it unless --omega)
@@ -41,14 +41,14 @@ def check_run(spec: RunSpec, cfg: TrainConfig) -> None:
         assert model.increment == cfg.increment and (float(model.in_std) > 2.0) == cfg.normalize
         model = model.model
     assert model.width == cfg.width
-    if spec.model == "s4ffno":
+    if spec.model in ("s4ffno", "s4ffno2d"):
         fusion = model.fusion
         assert (fusion.fusion, None if fusion.fusion == "residual" else fusion.alpha) == (spec.fusion, spec.alpha)
-    if spec.model == "amgfno":
+    if spec.model in ("amgfno", "amgfno2d"):
         assert model.gate.freq_gate == (spec.variant != "no-freq-gate"), spec.name
         expected = spec.omega if spec.omega is not None else DATA_OMEGA
         assert float(model.gate.omega) == pytest.approx(expected), spec.name
-    if spec.model in ("ffno", "multi_input_ffno", "s4ffno", "amgfno"):
+    if spec.model in ("ffno", "multi_input_ffno", "s4ffno", "amgfno", "ffno2d", "s4ffno2d", "amgfno2d"):
         assert (model.share_weights, model.weight_norm, model.decoder_input) == (
             overrides.get("share_weights", False), overrides.get("weight_norm", False),
             overrides.get("decoder_input", "stream")), spec.name
@@ -86,3 +86,24 @@ def test_the_check_fails_on_a_train_config_that_drops_a_setting(monkeypatch, tmp
         job = json.loads((runner.write_job(tmp_path, spec, "smoke") / "job.json").read_text())
         with pytest.raises(AssertionError):
             check_run(spec, TrainConfig.from_dict(job["config"]))
+
+
+@pytest.mark.parametrize("preset,expected", [
+    ("smoke", {"n_train": 4, "n_test": 2, "epochs": 2, "width": 8, "batch_size": 2, "ns_grid": 64, "ns_t_end": 2.0,
+               "ns_frames": 3, "data_seed": 0}),
+    ("cpu", {"n_train": 16, "n_test": 4, "epochs": 20, "width": 24, "batch_size": 8, "ns_grid": 128, "ns_t_end": None,
+             "ns_frames": 11, "data_seed": 0}),
+    ("paper", {"n_train": 1000, "n_test": 200, "epochs": 200, "width": 64, "batch_size": 16, "ns_grid": 256,
+               "ns_t_end": None, "ns_frames": None, "data_seed": None}),
+])
+def test_ns2d_runs_train_at_the_2d_sizes_of_their_preset(tmp_path, preset, expected):
+    """The ns2d experiment's runs get the 2D sizes of the sweep preset (not the 1D ones: 2048
+    trajectories of a 256 x 256 solve would be hours on a CPU), every seed on the data set of
+    data_seed 0 where the preset shares one."""
+    specs = EXPERIMENTS["ns2d"].runs((0, 2))
+    assert {(s.model, s.pde) for s in specs} == {(m, "ns2d") for m in ("ffno2d", "s4ffno2d", "amgfno2d")}
+    for spec in specs[:2]:  # amgfno2d, seeds 0 and 2
+        cfg = resolve_config(TrainConfig.from_dict(json.loads(
+            (runner.write_job(tmp_path, spec, preset) / "job.json").read_text())["config"]))
+        assert {key: getattr(cfg, key) for key in expected} == expected, spec.name
+        assert cfg.seed == spec.seed

@@ -381,3 +381,22 @@ def test_sweep_and_report_writers_remove_dead_writers_temp_files(writer, tmp_pat
         reports._write_atomic(target, '{"a": 1}\n')
     assert json.loads(target.read_text()) == {"a": 1}
     assert not dead.exists() and live.exists()
+
+
+def test_an_ns2d_sweep_generates_2d_data_trains_and_reports(tmp_path):
+    """The engine's 2D path: the run's job generates the sweep's ns2d data set (the smoke preset's
+    64 x 64 solve), trains AMGFNO2d and reports its gate per f."""
+    out = tmp_path / "ns2d"
+    where = ["--where", "model=amgfno2d", "nu=0.0001", "res=16,32"]
+    proc = reproduce("run", "ns2d", "--preset", "smoke", "--out", out, "--device", "cpu", *where)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 of 2 runs done" in proc.stdout
+    assert [p.name for p in (out / "data").glob("*.h5")] == ["ns2d_nu0.0001_N64_tend2_frames3_train4_test2_seed0.h5"]
+    results = json.loads((out / "runs" / "amgfno2d_ns2d_nu0.0001_f16_seed0" / "results.json").read_text())
+    assert (results["model"], results["pde"], results["res"]) == ("amgfno2d", "ns2d", 16)
+    assert 0 <= results["gate_mean_last20_epochs"] < 1
+    report = reproduce("report", "ns2d", "--out", out)
+    assert report.returncode == 0, report.stderr
+    table = (out / "reports" / "ns2d" / "table.md").read_text()
+    assert "| NS2D ν=0.0001 | 16 |" in table and "| NS2D ν=0.0001 | 32 |" in table
+    assert (out / "reports" / "ns2d" / "gate_vs_f.png").stat().st_size > 0
