@@ -19,7 +19,8 @@ def options(**settings) -> TrainConfig:
 @pytest.mark.parametrize("name", available_models())
 def test_every_model_is_built_from_its_settings(name):
     modes = None if not getattr(MODELS[name], "uses_modes", True) else 4
-    model = build_model(options(model=name, modes=modes), omega=0.3, backend="reference")
+    pde = "ns2d" if getattr(MODELS[name], "spatial_dims", 1) == 2 else "ks"  # a model trains on data of its rank
+    model = build_model(options(model=name, modes=modes, pde=pde), omega=0.3, backend="reference")
     assert type(model) is MODELS[name] and model.width == 8
     assert model.modes == modes
     shape = (1, 2) + (32,) * getattr(model, "spatial_dims", 1) + (1,)  # [B, T, S, C] or [B, T, X, Y, C]
