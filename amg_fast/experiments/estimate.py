@@ -40,14 +40,14 @@ DEFAULT_SECONDS_PER_EPOCH = {
 PRESET_N_TRAIN = {"paper": 2048, "quick": 256, "cpu": 128, "smoke": 8}
 # 2D Navier-Stokes runs (pde ns2d): seconds per epoch at f = 32 and the presets' n_train; other
 # resolutions scale with (f/32)^2 (the grid's points). CPU, measured on the 2-core development CPU
-# (2026-11-27, other jobs sharing it): the cpu preset's runs took 80 s (f = 32) and 450-510 s (f = 64)
-# for 20 epochs, so 6 s an epoch at f = 32 overestimates f = 32 and meets f = 64; smoke ~1.5 s an
-# epoch. Not measured (estimates): CUDA (paper: 63 steps an epoch of B 16 x T 50 x 32 x 32 points at
-# width 64, ~8x the FLOPs of a 1D paper step: ~50 ms a step), CPU quick (the cpu preset's steps) and
-# CPU paper (1000 trajectories: ~60x the cpu preset's epoch).
+# (2026-11-27, the ns2d sweep of results/cpu/ns2d, two workers): the cpu preset's epochs took 1.6
+# (FFNO2d) to 3.9 s (AMGFNO2d) at f = 32, 8-24 s at f = 64, 0.4-1.1 s at f = 16, so 3.5 s at f = 32;
+# smoke ~1.5 s an epoch. Not measured (estimates): CUDA (paper: 63 steps an epoch of B 16 x T 50 x
+# 32 x 32 points at width 64, ~8x the FLOPs of a 1D paper step: ~50 ms a step), CPU quick (the cpu
+# preset's steps) and CPU paper (1000 trajectories: ~60x the cpu preset's epoch).
 DEFAULT_SECONDS_PER_EPOCH_2D = {
     ("paper", "cuda"): 5.0, ("quick", "cuda"): 0.75, ("cpu", "cuda"): 0.75, ("smoke", "cuda"): 0.75,
-    ("paper", "cpu"): 400.0, ("quick", "cpu"): 6.0, ("cpu", "cpu"): 6.0, ("smoke", "cpu"): 2.0,
+    ("paper", "cpu"): 230.0, ("quick", "cpu"): 3.5, ("cpu", "cpu"): 3.5, ("smoke", "cpu"): 2.0,
 }
 PRESET_N_TRAIN_2D = {"paper": 1000, "quick": 16, "cpu": 16, "smoke": 4}
 # Per run, besides its epochs: process start, data generation or loading, CUDA set-up and graph capture.

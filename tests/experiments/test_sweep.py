@@ -33,7 +33,7 @@ def test_list_counts_the_papers_runs():
     assert proc.returncode == 0, proc.stderr
     counts = {line.split()[0]: int(line.split()[1]) for line in proc.stdout.splitlines()}
     assert counts == {"alpha-convex": 45, "alpha-additive": 45, "table2": 84, "table3": 12, "omega-ablation": 9,
-                      "freq-gate-ablation": 12, "headline": 12, "fidelity": 14, "precision": 3, "ns2d": 18}
+                      "freq-gate-ablation": 12, "headline": 12, "fidelity": 14, "precision": 3, "ns2d": 24}
 
 
 def test_shared_runs_are_selected_once_and_filters_apply():
@@ -42,8 +42,8 @@ def test_shared_runs_are_selected_once_and_filters_apply():
     paper = ["alpha-convex", "alpha-additive", "table2", "table3", "omega-ablation", "freq-gate-ablation"]
     assert len(select_runs(paper)) == 195 - 9
     # headline: 6 runs of its own (norm-inc) + Table 2's; fidelity: 14 - 3 base (Table 2) - 3 norm-inc
-    # (headline's); precision: 2 (fp32 is Table 2's AMGFNO); ns2d: 18 of its own
-    assert len(select_runs(["all"])) == 186 + 6 + 8 + 2 + 18
+    # (headline's); precision: 2 (fp32 is Table 2's AMGFNO); ns2d: 24 of its own
+    assert len(select_runs(["all"])) == 186 + 6 + 8 + 2 + 24
     assert len(select_runs(["table2"], seeds=(0, 1, 2))) == 3 * 84
     kept = select_runs(["table2", "alpha-convex"], where=parse_where(["res=32", "nu=0.1", "alpha=0,1"]))
     assert {s.res for s in kept} == {32} and {s.nu for s in kept if s.pde == "ks"} == {0.1}
