@@ -68,3 +68,16 @@ def test_bad_settings_are_refused_before_any_work(tmp_path, env, message):
 def test_without_a_gpu_and_without_dry_run_it_refuses(tmp_path):
     result = campaign(tmp_path, "nogpu", CAMPAIGN_DRY_RUN="0")
     assert result.returncode == 3 and "no usable CUDA GPU" in result.stderr
+
+
+@pytest.mark.parametrize("tree", ["results/headline", "results/cpu/ns2d", "results/gpu/20990101-h100/headline"])
+def test_an_exported_tree_under_results_is_committed_without_checkpoints(tree):
+    """What export writes under results/ is what `git add` takes: the runs' small files (the top-level
+    .gitignore ignores train.py's runs/ folders; a campaign's exported runs were left out of the commit),
+    never their checkpoints, rollouts or locks."""
+    run = f"{tree}/runs/amgfno_ks_nu0.1_f32_seed0"
+    paths = [f"{run}/{name}" for name in ("job.json", "config.json", "results.json", "metrics.jsonl", "machine.json",
+                                          "train.log", "checkpoint.pt", "rollout.npz", ".train.lock")]
+    proc = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", *paths], capture_output=True, text=True)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: none ignored
+    assert sorted(proc.stdout.split()) == sorted(paths[6:]), proc.stdout
