@@ -1,45 +1,4 @@
-"""How the scripts in scripts/ run their tool (amg_fast.cli.<tool>.main), so that Ctrl-C gives one
-line and never a traceback also before and after the tool's own handling (amg_fast._interrupt):
-while the script still imports its libraries (torch takes seconds; nothing is written yet: one line,
-exit status 130), and while the interpreter shuts down after the tool has finished (its exit status
-stands; torch's finalizers would otherwise print the interrupt as a traceback)."""
-from __future__ import annotations
-
-import contextlib
-import importlib
-import os
-import signal
-import sys
-from pathlib import Path
-
-
-@contextlib.contextmanager
-def ctrl_c_while_importing():
-    """Within the block, SIGINT prints `interrupted: ...` and ends the process with 130 (a SIGINT the
-    caller ignores, e.g. under nohup, stays ignored); the handler before it is restored after."""
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.SIG_IGN:
-        yield
-        return
-
-    def stop(signum, frame):
-        tool = Path(sys.argv[0]).name
-        os.write(2, f"interrupted: {tool} was still starting (importing its libraries); nothing was written; "
-                    "run it again\n".encode())
-        os._exit(130)  # no unwinding through a half-imported torch
-
-    signal.signal(signal.SIGINT, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def run_cli(module: str) -> None:
-    """Import `module` (a Ctrl-C meanwhile: one line, 130), run its main() and exit with its status,
-    ignoring SIGINT once main has returned."""
-    with ctrl_c_while_importing():
-        main = importlib.import_module(module).main
-    code = main()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(code)
+"""How the scripts in scripts/ run their tool: amg_fast._entry.run_cli, as the amg-fast-* console
+scripts do (Ctrl-C while the tool imports torch, or while Python shuts down after it: one line, no
+traceback)."""
+from amg_fast._entry import ctrl_c_while_importing, run_cli  # noqa: F401

@@ -173,17 +173,24 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
 
 
-@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "generate_data.py", "reproduce.py"])
+CONSOLE_SCRIPTS = Path(sys.executable).parent  # where pip put the amg-fast-* console scripts of this install
+
+
+@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "generate_data.py", "reproduce.py", "amg-fast-train",
+                                    "amg-fast-evaluate", "amg-fast-generate", "amg-fast-reproduce"])
 def test_ctrl_c_while_a_script_is_still_importing_its_libraries(tmp_path, script):
     """Formerly a KeyboardInterrupt traceback from inside torch's import (2 s here, longer on a cold
-    machine). A stand-in torch on PYTHONPATH marks the moment the script imports it, then waits."""
+    machine); the console scripts printed one until their entry point became amg_fast._entry (it
+    imported amg_fast.cli.<tool>, and torch with it, before any handler). A stand-in torch on
+    PYTHONPATH marks the moment the tool imports it, then waits."""
+    command = [str(CONSOLE_SCRIPTS / script)] if script.startswith("amg-fast-") else [sys.executable,
+                                                                                     str(SCRIPTS / script)]
     importing = tmp_path / "importing"
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text(
         f"import pathlib, time\npathlib.Path({str(importing)!r}).touch()\ntime.sleep(120)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen([sys.executable, str(SCRIPTS / script), "--help"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*command, "--help"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + WAIT_S
     while not importing.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -59,7 +59,8 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
         if not path.exists() or cfg.regenerate:  # a 2D data set takes minutes on a CPU: say what is happening
-            log(f"data: generating {path} ({cfg.n_train} + {n_test} trajectories on {cfg.device})")
+            solver = cfg.device if cfg.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+            log(f"data: generating {path} ({cfg.n_train} + {n_test} trajectories on {solver})")
         path, summary = generate_dataset(**request, out_dir=cfg.cache_dir, overwrite=cfg.regenerate,
                                          device=cfg.device)  # the run's device: a GPU solves it in seconds
         log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
