@@ -14,6 +14,7 @@ import torch
 from amg_fast.cli import evaluate as evaluate_cli
 from amg_fast.cli import train as train_cli
 from amg_fast.data.generate import dataset_path
+from amg_fast.data.h5 import write_pdebench
 from amg_fast.metrics import nrmse
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import one_step_loss
@@ -112,3 +113,45 @@ def test_the_training_loss_on_2d_fields_matches_an_explicit_sum(gen):
     pred, true = torch.randn(2, 3, 5, 4, 1, generator=gen), torch.randn(2, 3, 5, 4, 1, generator=gen)
     loss = sum(float((pred[b, t] - true[b, t]).square().sum()) for b in range(2) for t in range(3)) / 6
     assert float(one_step_loss(pred, true)) == pytest.approx(loss, rel=1e-6)
+
+
+@pytest.fixture
+def ns_file(tmp_path, gen):
+    """A small ns2d file of our generator's layout (PDEBench 2D): 4 train + 2 test trajectories of 4
+    frames on 8 x 8 points, nu = 1e-4."""
+    path, x = tmp_path / "ns.h5", np.arange(8) / 8
+    write_pdebench(path, torch.randn(6, 4, 8, 8, generator=gen).numpy(), x, np.arange(4) * 0.2, y=x,
+                   attrs={"pde": "ns2d", "nu": 1e-4, "n_test": 2})
+    return path
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ns-grid", "32"], "--ns-grid 32: a setting of the generated 2D Navier-Stokes data set; --data {data} is used "
+                          "as it is (drop --ns-grid, or drop --data to generate the data set)"),
+    (["--ns-t-end", "1", "--ns-frames", "3"], "--ns-t-end 1.0, --ns-frames 3: settings of the generated 2D "
+                                              "Navier-Stokes data set; --data {data} is used as it is"),
+    (["--data-seed", "3"], "--data-seed 3: the seed of the generated data set; --data {data} is used as it is "
+                           "(drop --data-seed, or drop --data to generate the data set)"),
+    (["--nu", "1e-3"], "--nu 0.001: {data} holds ns2d data of nu = 0.0001 (its nu attribute); pass --nu 0.0001"),
+    ([], "--nu 0.001 (ns2d's default): {data} holds ns2d data of nu = 0.0001 (its nu attribute); pass --nu 0.0001"),
+], ids=["ns-grid", "ns-t-end-frames", "data-seed", "nu", "nu-default"])
+def test_data_file_settings_that_would_be_ignored_are_refused(ns_file, tmp_path, capsys, args, message):
+    """Issue 22 review: with --data, the generator's settings (--ns-*, --data-seed) were ignored without a
+    word, and a --nu other than the file's was recorded as the run's (results, run name); each is
+    refused before any work."""
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--res", "8", "--epochs", "1",
+                           "--width", "8", "--device", "cpu", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert message.format(data=ns_file) in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_a_data_file_of_the_same_nu_trains_and_its_config_holds_no_generator_settings(ns_file, tmp_path):
+    """The refusals above leave the plain case alone; the ns2d preset's generator settings (ns_grid 64,
+    ns_frames 11) do not describe a --data file, so its config.json records none."""
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--nu", "1e-4", "--res", "8",
+                           "--epochs", "1", "--width", "8", "--device", "cpu", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["nu"], config["ns_grid"], config["ns_frames"], config["ns_t_end"]) == (1e-4, None, None, None)
