@@ -95,6 +95,9 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
             setattr(cfg, key, len(ds))
         splits[split] = ds
     train_ds = splits["train"]
+    if train_ds.pde not in SPATIAL_DIMS:
+        raise DataFileError(f"{path}: its pde attribute is {train_ds.pde!r}, a PDE amg_fast does not train; allowed: "
+                            f"{', '.join(SPATIAL_DIMS)} (pass a file of one of them)")
     if train_ds.pde != cfg.pde:
         raise ValueError(f"--pde {cfg.pde}: {path} holds {train_ds.pde} data (its pde attribute or layout); "
                          f"pass --pde {train_ds.pde}")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -167,3 +168,17 @@ def test_the_2d_commands_of_docs_training_parse():
     assert {Path(c[1]).name for c in commands} == set(parsers)
     for command in commands:
         parsers[Path(command[1]).name](command[2:])  # argparse exits (SystemExit 2) on a missing or bad flag
+
+
+def test_a_pde_attribute_amg_fast_does_not_know_is_named(ns_file, tmp_path, capsys):
+    """Issue 22 review: a file whose pde attribute is 'ns3d' got the advice `pass --pde ns3d`, a value
+    --pde refuses; the message now lists the PDEs there are."""
+    with h5py.File(ns_file, "a") as f:
+        f.attrs["pde"] = "ns3d"
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--nu", "1e-4", "--res", "8",
+                           "--device", "cpu", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {ns_file}: its pde attribute is 'ns3d', a PDE amg_fast does not train; allowed: ks, burgers, " \
+           "ns2d (pass a file of one of them)" in err, err
+    assert not out.exists()
