@@ -182,3 +182,14 @@ def test_a_pde_attribute_amg_fast_does_not_know_is_named(ns_file, tmp_path, caps
     assert f"error: {ns_file}: its pde attribute is 'ns3d', a PDE amg_fast does not train; allowed: ks, burgers, " \
            "ns2d (pass a file of one of them)" in err, err
     assert not out.exists()
+
+
+def test_a_resolution_finer_than_the_file_names_the_file(ns_file, tmp_path, capsys):
+    """Issue 22 review: `--res 32` on a file of 8 x 8 points said `resolution must be in 1..8 ...` without
+    naming the file (with no --data, the cached generated one the user never named)."""
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--nu", "1e-4", "--res", "32",
+                           "--device", "cpu", "--out", str(out)]) == 2
+    assert f"error: {ns_file}: resolution must be in 1..8 (the data's resolution per axis), got 32" \
+        in capsys.readouterr().err
+    assert not out.exists()
