@@ -111,7 +111,8 @@ def _generate(args, nu: float, n_test: int) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    with tqdm(total=total, unit=unit, desc=f"{args.pde} nu={nu:g}") as bar:
+    # tqdm counts in floats: a total past 2^53 (a t_end of 1e308, refused by generate_dataset) is not shown
+    with tqdm(total=total if total < 2**53 else None, unit=unit, desc=f"{args.pde} nu={nu:g}") as bar:
         try:
             path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
                                              out_dir=args.out, device=args.device, method=args.method,

@@ -60,6 +60,10 @@ def main(argv=None) -> int:
 
 
 def _train(cfg: TrainConfig) -> int:
+    if cfg.data is not None and cfg.data_seed is not None:  # a sweep's reading runs set both: refused here only
+        print(f"error: --data-seed {cfg.data_seed}: the seed of the generated data set; --data {cfg.data} is used as "
+              "it is (drop --data-seed, or drop --data to generate the data set)", file=sys.stderr)
+        return 2
     try:
         results = train(cfg)
     except USER_ERRORS as err:  # a message, no traceback (a corrupt checkpoint is a ValueError too)

@@ -89,7 +89,7 @@ class TrajectoryDataset(Dataset):
             if limit is not None:
                 self.indices = self.indices[:limit]
             if not 1 <= self.resolution <= n_points:
-                raise ValueError(f"resolution must be in 1..{n_points} (the data's resolution"
+                raise ValueError(f"{path}: resolution must be in 1..{n_points} (the data's resolution"
                                  f"{' per axis' if self.spatial_dims == 2 else ''}), got {resolution}")
             self.source_grid = source_grid_of(self.x)
             self.omega = float(omega) if omega is not None else self._stored_or_computed_omega(f)

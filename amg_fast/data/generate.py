@@ -18,6 +18,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 import h5py
@@ -97,16 +98,32 @@ def check_ns2d_options(options: dict | None) -> dict:
     return full
 
 
+def _ns2d_t_end(nu: float, options: dict) -> float:
+    """The last frame time of an ns2d data set (checked options): t_end, else FNO's T for nu."""
+    return options["t_end"] if options["t_end"] is not None else ns2d.NS_T_END.get(nu, ns2d.NS_T_END[1e-3])
+
+
+def _ns2d_frame_count(nu: float, options: dict) -> int:
+    """The saved frames of an ns2d data set (checked options), counted without building them."""
+    frames = options["frames"]
+    return frames if frames is not None else max(2, int(round(_ns2d_t_end(nu, options) / ns2d.FRAME_DT)) + 1)
+
+
 def ns2d_frame_times(nu: float, options: dict) -> np.ndarray:
     """The saved frame times of an ns2d data set: `frames` evenly spaced over [0, t_end] (checked options)."""
-    t_end = options["t_end"] if options["t_end"] is not None else ns2d.NS_T_END.get(nu, ns2d.NS_T_END[1e-3])
-    frames = options["frames"] if options["frames"] is not None else max(2, int(round(t_end / ns2d.FRAME_DT)) + 1)
-    return np.linspace(0.0, t_end, frames)
+    return np.linspace(0.0, _ns2d_t_end(nu, options), _ns2d_frame_count(nu, options))
 
 
 def ns2d_step(options: dict) -> float:
     """The ns2d solver's largest time step (checked options): dt, else DEFAULT_DT x NS_N / grid."""
     return options["dt"] if options["dt"] is not None else ns2d.DEFAULT_DT * ns2d.NS_N / options["grid"]
+
+
+def _ns2d_step_count(nu: float, options: dict) -> int:
+    """The solver's time steps per trajectory (checked options): each of the frames - 1 equal intervals
+    takes ceil(interval / dt) steps (at least one), as solve_ns2d takes them; counted, not built."""
+    intervals = _ns2d_frame_count(nu, options) - 1
+    return intervals * max(1, math.ceil(_ns2d_t_end(nu, options) / intervals / ns2d_step(options) - 1e-9))
 
 
 def _option_tag(options: dict, defaults: dict, tags: dict) -> str:
@@ -186,9 +203,8 @@ def dataset_size(pde: str, *, nu: float, n_train: int, n_test: int, batch_size: 
     batch = min(batch_size or default_batch_size(pde), max(n_train, n_test))
     if pde == "ns2d":
         options = check_ns2d_options(ns2d_options)
-        times, N = ns2d_frame_times(nu, options), options["grid"]
-        T, stored = times.size, min(N, NS2D_STORED_MAX) ** 2
-        steps = int(np.maximum(1, np.ceil(np.diff(times) / ns2d_step(options) - 1e-9)).sum())
+        T, N = _ns2d_frame_count(nu, options), options["grid"]  # counted: a huge t_end is refused, not built
+        stored, steps = min(N, NS2D_STORED_MAX) ** 2, _ns2d_step_count(nu, options)
         elements = n * T * stored
         # float32 frames of both splits and the writer's concatenated copy, then the solver's batch: its
         # float64 [B, T, N, N] output (and the periodic spline's coefficients, ~6 more copies, when it is
@@ -228,14 +244,22 @@ def _describe(pde: str, nu: float, n_train: int, n_test: int, size: DatasetSize)
             f"{size.frames} frames x {size.points} points)")
 
 
+def _count(n: int) -> str:
+    """n as '5e+14' (3 digits), also past a float's range (a t_end of 1e308 counts ~1e311 steps)."""
+    try:
+        return f"{n:.3g}"
+    except OverflowError:
+        return f"{Decimal(n):.3g}"
+
+
 def _check_steps(pde: str, nu: float, options: dict, size: DatasetSize) -> None:
     """Refuse a solver run of more than MAX_SOLVER_STEPS steps per trajectory, naming what sets them."""
     if size.steps <= MAX_SOLVER_STEPS:
         return
     if pde == "ns2d":
         raise ValueError(
-            f"dt={ns2d_step(options):g}, frames over t in [0, {ns2d_frame_times(nu, options)[-1]:g}]: the NS2D solver "
-            f"would take {size.steps:.3g} time steps per trajectory (each frame interval in steps of at most dt); "
+            f"dt={ns2d_step(options):g}, frames over t in [0, {_ns2d_t_end(nu, options):g}]: the NS2D solver "
+            f"would take {_count(size.steps)} time steps per trajectory (each frame interval in steps of at most dt); "
             f"allowed: at most {MAX_SOLVER_STEPS:.3g} (a larger dt, a shorter t_end)")
     if pde == "ks":
         dt = min(ks.DEFAULT_DT, options["frame_dt"])

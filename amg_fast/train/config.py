@@ -188,8 +188,17 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         if given:
             raise ValueError(f"{', '.join(given)}: settings of the generated 2D Navier-Stokes data, for --pde ns2d "
                              f"only; got --pde {cfg.pde}")
+    if cfg.data is not None:  # the generator's settings would be ignored: refused, and no preset fills them
+        given = [(f"--{k.replace('_', '-')}", getattr(cfg, k)) for k in NS2D_SETTINGS if getattr(cfg, k) is not None]
+        if given:
+            raise ValueError(f"{', '.join(f'{flag} {value}' for flag, value in given)}: "
+                             f"{'a setting' if len(given) == 1 else 'settings'} of the generated 2D Navier-Stokes data "
+                             f"set; --data {cfg.data} is used as it is (drop {', '.join(flag for flag, _ in given)}, or "
+                             "drop --data to generate the data set)")
     values = cfg.to_dict()
     for key, value in {**PRESETS[cfg.preset], **PDE_PRESETS.get(cfg.pde, {}).get(cfg.preset, {})}.items():
+        if cfg.data is not None and key in NS2D_SETTINGS:
+            continue
         if values[key] is None:
             values[key] = value[cfg.pde] if isinstance(value, dict) else value
     values["nu"] = DEFAULT_NU[cfg.pde] if cfg.nu is None else cfg.nu

@@ -4,9 +4,11 @@ statistics of the training split (--normalize / --increment), and the evaluation
 Trajectories are [N, T, S, C], on a 2D grid (--pde ns2d) [N, T, X, Y, C]."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -94,9 +96,14 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
             setattr(cfg, key, len(ds))
         splits[split] = ds
     train_ds = splits["train"]
+    if train_ds.pde not in SPATIAL_DIMS:
+        raise DataFileError(f"{path}: its pde attribute is {train_ds.pde!r}, a PDE amg_fast does not train; allowed: "
+                            f"{', '.join(SPATIAL_DIMS)} (pass a file of one of them)")
     if train_ds.pde != cfg.pde:
         raise ValueError(f"--pde {cfg.pde}: {path} holds {train_ds.pde} data (its pde attribute or layout); "
                          f"pass --pde {train_ds.pde}")
+    if cfg.pde == "ns2d" and "nu" in train_ds.attrs:  # our generator's files record it (PDEBench's do not)
+        _check_nu(cfg, path, train_ds.attrs["nu"], "nu" in explicit)
     if train_ds.spatial_dims != SPATIAL_DIMS[cfg.pde]:
         raise DataFileError(f"{path}: holds {train_ds.spatial_dims}D trajectories {_LAYOUTS[train_ds.spatial_dims]} "
                             f"but --pde {cfg.pde} is {SPATIAL_DIMS[cfg.pde]}D data {_LAYOUTS[SPATIAL_DIMS[cfg.pde]]}")
@@ -104,6 +111,19 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
         raise DataFileError(f"{path}: {len(train_ds.frames)} frame per trajectory is used (stride {train_ds.stride} of "
                             f"the {cfg.pde} protocol); training needs at least 2 (a state and the next one)")
     return train_ds, splits["test"]
+
+
+def _check_nu(cfg: TrainConfig, path: Path, stored, given: bool) -> None:
+    """--nu (given or the PDE's default) against the viscosity the file records: the run's results and
+    name carry --nu, so a file of another nu is refused rather than mislabelled."""
+    if isinstance(stored, (bool, np.bool_)) or not isinstance(stored, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(stored) or stored <= 0:
+        raise DataFileError(f"{path}: attribute nu (the viscosity of its {cfg.pde} data) must be a finite number > 0, "
+                            f"got {stored!r}")
+    if not math.isclose(cfg.nu, float(stored), rel_tol=1e-6):
+        default = "" if given else f" ({cfg.pde}'s default)"
+        raise ValueError(f"--nu {cfg.nu:g}{default}: {path} holds {cfg.pde} data of nu = {float(stored):g} (its nu "
+                         f"attribute); pass --nu {float(stored):g}")
 
 
 def read_data(cfg: TrainConfig, path: Path, explicit: set[str]) -> RunData:

@@ -147,7 +147,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
     optimizer, the --resume checkpoint: nothing written yet) -> the locked run directory ->
     resume (history and clock of a resumed run) -> one epoch at a time -> finish (final
     evaluation, results.json, rollout.npz, DDP teardown)."""
-    explicit = {key for key in ("n_train", "n_test") if getattr(cfg, key) is not None}
+    explicit = {key for key in ("n_train", "n_test", "nu") if getattr(cfg, key) is not None}
     cfg = resolve_config(cfg)
     with precision_scope(cfg.precision):
         run = setup(cfg, log, explicit)

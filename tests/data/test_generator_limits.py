@@ -54,6 +54,17 @@ REFUSED = {
     "ns2d-grid-odd": (["--pde", "ns2d", "--ns-grid", "99"],
                       "grid (the ns2d solver's points per axis) must be an even int >= 8, got 99"),
     "ns2d-ks-option": (["--pde", "ns2d", "--ks-t-end", "5"], "ks_options apply to KS only, got {'t_end': 5.0} for ns2d"),
+    # issue 22 review: the default frames (one per time unit) of a huge t_end were built before the step
+    # count (a MemoryError traceback at 1e12, numpy's "Maximum allowed size exceeded" at 1e300)
+    "ns2d-t-end-1e12": (["--pde", "ns2d", "--ns-t-end", "1e12"],
+                        "dt=0.002, frames over t in [0, 1e+12]: the NS2D solver would take 5e+14 time steps per "
+                        "trajectory (each frame interval in steps of at most dt); allowed: at most 5e+07"),
+    "ns2d-t-end-1e300": (["--pde", "ns2d", "--ns-t-end", "1e300"],
+                         "frames over t in [0, 1e+300]: the NS2D solver would take 5e+302 time steps per trajectory"),
+    "ns2d-t-end-1e308": (["--pde", "ns2d", "--ns-t-end", "1e308"],  # frames beyond a float: tqdm's total overflowed
+                         "frames over t in [0, 1e+308]: the NS2D solver would take 5.00e+310 time steps per trajectory"),
+    "ns2d-frames-1e8": (["--pde", "ns2d", "--ns-t-end", "1", "--ns-frames", "100000001"],
+                        "the NS2D solver would take 1e+08 time steps per trajectory"),
 }
 
 

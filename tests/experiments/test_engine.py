@@ -508,10 +508,16 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run", "table2", "--budget-s", "60", "--launcher", "slurm"] + PAIR,  # was ignored without a word
      "--budget-s applies to --launcher local"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
+    (["run", "ns2d", "--where", "res=48"], "--where res=48 matches no run of ns2d (their res values: "),  # issue 22
+    (["run", "--grid", "model=amgfno2d", "pde=ks"], "--model amgfno2d is a 2D model ([B, T, X, Y, C]) and --pde ks "
+                                                    "is 1D data"),
+    (["run", "--grid", "model=ffno2d", "pde=ns2d", "ns_grid=15"],
+     "ns_grid (the 2D solver's points per axis) must be an even integer >= 8, got 15"),
 ], ids=["nu-absent", "nu-nan", "seed-absent", "filters-together", "device", "seed-negative", "seed-1e20",
         "seed-2^32", "sbatch-newline", "partition-newline", "grid-key", "grid-value", "grid-combination",
         "grid-twice", "grid-fusion-without-alpha", "grid-alpha-without-fusion", "grid-convex-alpha", "nothing",
-        "set-grid-axis", "set-experiment-setting", "name-too-long", "budget-slurm", "budget"])
+        "set-grid-axis", "set-experiment-setting", "name-too-long", "budget-slurm", "budget", "ns2d-res-absent",
+        "grid-2d-model-on-ks", "grid-ns-grid-odd"])
 def test_refused_commands_write_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "sweep"
     proc = in_process(capsys, *args, "--preset", "smoke", "--out", out)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -14,6 +15,7 @@ import torch
 from amg_fast.cli import evaluate as evaluate_cli
 from amg_fast.cli import train as train_cli
 from amg_fast.data.generate import dataset_path
+from amg_fast.data.h5 import write_pdebench
 from amg_fast.metrics import nrmse
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import one_step_loss
@@ -112,3 +114,82 @@ def test_the_training_loss_on_2d_fields_matches_an_explicit_sum(gen):
     pred, true = torch.randn(2, 3, 5, 4, 1, generator=gen), torch.randn(2, 3, 5, 4, 1, generator=gen)
     loss = sum(float((pred[b, t] - true[b, t]).square().sum()) for b in range(2) for t in range(3)) / 6
     assert float(one_step_loss(pred, true)) == pytest.approx(loss, rel=1e-6)
+
+
+@pytest.fixture
+def ns_file(tmp_path, gen):
+    """A small ns2d file of our generator's layout (PDEBench 2D): 4 train + 2 test trajectories of 4
+    frames on 8 x 8 points, nu = 1e-4."""
+    path, x = tmp_path / "ns.h5", np.arange(8) / 8
+    write_pdebench(path, torch.randn(6, 4, 8, 8, generator=gen).numpy(), x, np.arange(4) * 0.2, y=x,
+                   attrs={"pde": "ns2d", "nu": 1e-4, "n_test": 2})
+    return path
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ns-grid", "32"], "--ns-grid 32: a setting of the generated 2D Navier-Stokes data set; --data {data} is used "
+                          "as it is (drop --ns-grid, or drop --data to generate the data set)"),
+    (["--ns-t-end", "1", "--ns-frames", "3"], "--ns-t-end 1.0, --ns-frames 3: settings of the generated 2D "
+                                              "Navier-Stokes data set; --data {data} is used as it is"),
+    (["--data-seed", "3"], "--data-seed 3: the seed of the generated data set; --data {data} is used as it is "
+                           "(drop --data-seed, or drop --data to generate the data set)"),
+    (["--nu", "1e-3"], "--nu 0.001: {data} holds ns2d data of nu = 0.0001 (its nu attribute); pass --nu 0.0001"),
+    ([], "--nu 0.001 (ns2d's default): {data} holds ns2d data of nu = 0.0001 (its nu attribute); pass --nu 0.0001"),
+], ids=["ns-grid", "ns-t-end-frames", "data-seed", "nu", "nu-default"])
+def test_data_file_settings_that_would_be_ignored_are_refused(ns_file, tmp_path, capsys, args, message):
+    """Issue 22 review: with --data, the generator's settings (--ns-*, --data-seed) were ignored without a
+    word, and a --nu other than the file's was recorded as the run's (results, run name); each is
+    refused before any work."""
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--res", "8", "--epochs", "1",
+                           "--width", "8", "--device", "cpu", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert message.format(data=ns_file) in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_a_data_file_of_the_same_nu_trains_and_its_config_holds_no_generator_settings(ns_file, tmp_path):
+    """The refusals above leave the plain case alone; the ns2d preset's generator settings (ns_grid 64,
+    ns_frames 11) do not describe a --data file, so its config.json records none."""
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--nu", "1e-4", "--res", "8",
+                           "--epochs", "1", "--width", "8", "--device", "cpu", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["nu"], config["ns_grid"], config["ns_frames"], config["ns_t_end"]) == (1e-4, None, None, None)
+
+
+def test_the_2d_commands_of_docs_training_parse():
+    """Issue 22 review: the section's evaluate.py example had no --data (a required flag), so it failed
+    as written. Each command of the section's code block must parse with its script's parser."""
+    text = (ROOT / "docs" / "training.md").read_text().split("## 2D Navier-Stokes (`--pde ns2d`)", 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    parsers = {"train.py": train_cli.parse_args, "evaluate.py": evaluate_cli.parse_args}
+    commands = [line.split("#")[0].split() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    assert {Path(c[1]).name for c in commands} == set(parsers)
+    for command in commands:
+        parsers[Path(command[1]).name](command[2:])  # argparse exits (SystemExit 2) on a missing or bad flag
+
+
+def test_a_pde_attribute_amg_fast_does_not_know_is_named(ns_file, tmp_path, capsys):
+    """Issue 22 review: a file whose pde attribute is 'ns3d' got the advice `pass --pde ns3d`, a value
+    --pde refuses; the message now lists the PDEs there are."""
+    with h5py.File(ns_file, "a") as f:
+        f.attrs["pde"] = "ns3d"
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--nu", "1e-4", "--res", "8",
+                           "--device", "cpu", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {ns_file}: its pde attribute is 'ns3d', a PDE amg_fast does not train; allowed: ks, burgers, " \
+           "ns2d (pass a file of one of them)" in err, err
+    assert not out.exists()
+
+
+def test_a_resolution_finer_than_the_file_names_the_file(ns_file, tmp_path, capsys):
+    """Issue 22 review: `--res 32` on a file of 8 x 8 points said `resolution must be in 1..8 ...` without
+    naming the file (with no --data, the cached generated one the user never named)."""
+    out = tmp_path / "run"
+    assert train_cli.main(["--model", "ffno2d", "--pde", "ns2d", "--data", str(ns_file), "--nu", "1e-4", "--res", "32",
+                           "--device", "cpu", "--out", str(out)]) == 2
+    assert f"error: {ns_file}: resolution must be in 1..8 (the data's resolution per axis), got 32" \
+        in capsys.readouterr().err
+    assert not out.exists()
