@@ -2,6 +2,7 @@
 parameter groups from what parameters declare, the console entry points."""
 import dataclasses
 import importlib.metadata
+import inspect
 from pathlib import Path
 
 import pytest
@@ -58,9 +59,13 @@ def test_parameter_groups_follow_what_parameters_declare():
 
 def test_console_entry_points_are_declared_and_load():
     text = (ROOT / "pyproject.toml").read_text()
-    names = ("amg-fast-train", "amg-fast-evaluate", "amg-fast-generate", "amg-fast-reproduce")
-    assert all(f'{name} = "amg_fast.cli.' in text for name in names)
+    tools = ("train", "evaluate", "generate", "reproduce")
+    # each through amg_fast._entry (Ctrl-C handling before torch loads), which runs amg_fast.cli.<tool>
+    assert all(f'amg-fast-{tool} = "amg_fast._entry:{tool}"' in text for tool in tools)
     installed = {ep.name: ep for ep in importlib.metadata.entry_points(group="console_scripts")}
-    for name in names:
+    for tool in tools:
+        name = f"amg-fast-{tool}"
         assert name in installed, f"{name} is not installed: pip install -e . (re)creates the console scripts"
-        assert callable(installed[name].load())
+        entry = installed[name].load()
+        assert callable(entry) and f'run_cli("amg_fast.cli.{tool}")' in inspect.getsource(entry)
+        assert callable(importlib.import_module(f"amg_fast.cli.{tool}").main)
