@@ -376,9 +376,12 @@ def _copy_run(run_dir: Path, target: Path) -> None:
 
 
 def _remove_dead_exports(runs: Path) -> None:
+    """Remove what an export killed before it finished left in runs/: its temp folder of a run
+    (.<name>.export-<pid>) or the replaced copy (.<name>.old-<pid>), once that process is gone."""
     from amg_fast._files import _pid_running
 
-    for tmp in runs.glob(".*.export-*") if runs.is_dir() else []:
+    leftovers = [*runs.glob(".*.export-*"), *runs.glob(".*.old-*")] if runs.is_dir() else []
+    for tmp in leftovers:
         pid = tmp.name.rsplit("-", 1)[1]
         if pid.isdigit() and not _pid_running(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)

@@ -258,6 +258,21 @@ def test_export_then_run_elsewhere_trains_no_run_twice_and_gives_equal_tables(tr
     assert csvs[0] == csvs[1] and f",runs/{FFNO}," in csvs[0]
 
 
+def test_export_removes_what_a_killed_export_left(trained, tmp_path, capsys):
+    """An export killed between its renames leaves .<run>.export-<pid> or .<run>.old-<pid> in the
+    tree's runs/; the next export removes them once that process is gone (a live one's are kept)."""
+    tree = tmp_path / "tree"
+    assert in_process(capsys, "export", trained, "--to", tree).returncode == 0
+    dead = 2 ** 22 + 12345  # above Linux's default pid_max: no such process
+    left = [tree / "runs" / f".{FFNO}.export-{dead}", tree / "runs" / f".{FFNO}.old-{dead}"]
+    alive = tree / "runs" / f".{FFNO}.old-{os.getpid()}"
+    for folder in (*left, alive):
+        folder.mkdir()
+        (folder / "results.json").write_text("{}")
+    assert in_process(capsys, "export", trained, "--to", tree).returncode == 0
+    assert not any(p.exists() for p in left) and alive.is_dir()
+
+
 def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
     out = copy(trained, tmp_path / "sweep")
     for dest, message in ((out, "the sweep itself"), (out / "runs" / "x", "inside its runs/")):
