@@ -49,13 +49,18 @@ _KS_OPTION_TAGS = {"ic_terms": "terms", "ic_max_wavenumber": "kmax", "ic_amplitu
                    "t_end": "tend", "frame_dt": "dt"}
 
 
+def _with_defaults(pde: str, options: dict | None, defaults: dict) -> dict:
+    """A generator's options over its defaults (None: the default); unknown keys raise ValueError."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown {pde} generator option(s) {unknown}; allowed: {sorted(defaults)}")
+    return {**defaults, **{k: v for k, v in options.items() if v is not None}}
+
+
 def check_ks_options(options: dict | None) -> dict:
     """The KS generator options with defaults filled in; unknown keys or bad values raise ValueError."""
-    options = dict(options or {})
-    unknown = sorted(set(options) - set(KS_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown KS generator option(s) {unknown}; allowed: {sorted(KS_OPTIONS)}")
-    full = {**KS_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+    full = _with_defaults("KS", options, KS_OPTIONS)
     for key in ("ic_terms", "ic_max_wavenumber"):
         if isinstance(full[key], bool) or not isinstance(full[key], int) or full[key] < 1:
             raise ValueError(f"{key} must be an int >= 1, got {full[key]!r}")
@@ -80,11 +85,7 @@ NS2D_OMEGA_RESOLUTIONS = (16, 32, 64, 128)
 
 def check_ns2d_options(options: dict | None) -> dict:
     """The ns2d generator options with defaults filled in; unknown keys or bad values raise ValueError."""
-    options = dict(options or {})
-    unknown = sorted(set(options) - set(NS2D_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown ns2d generator option(s) {unknown}; allowed: {sorted(NS2D_OPTIONS)}")
-    full = {**NS2D_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+    full = _with_defaults("ns2d", options, NS2D_OPTIONS)
     grid, frames = full["grid"], full["frames"]
     if isinstance(grid, bool) or not isinstance(grid, int) or grid < 8 or grid % 2:
         raise ValueError(f"grid (the ns2d solver's points per axis) must be an even int >= 8, got {grid!r}")
