@@ -35,7 +35,10 @@ def _deliver_again(previous_hook):
     interrupted, at its next line (a trace function on that frame; a signal sent again would land in
     the next finalizer just as likely, and a loop that spends its time in finalizers never stopped)."""
     def hook(unraisable) -> None:
-        frame = sys._getframe(1)  # the code that was running when the object was collected
+        try:
+            frame = sys._getframe(1)  # the code that was running when the object was collected
+        except ValueError:  # no Python frame above (the interpreter shutting down): nothing to raise into
+            frame = None
         if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and frame is not None
                 and signal.getsignal(signal.SIGINT) is signal.SIG_IGN):
             previous_hook(unraisable)
