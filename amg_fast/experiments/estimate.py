@@ -8,6 +8,7 @@ machine from its own runs. Nothing here initialises CUDA (GPU names come from nv
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -23,8 +24,11 @@ __all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "Estimator", "machine
 # an epoch at f = 32 / 128 on the 2-core development CPU). Conservative: a budget must not start a
 # run it cannot finish (an exported sweep keeps no checkpoints, so an unfinished run is lost).
 DEFAULT_SECONDS_PER_EPOCH = {
-    # H200, 2026-11-26: 200 paper-preset epochs in 182 s of training each with three runs at once
-    ("paper", "cuda"): 1.0,
+    # Paper preset, f = 32, fp32: 2.1 s an epoch each with six runs at once on the H100 (0.35 s of GPU
+    # per run-epoch, results/gpu/20261126-h100/fidelity), 1.1 s each with three at once on the H200;
+    # alone, 64 steps of 3.9-5.3 ms: ~0.3 s. 0.5 keeps a margin and still lets a budget of ~3 minutes
+    # start a run (the first run of a session then measures the machine for the rest).
+    ("paper", "cuda"): 0.5,
     # H100, 2026-11-26: the campaign's quick-preset precision runs, 40 epochs in 30 s (GPU shared)
     ("quick", "cuda"): 0.75,
     ("cpu", "cuda"): 0.75,  # not measured: the quick preset's (a few steps an epoch, launch-bound)
@@ -96,8 +100,8 @@ def kind_of(config: dict) -> tuple:
 
 class Estimator:
     """Seconds a run will take on `machine` (machine_of), from the finished runs of `run_dirs` that
-    ran there and are of the same kind, else DEFAULT_SECONDS_PER_EPOCH; observe() adds a run that
-    finished meanwhile."""
+    ran there and are of the same kind, else from those of its kind at another resolution (scaled,
+    see _scaled), else DEFAULT_SECONDS_PER_EPOCH; observe() adds a run that finished meanwhile."""
 
     def __init__(self, machine: dict, preset: str, run_dirs=()):
         self.machine, self.preset = machine, preset
@@ -138,9 +142,12 @@ class Estimator:
         """(estimated seconds, where the estimate comes from) for a run with this resolved config dict."""
         startup = STARTUP_SECONDS[self.machine["device"]]
         measured = self.per_epoch.get(kind_of(config))
+        scaled = None if measured else self._scaled(config)
         if measured:
             per_epoch = sum(measured) / len(measured)
-            source = f"measured here ({len(measured)} finished run{'s' * (len(measured) > 1)} of its kind)"
+            source = f"measured here ({_runs(len(measured))} of its kind)"
+        elif scaled:
+            per_epoch, source = scaled
         else:
             key = (self.preset, self.machine["device"])
             if config.get("pde") == "ns2d":
@@ -151,3 +158,27 @@ class Estimator:
                     / PRESET_N_TRAIN[self.preset]
             source = f"default for preset {self.preset} on {self.machine['device']}"
         return startup + per_epoch * config["epochs"], source
+
+    def _scaled(self, config: dict) -> tuple[float, str] | None:
+        """(seconds per epoch, source) from this machine's finished runs of the same kind at the nearest
+        other resolution f0: times (f / f0) ** d going up (d = 1 in 1D, 2 in 2D: the points per frame;
+        measured steps grow a little slower: 3.9 / 14.4 ms at f = 32 / 128), (f / f0) ** (d / 2) going
+        down (steps shrink slower than the points: launches and fixed costs). None when there is none."""
+        res_at = KIND_KEYS.index("res")
+        kind = kind_of(config)
+        at_other_res = {k[res_at]: v for k, v in self.per_epoch.items()
+                        if k[:res_at] + k[res_at + 1:] == kind[:res_at] + kind[res_at + 1:] and k[res_at]}
+        if not at_other_res or not config.get("res"):
+            return None
+        res = config["res"]
+        nearest = min(at_other_res, key=lambda r: (abs(math.log(r / res)), -r))
+        dims = 2 if config.get("pde") == "ns2d" else 1
+        ratio = res / nearest
+        factor = ratio ** dims if ratio >= 1 else ratio ** (dims / 2)
+        measured = at_other_res[nearest]
+        return (factor * sum(measured) / len(measured),
+                f"scaled from {_runs(len(measured))} of its kind at f = {nearest} here")
+
+
+def _runs(n: int) -> str:
+    return f"{n} finished run{'s' * (n > 1)}"

@@ -350,6 +350,33 @@ def test_estimates_use_this_machines_finished_runs(trained):
     assert elsewhere.seconds(config)[1] == "default for preset smoke on cpu"
 
 
+def test_estimates_scale_this_machines_runs_to_other_resolutions(trained):
+    """A sweep that finished its f = 32 runs estimates its f = 128 runs from them (formerly the
+    preset's default, which on a GPU was too long for one device call: the runs never started)."""
+    from amg_fast.experiments.estimate import kind_of
+
+    machine = json.loads((trained / "runs" / FFNO / "machine.json").read_text())
+    config = json.loads((trained / "runs" / FFNO / "job.json").read_text())["config"]
+    results = json.loads((trained / "runs" / FFNO / "results.json").read_text())
+    per_epoch = results["wall_time_s"] / results["epochs"]
+    here = Estimator(machine, "smoke", runner.run_dirs(trained))
+    res = config["res"]
+    finer, source = here.seconds({**config, "res": 4 * res})
+    assert source == f"scaled from 1 finished run of its kind at f = {res} here"
+    assert finer == pytest.approx(5.0 + 4 * per_epoch * config["epochs"])  # linear in f going up
+    coarser, _ = here.seconds({**config, "res": res // 4})
+    assert coarser == pytest.approx(5.0 + 0.5 * per_epoch * config["epochs"])  # sqrt going down
+    assert here.seconds({**config, "res": 4 * res, "width": 2 * config["width"]})[1].startswith("default")
+    # 2D: the points per frame, (f / f0) ** 2 up; the nearest measured resolution, the larger on a tie
+    grid = {**config, "pde": "ns2d", "model": "ffno2d", "res": 32}
+    here.per_epoch[kind_of(grid)] = [1.0]
+    here.per_epoch[kind_of({**grid, "res": 128})] = [10.0]
+    assert here.seconds({**grid, "res": 64}) == (5.0 + 10.0 * 0.5 * grid["epochs"],
+                                                 "scaled from 1 finished run of its kind at f = 128 here")
+    assert here.seconds({**grid, "res": 16})[0] == pytest.approx(5.0 + 1.0 * 0.5 * grid["epochs"])
+    assert here.seconds({**grid, "res": 256})[0] == pytest.approx(5.0 + 10.0 * 4 * grid["epochs"])
+
+
 def test_machine_json_records_where_the_run_trains(monkeypatch):
     """Formerly the machine of --device auto whatever the run's device: a --device cpu run on a GPU
     machine (or any run where CUDA_VISIBLE_DEVICES is set but torch finds no CUDA) was recorded as
