@@ -7,14 +7,18 @@
 #
 # Phases (each logs to RESULTS_DIR/logs/<phase>.log; a failed phase is recorded, the next still runs):
 #   install  pip install --no-deps --no-build-isolation --no-index -e . (the machine's torch + triton)
-#   tests    the CUDA tests: tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
+#   tests    the CUDA tests (8 workers): tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
 #            `-m gpu` over the rest of tests/
 #   bench    bench/gpu_summary.py (every precision mode, per-op floors, kernels per step, the kernel
 #            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the accuracy probes
 #            (bench/probe_spectral_accuracy.py, bench/probe_ffn.py) -> RESULTS_DIR/probes/
 #   runs     for each sweep of CAMPAIGN_SWEEPS, in order: a copy of its committed tree (results/<NAME>: the
-#            runs earlier sessions finished), `reproduce.py run` with what is left of the budget (it starts
-#            no run it cannot finish), `export` of the finished runs to RESULTS_DIR/sweeps/<NAME>, `report`
+#            runs earlier sessions finished) in CAMPAIGN_WORK, or the sweep an earlier call on this machine
+#            left there (its finished runs are not trained again, a run it stopped resumes from its
+#            checkpoint); `reproduce.py run` with what is left of the budget (it starts no run it cannot
+#            finish), `export` of the finished runs to RESULTS_DIR/sweeps/<NAME>, `report`. With
+#            --fast-kernels, unless a test of the tests phase failed in this call: then the reference
+#            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on)
 # After every phase RESULTS_DIR (no checkpoints, rollouts or data) is packed into
 # $CAMPAIGN_EXPORT/campaign.tgz, with campaign.log beside it.
 #
@@ -25,12 +29,18 @@
 # Environment:
 #   CAMPAIGN_BUDGET_S   seconds for the whole script (default 540: one device call of at most 10 minutes)
 #   CAMPAIGN_PHASES     which phases run, comma-separated (default install,tests,bench,runs)
-#   CAMPAIGN_T_TESTS, CAMPAIGN_T_BENCH, CAMPAIGN_T_PROBES   caps in seconds (default 150, 240, 120)
+#   CAMPAIGN_T_TESTS, CAMPAIGN_T_BENCH, CAMPAIGN_T_PROBES   caps in seconds (default 150, 240, 120; T_PROBES
+#                       for each of the two accuracy probes)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
 #                       "headline:headline:paper:0,1,2" (issue 21). E.g. "precision:precision:quick:0,1,2"
 #   CAMPAIGN_VARIANTS   --variant words for gpu_summary.py (default: the kernel switches of docs/kernels.md)
 #   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>)
+#   CAMPAIGN_WORK       where the sweeps train, with checkpoints and data; kept after the script, so that a
+#                       second call on the same machine continues them (default /tmp/amg_campaign_work on a
+#                       GPU; in a dry run a temporary folder, removed at the end, unless set)
+#   CAMPAIGN_TESTS      the tests phase's test paths (default tests/ops tests/models/test_triton_equivalence.py)
+#   CAMPAIGN_RUN_FLAGS  the flags of the sweeps' runs (default --fast-kernels --cuda-graph; dry run --device cpu)
 #   CAMPAIGN_EXPORT     a folder that receives campaign.tgz and campaign.log (e.g. the device tool's $OUT)
 #   CAMPAIGN_RESERVE_S  seconds kept for export and packing at the end (default 30)
 #   CAMPAIGN_DRY_RUN=1  on a machine without a GPU: the smoke preset, bench --dry-run, one small test file
@@ -62,19 +72,24 @@ for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
 done
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
     GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1) RUN_FLAGS=(--fast-kernels --cuda-graph)
-    TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py) BENCH_FLAGS=()
+    TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py) BENCH_FLAGS=() TEST_WORKERS=8  # 16 cores
 elif [[ $DRY == 1 ]]; then
-    GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run)
+    GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
     VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue}  # one: each is a process
 else
     echo "gpu_campaign: no usable CUDA GPU (torch.cuda.is_available() is False); CAMPAIGN_DRY_RUN=1 tries this script on a CPU" >&2
     exit 3
 fi
+[[ -n ${CAMPAIGN_TESTS:-} ]] && read -r -a TEST_PATHS <<< "$CAMPAIGN_TESTS"
+[[ -n ${CAMPAIGN_RUN_FLAGS:-} ]] && read -r -a RUN_FLAGS <<< "$CAMPAIGN_RUN_FLAGS"
 GPU_TAG=$(echo "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//')
 RESULTS=${1:-results/gpu/$(date -u +%Y%m%d-%H%M)-$GPU_TAG}
 mkdir -p "$RESULTS/logs" && RESULTS=$(cd "$RESULTS" && pwd)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/amg_campaign.XXXXXX")  # sweeps with checkpoints and data: not results
-trap 'rm -rf "$WORK"' EXIT
+if [[ -n ${CAMPAIGN_WORK:-} || $DRY != 1 ]]; then  # sweeps with checkpoints and data: not results
+    WORK=${CAMPAIGN_WORK:-${TMPDIR:-/tmp}/amg_campaign_work}; mkdir -p "$WORK"
+else
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/amg_campaign.XXXXXX"); trap 'rm -rf "$WORK"' EXIT
+fi
 exec > >(tee -a "$RESULTS/campaign.log") 2>&1
 echo "gpu_campaign: $GPU_NAME; budget ${BUDGET} s; results in $RESULTS; $(date -u +%FT%TZ)"
 
@@ -97,12 +112,14 @@ phase_install() {
 print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}, amg_fast from {amg_fast.__file__}")'
 }
 
-phase_tests() {
-    local t rc=0 rc2=0
-    t=$(cap "$T_TESTS")
-    timeout -s INT -k 15 "$t" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rf -p no:cacheprovider -n 4 || rc=$?
-    t=$(cap 60)
-    [[ $DRY == 1 ]] || timeout -s INT -k 15 "$t" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rf -p no:cacheprovider || rc2=$?
+phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
+    local t0 rc=0 rc2=0 rest
+    t0=$(date +%s)
+    timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
+        -n "$TEST_WORKERS" || rc=$?
+    rest=$(( T_TESTS - $(date +%s) + t0 )); (( rest < 20 )) && rest=20
+    [[ $DRY == 1 ]] || timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \
+        -p no:cacheprovider || rc2=$?
     [[ $rc2 == 5 ]] && rc2=0  # no test selected
     return $(( rc || rc2 ))
 }
@@ -117,7 +134,7 @@ phase_bench() {
     timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_accuracy.py --json "$RESULTS/probes/spectral_accuracy.json" \
         > "$RESULTS/probes/spectral_accuracy.log" 2>&1 || rc=1
     tail -n 12 "$RESULTS/probes/spectral_accuracy.log"
-    timeout -s INT -k 10 "$(cap 90)" "$PY" bench/probe_ffn.py --json "$RESULTS/probes/ffn.json" > "$RESULTS/probes/ffn.log" 2>&1 || rc=1
+    timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_ffn.py --json "$RESULTS/probes/ffn.json" > "$RESULTS/probes/ffn.log" 2>&1 || rc=1
     tail -n 12 "$RESULTS/probes/ffn.log"
     return $rc
 }
@@ -125,7 +142,11 @@ phase_bench() {
 run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]
     local name=$1 exp=$2 preset=$3 seeds=(${4//,/ }) set=() rc=0
     [[ -n ${5:-} ]] && set=(--set ${5//,/ })
-    [[ -d $TREES/$name ]] && cp -r "$TREES/$name" "$WORK/$name"  # the runs earlier sessions finished
+    if [[ -f $WORK/$name/sweep.json ]]; then
+        echo "sweep $name: continuing the one an earlier call left in $WORK/$name"
+    elif [[ -d $TREES/$name ]]; then
+        cp -r "$TREES/$name" "$WORK/$name"  # the runs earlier sessions finished
+    fi
     # --budget-s starts no run it cannot finish by its estimate; the timeout (SIGINT: each run keeps its
     # checkpoint, exit 130) stops one that outlasts it, so export and pack still happen in time
     local limit; limit=$(cap "$(left)")
@@ -147,6 +168,7 @@ phase_runs() {
         [[ -n $name && -n $exp && -n $preset && -n $seeds ]] || { echo "CAMPAIGN_SWEEPS: '$word' is not NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]"; rc=1; continue; }
         (( $(left) > RESERVE + 60 )) || { echo "no budget left for sweep $name (next session)"; continue; }
         [[ $DRY == 1 ]] && preset=smoke
+        echo "sweep $name: $exp, preset $preset, seeds $seeds, run flags: ${RUN_FLAGS[*]}"
         run_sweep "$name" "$exp" "$preset" "$seeds" "$settings" || rc=1
         pack
     done
@@ -154,18 +176,27 @@ phase_runs() {
 }
 
 declare -A STATUS=()
+FALLBACK=""
 for phase in install tests bench runs; do
     [[ ,$PHASES, == *",$phase,"* ]] || { STATUS[$phase]=skipped; continue; }
     echo; echo "== [$phase] $(date -u +%T), $(left) s of the budget left"
     t0=$(date +%s)
     "phase_$phase" > >(tee "$RESULTS/logs/$phase.log") 2>&1
     rc=$?
+    # a test that failed (not one cut off by the phase's time limit) keeps the Triton kernels out of the runs
+    if [[ $phase == tests && $rc != 0 && " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] \
+        && grep -qE '^(FAILED|ERROR) ' "$RESULTS/logs/tests.log"; then
+        RUN_FLAGS=("${RUN_FLAGS[@]/--fast-kernels}"); read -r -a RUN_FLAGS <<< "${RUN_FLAGS[*]}"
+        FALLBACK="the CUDA tests failed: this call's runs use the reference kernels ($(printf '%s ' "${RUN_FLAGS[@]}")without --fast-kernels)"
+        echo "gpu_campaign: $FALLBACK"
+    fi
     STATUS[$phase]="$([[ $rc == 0 ]] && echo pass || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"
     echo "== [$phase] ${STATUS[$phase]}"
     pack
 done
 { echo "| phase | result |"; echo "|---|---|"
-  for phase in install tests bench runs; do echo "| $phase | ${STATUS[$phase]} |"; done; } > "$RESULTS/phases.md"
+  for phase in install tests bench runs; do echo "| $phase | ${STATUS[$phase]} |"; done
+  [[ -n $FALLBACK ]] && printf '\n%s\n' "$FALLBACK"; } > "$RESULTS/phases.md"
 cat "$RESULTS/phases.md"
 echo "gpu_campaign: done in $(( $(date +%s) - START )) s of ${BUDGET}"
 pack

@@ -33,11 +33,17 @@ def runs_in(archive: Path) -> set[str]:
 
 @pytest.mark.slow
 def test_a_sweep_continues_from_the_exported_tree_and_trains_nothing_twice(tmp_path):
-    first = campaign(tmp_path, "session1", CAMPAIGN_BUDGET_S="300")
+    first = campaign(tmp_path, "session1", CAMPAIGN_BUDGET_S="300", CAMPAIGN_WORK=str(tmp_path / "work"))
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     exported = runs_in(tmp_path / "session1" / "out" / "campaign.tgz")
     assert len(exported) == 3 and all(name.endswith("_seed0") for name in exported), exported
     assert (tmp_path / "session1" / "results" / "sweeps" / "prec" / "reports" / "precision" / "table.md").is_file()
+    # a second call on the same machine continues the sweep it left (CAMPAIGN_WORK), not the committed tree
+    again = campaign(tmp_path, "call2", CAMPAIGN_BUDGET_S="300", CAMPAIGN_WORK=str(tmp_path / "work"))
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "sweep prec: continuing the one an earlier call left in" in again.stdout
+    assert "3 runs at preset smoke (3 done)" in again.stdout, again.stdout[-2000:]
+    assert runs_in(tmp_path / "call2" / "out" / "campaign.tgz") == exported
     # the next session starts from the committed tree: nothing is trained again
     (tmp_path / "trees").mkdir()
     os.replace(tmp_path / "session1" / "results" / "sweeps" / "prec", tmp_path / "trees" / "prec")
@@ -45,6 +51,21 @@ def test_a_sweep_continues_from_the_exported_tree_and_trains_nothing_twice(tmp_p
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "3 runs at preset smoke (3 done)" in second.stdout and "3 of 3 runs done" in second.stdout, second.stdout[-2000:]
     assert runs_in(tmp_path / "session2" / "out" / "campaign.tgz") == exported  # the session's export: the whole sweep
+
+
+def test_failed_cuda_tests_make_the_runs_use_the_reference_kernels(tmp_path):
+    """A kernel that fails its CUDA tests in this call must not train the sweep: the runs drop
+    --fast-kernels (and keep the other flags), and phases.md says so."""
+    failing = tmp_path / "test_failing.py"
+    failing.write_text("def test_a_kernel_is_wrong():\n    assert 1 == 2\n")
+    result = campaign(tmp_path, "fallback", CAMPAIGN_PHASES="tests", CAMPAIGN_TESTS=str(failing),
+                      CAMPAIGN_RUN_FLAGS="--fast-kernels --cuda-graph --device cpu")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    message = "the CUDA tests failed: this call's runs use the reference kernels (--cuda-graph --device cpu without --fast-kernels)"
+    assert f"gpu_campaign: {message}" in result.stdout
+    assert message in (tmp_path / "fallback" / "results" / "phases.md").read_text()
+    passing = campaign(tmp_path, "passing", CAMPAIGN_PHASES="tests", CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu")
+    assert passing.returncode == 0 and "reference kernels" not in passing.stdout, passing.stdout[-3000:]
 
 
 def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
