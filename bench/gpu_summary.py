@@ -9,7 +9,8 @@ Usage:
 
 At B = 32, T = 25, H = 128, K = S/2, N = 32 (bench/_step.py's step, bench/_ops.py's ops), in each
 precision mode of amg_fast.train.precision (fp32: matmul precision "highest"; tf32: "high"; bf16:
-autocast with fp32 master weights), these parts, in this order (the most important first):
+autocast with fp32 master weights), these parts, the most needed first (the paper's fp32: its steps, ops and
+kernels; then the other modes' steps, ops and kernels; compiled; variants; compiled at the other sizes):
   triton    the Triton step replayed from a CUDA graph (train_step_ms[mode]["triton_graph"]; the same
             step run eagerly goes to train_step_other_ms[mode]["triton_eager"]), every mode and S;
   eager     the eager reference step (train_step_ms[mode]["eager"]; replayed from a CUDA graph:
@@ -551,19 +552,28 @@ class Session:
 
     # the plan
     def plan(self) -> list[Part]:
+        """The parts, the most needed first: the paper's mode (fp32: the step at every S, then its ops
+        and kernel count, the issue's per-op table), the other modes' steps, their ops and kernels,
+        torch.compile at the target sizes, the variants, torch.compile at the other sizes."""
         parts, args = [], self.args
+        steps, ops_kernels = {}, {}
         for mode in args.modes:
+            steps[mode] = []
             for i, S in enumerate(args.sizes):
                 if "triton" in args.parts:
-                    parts.append(Part(f"triton_graph {mode} S={S}", "triton/first" if i == 0 else "triton",
-                                      lambda m=mode, s=S: self.run_step("triton_graph", m, s)))
+                    steps[mode].append(Part(f"triton_graph {mode} S={S}", "triton/first" if i == 0 else "triton",
+                                            lambda m=mode, s=S: self.run_step("triton_graph", m, s)))
                 if "eager" in args.parts:
-                    parts.append(Part(f"eager {mode} S={S}", "eager", lambda m=mode, s=S: self.run_step("eager", m, s)))
-        if "ops" in args.parts:
-            parts += [Part(f"ops {mode} {key}", "ops", lambda m=mode, k=key: self.run_op(m, k))
-                      for mode in args.modes for key in OPS]
-        if "kernels" in args.parts:
-            parts += [Part(f"kernels {mode}", "kernels", lambda m=mode: self.run_kernels(m)) for mode in args.modes]
+                    steps[mode].append(Part(f"eager {mode} S={S}", "eager",
+                                            lambda m=mode, s=S: self.run_step("eager", m, s)))
+            ops_kernels[mode] = [Part(f"ops {mode} {key}", "ops", lambda m=mode, k=key: self.run_op(m, k))
+                                 for key in OPS] if "ops" in args.parts else []
+            if "kernels" in args.parts:
+                ops_kernels[mode].append(Part(f"kernels {mode}", "kernels", lambda m=mode: self.run_kernels(m)))
+        first = OP_PRECISION if OP_PRECISION in args.modes else args.modes[0]
+        others = [mode for mode in args.modes if mode != first]
+        parts += steps[first] + ops_kernels[first]
+        parts += [p for mode in others for p in steps[mode]] + [p for mode in others for p in ops_kernels[mode]]
         compiled = [Part(f"compiled_graph {mode} S={S}", "compiled",
                          lambda m=mode, s=S: self.run_step("compiled_graph", m, s))
                     for mode in args.modes for S in args.sizes] if "compiled" in args.parts else []

@@ -139,6 +139,9 @@ def test_budget_skips_what_does_not_fit(tmp_path):
     assert len(parts) == 3 * 3 * 2 + 3 * 4 + 3 + 3 * 3 + 1 and all(p["status"] == "skipped" for p in parts)
     assert all("of the budget left" in s["reason"] for s in summary["skipped"])
     assert [p["part"] for p in parts[:2]] == ["triton_graph fp32 S=32", "eager fp32 S=32"]  # most important first
+    # the paper's mode complete (steps, then the per-op table and kernel count) before the other modes
+    assert [p["part"] for p in parts[6:12]] == ["ops fp32 spectral_conv", "ops fp32 feed_forward", "ops fp32 s4d",
+                                               "ops fp32 gate", "kernels fp32", "triton_graph tf32 S=32"]
     assert [p["part"] for p in parts[-5:]] == ["compiled_graph bf16 S=128", "variant v", "compiled_graph fp32 S=64",
                                                "compiled_graph tf32 S=64", "compiled_graph bf16 S=64"]
     assert all(v is None for mode in MODES for provider in STEP_PROVIDERS
