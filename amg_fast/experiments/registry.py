@@ -1,8 +1,8 @@
 """The paper's experiments and our studies: which runs each needs (per seed) and what it produces.
 
 An Experiment is data: an id, the artefact it reproduces, and `runs(seeds, omega_from)`, the
-RunSpecs it needs in priority order (the order it lists its runs, then seeds). Reports (tables,
-figures) live in amg_fast.experiments.reports, keyed by the same ids. Add your own with
+RunSpecs it needs in priority order (the order it lists its runs, then seeds; or stage by stage,
+seed by seed). Reports (tables, figures) live in amg_fast.experiments.reports, keyed by the same ids. Add your own with
 `register(Experiment(...))`, or sweep a grid of settings without registering anything
 (`grid_experiment`, reproduce.py --grid).
 """
@@ -30,20 +30,32 @@ OMEGA_SOURCES = ("data", "paper")
 @dataclass(frozen=True)
 class Experiment:
     """id: the name reproduce.py takes; artefact: what it reproduces; build(omega) -> the RunSpecs
-    for seed 0 in priority order (other seeds are the same runs with another seed)."""
+    for seed 0 in priority order (other seeds are the same runs with another seed).
+
+    Optional: stage(spec) -> an int: the runs go stage by stage, and within a stage seed by seed (the
+    first seed of every run of the stage, then the second...), so that a sweep stopped part way holds
+    whole comparisons; first_seed_only(spec) -> True for a run trained with the first seed only."""
 
     id: str
     artefact: str
     build: Callable[[Callable[[str, float, int], float | None]], list[RunSpec]]
+    stage: Callable[[RunSpec], int] | None = None
+    first_seed_only: Callable[[RunSpec], bool] | None = None
 
     def runs(self, seeds: Iterable[int] = (0,), omega_from: str = "data") -> list[RunSpec]:
-        """The runs for these seeds, each run's seeds together in the order build lists the runs;
-        omega_from "paper" gives AMGFNO runs the paper's omega_f."""
+        """The runs for these seeds, each run's seeds together in the order build lists the runs
+        (with stage: stage by stage, seed by seed); omega_from "paper" gives AMGFNO runs the paper's
+        omega_f."""
         if omega_from not in OMEGA_SOURCES:
             raise ValueError(f"omega_from must be one of {OMEGA_SOURCES}, got {omega_from!r}")
         omega = paper_omega if omega_from == "paper" else (lambda pde, nu, res: None)
         base = list(dict.fromkeys(self.build(omega)))  # a run listed twice (additive alpha = 1 ...) once
-        return [spec.with_seed(seed) for spec in base for seed in dict.fromkeys(seeds)]
+        seeds = tuple(dict.fromkeys(seeds))
+        pairs = [(i, spec, seed) for i, spec in enumerate(base)
+                 for seed in (seeds[:1] if self.first_seed_only and self.first_seed_only(spec) else seeds)]
+        if self.stage is not None:
+            pairs.sort(key=lambda p: (self.stage(p[1]), seeds.index(p[2]), p[0]))
+        return [spec.with_seed(seed) for _, spec, seed in pairs]
 
 
 def paper_omega(pde: str, nu: float, res: int) -> float | None:
@@ -150,13 +162,26 @@ def _variant_run(model: str, variant: str, omega) -> RunSpec:
 
 
 def _headline(omega):
-    return [dataclasses.replace(_amgfno("ks", 0.1, res, omega) if model == "amgfno" else RunSpec(model, "ks", 0.1, res),
-                                overrides=overrides)
-            for res in (32, 128) for model in HEADLINE_MODELS for overrides in ({}, NORM_INC)]
+    """Issue 21's runs in its order: (a) AMGFNO and S4FFNO, (b) FFNO, on KS nu = 0.1 at f = 32 with the
+    defaults and --normalize --increment; (c) the three at f = 128 and (d) on Burgers f = 32, defaults."""
+    def run(model, pde, nu, res, overrides=None):
+        spec = _amgfno(pde, nu, res, omega) if model == "amgfno" else RunSpec(model, pde, nu, res)
+        return dataclasses.replace(spec, overrides=overrides or {})
+    pairs = [run(m, "ks", 0.1, 32, o) for models in (HEADLINE_MODELS[:2], HEADLINE_MODELS[2:])
+             for m in models for o in ({}, NORM_INC)]
+    return pairs + [run(m, "ks", 0.1, 128) for m in HEADLINE_MODELS] + \
+        [run(m, "burgers", BURGERS_NU, 32) for m in HEADLINE_MODELS]
 
 
-register(Experiment("headline", "The headline comparison (issue 21): FFNO, S4FFNO and AMGFNO on KS nu = 0.1 at "
-                    "f = 32 and 128, the defaults and --normalize --increment; AMGFNO vs S4FFNO reduction", _headline))
+def _headline_stage(spec: RunSpec) -> int:
+    """0: (a) the memory models' pairs; 1: (b) FFNO's; 2: (c) f = 128 and (d) Burgers, first seed only."""
+    return 2 if (spec.res, spec.pde) != (32, "ks") else 1 if spec.model == "ffno" else 0
+
+
+register(Experiment("headline", "The headline comparison (issue 21): AMGFNO and S4FFNO, then FFNO, on KS nu = 0.1, "
+                    "f = 32, the defaults and --normalize --increment, seed by seed; then the three at f = 128 and "
+                    "on Burgers f = 32 (defaults, first seed); AMGFNO vs S4FFNO reduction", _headline,
+                    stage=_headline_stage, first_seed_only=lambda spec: _headline_stage(spec) == 2))
 register(Experiment("fidelity", "docs/fidelity.md's variants on KS nu = 0.1, f = 32: output parametrisation "
                     "(normalize, increment), fourierflow's options, the S4FFNO authors' data readings; one-step "
                     "error, amplitude, train vs test",
