@@ -523,7 +523,8 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run", "table2", "--budget-s", "60", "--launcher", "slurm"] + PAIR,  # was ignored without a word
      "--budget-s applies to --launcher local"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
-    (["run", "ns2d", "--where", "res=48"], "--where res=48 matches no run of ns2d (their res values: "),  # issue 22
+    (["run", "ns2d", "--where", "res=48"],  # issue 22; the values were sorted as text (16, 32, 64, 8)
+     "--where res=48 matches no run of ns2d (their res values: 8, 16, 32, 64)"),
     (["run", "--grid", "model=amgfno2d", "pde=ks"], "--model amgfno2d is a 2D model ([B, T, X, Y, C]) and --pde ks "
                                                     "is 1D data"),
     (["run", "--grid", "model=ffno2d", "pde=ns2d", "ns_grid=15"],
