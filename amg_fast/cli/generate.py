@@ -111,17 +111,27 @@ def _generate(args, nu: float, n_test: int) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    # tqdm counts in floats: a total past 2^53 (a t_end of 1e308, refused by generate_dataset) is not shown
-    with tqdm(total=total if total < 2**53 else None, unit=unit, desc=f"{args.pde} nu={nu:g}") as bar:
-        try:
-            path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
-                                             out_dir=args.out, device=args.device, method=args.method,
-                                             batch_size=args.batch_size, overwrite=args.overwrite,
-                                             progress=bar.update, ks_options=ks_options, ns2d_options=ns2d_options)
-        except (ValueError, FileExistsError, FloatingPointError, OSError) as err:
+    bars = []  # the progress bar, drawn once the arguments have passed generate_dataset's checks
+
+    def start_bar(path):
+        # tqdm counts in floats: a total past 2^53 (a t_end of 1e308, refused by generate_dataset) is not shown
+        bars.append(tqdm(total=total if total < 2**53 else None, unit=unit, desc=f"{args.pde} nu={nu:g}"))
+
+    refusal = None
+    try:
+        path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
+                                         out_dir=args.out, device=args.device, method=args.method,
+                                         batch_size=args.batch_size, overwrite=args.overwrite,
+                                         progress=lambda k: bars[0].update(k), ks_options=ks_options,
+                                         ns2d_options=ns2d_options, on_start=start_bar)
+    except (ValueError, FileExistsError, FloatingPointError, OSError) as err:
+        refusal = err
+    finally:
+        for bar in bars:  # its last state before any message
             bar.close()
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
     if summary["skipped"]:
         print(f"{path}: already complete with these arguments; skipped")
     else:

@@ -304,7 +304,7 @@ def _recorded_args(path: Path) -> dict | None:
 def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = None, seed: int = 0,
                      out_dir="data", device: str = "cpu", method: str = "etdrk4", batch_size: int | None = None,
                      overwrite: bool = False, progress=None, ks_options: dict | None = None,
-                     ns2d_options: dict | None = None) -> tuple[Path, dict]:
+                     ns2d_options: dict | None = None, on_start=None) -> tuple[Path, dict]:
     """Generate (or find) one data set. Returns (path, summary with wall time, rate, omega_f).
 
     ks_options (KS only): generator options, keys of KS_OPTIONS (initial-condition terms, largest
@@ -313,7 +313,8 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     only): keys of NS2D_OPTIONS (solver grid, t_end, frames, dt). seed: an integer in [0, 2^32);
     device: "cpu", "cuda", "cuda:N" or "auto"; batch_size: trajectories solved together (default
     default_batch_size(pde)); progress(k): called as trajectories (1D) or frames of trajectories
-    (ns2d) are done.
+    (ns2d) are done; on_start(path): called once every check has passed, just before solving starts
+    (not when a finished file is reused), e.g. to announce the work.
 
     Before any allocation or solving, every argument is checked (ValueError naming it, its value
     and what is allowed): the solver's time steps per trajectory against MAX_SOLVER_STEPS and,
@@ -359,6 +360,8 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
         raise FileExistsError(f"{path} exists with other generator arguments ({recorded}); "
                               f"remove it, choose another --out, or pass --overwrite")
     _check_room(out_dir, _describe(pde, nu, n_train, n_test, size), size)
+    if on_start is not None:
+        on_start(path)
     seeds = split_seeds(seed)
     start = time.perf_counter()
     if pde == "ks":

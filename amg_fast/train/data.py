@@ -60,11 +60,13 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
                         ns2d_options=request.get("ns2d_options"))
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
-        if not path.exists() or cfg.regenerate:  # a 2D data set takes minutes on a CPU: say what is happening
-            solver = cfg.device if cfg.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
-            log(f"data: generating {path} ({cfg.n_train} + {n_test} trajectories on {solver})")
+        solver = cfg.device if cfg.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+
+        def announce(file):  # a 2D data set takes minutes on a CPU: say what is happening, once it is checked
+            log(f"data: generating {file} ({cfg.n_train} + {n_test} trajectories on {solver})")
+
         path, summary = generate_dataset(**request, out_dir=cfg.cache_dir, overwrite=cfg.regenerate,
-                                         device=cfg.device)  # the run's device: a GPU solves it in seconds
+                                         device=cfg.device, on_start=announce)  # the run's device: a GPU is quick
         log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
     if dist.is_initialized():
         dist.barrier()

@@ -79,7 +79,7 @@ def test_generate_refuses_before_any_work(tmp_path, capsys, case):
     args, message = REFUSED[case]
     assert generate_cli.main([*args, "--out", str(tmp_path / "gen")]) == 2
     err = capsys.readouterr().err
-    assert "error: " in err and message in err, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err  # no progress bar drawn first
     assert not (tmp_path / "gen").exists()
 
 
