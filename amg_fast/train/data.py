@@ -18,11 +18,12 @@ from amg_fast.data.generate import SPATIAL_DIMS, dataset_path, default_n_test, g
 from amg_fast.data.h5 import DataFileError
 from amg_fast.train.config import TrainConfig
 
-__all__ = ["RunData", "data_path", "dataset_request", "read_data", "normalization_stats", "eval_batches",
-           "TRAIN_EVAL_LIMIT"]
+__all__ = ["RunData", "data_path", "dataset_request", "generator_fields", "read_data", "normalization_stats",
+           "eval_batches", "TRAIN_EVAL_LIMIT"]
 
 TRAIN_EVAL_LIMIT = 256  # training trajectories evaluated at the end (train vs test diagnostics)
 _LAYOUTS = {1: "[N, T, X]", 2: "[N, T, X, Y]"}
+_NS2D_OPTION_FIELDS = {"grid": "ns_grid", "t_end": "ns_t_end", "frames": "ns_frames"}  # ns2d option -> TrainConfig
 
 
 @dataclass
@@ -45,8 +46,14 @@ def dataset_request(cfg: TrainConfig) -> dict:
     request = {"pde": cfg.pde, "nu": cfg.nu, "n_train": cfg.n_train, "n_test": cfg.n_test,
                "seed": cfg.seed if cfg.data_seed is None else cfg.data_seed}
     if cfg.pde == "ns2d":
-        request["ns2d_options"] = {"grid": cfg.ns_grid, "t_end": cfg.ns_t_end, "frames": cfg.ns_frames}
+        request["ns2d_options"] = {key: getattr(cfg, field) for key, field in _NS2D_OPTION_FIELDS.items()}
     return request
+
+
+def generator_fields(cfg: TrainConfig) -> dict[str, str]:
+    """The TrainConfig fields that set generate_dataset's keyword arguments and options (dataset_request),
+    by keyword: {"n_train": "n_train", ..., "grid": "ns_grid"} (the seed and nu share their names)."""
+    return {"n_train": "n_train", "n_test": "n_test", **(_NS2D_OPTION_FIELDS if cfg.pde == "ns2d" else {})}
 
 
 def data_path(cfg: TrainConfig, rank: int, log) -> Path:

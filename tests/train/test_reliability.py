@@ -122,14 +122,19 @@ def test_train_refuses_an_out_or_cache_below_a_file(tmp_path, flag):
 
 GENERATOR_REFUSALS = {  # settings the data generator refuses (train.py's own checks pass them)
     "ns2d-t-end-1e12": (["--pde", "ns2d", "--model", "ffno2d", "--ns-grid", "16", "--ns-t-end", "1e12"],
-                        "the NS2D solver would take 3.12e+13 time steps per trajectory"),
-    "ks-n-train-1e12": (["--n-train", "1000000000000"], "the ks data set nu=0.1, n_train=1000000000000"),
+                        "the NS2D solver would take 3.12e+13 time steps per trajectory (each frame interval in steps of "
+                        "at most dt); allowed: at most 5e+07 (a larger dt, a shorter --ns-t-end)"),
+    "ns2d-n-train-1e8": (["--pde", "ns2d", "--model", "ffno2d", "--ns-grid", "16", "--n-train", "100000000"],
+                         "the ns2d data set nu=0.001, --n-train=100000000, --n-test=4 (100000004 trajectories x 11 "
+                         "frames x 256 points) needs about"),
+    "ks-n-train-1e12": (["--n-train", "1000000000000"], "the ks data set nu=0.1, --n-train=1000000000000, --n-test=32"),
 }
 
 
 @pytest.mark.parametrize("case", list(GENERATOR_REFUSALS))
 def test_train_announces_no_data_generation_the_generator_refuses(tmp_path, capsys, case):
-    """Formerly `data: generating F (...)` was printed, then the generator refused its arguments."""
+    """Formerly `data: generating F (...)` was printed, then the generator refused its arguments; the
+    refusal names train.py's flags (--ns-t-end, --n-train), not the generator's keywords (t_end, n_train)."""
     args, message = GENERATOR_REFUSALS[case]
     out, cache = tmp_path / "run", tmp_path / "cache"
     assert train_cli.main([*args, "--out", str(out), "--cache-dir", str(cache), "--device", "cpu"]) == 2
