@@ -29,7 +29,8 @@ class ArgumentError(ValueError):
         mapped = [name for name in self.names if name in flags]
         if not mapped:
             return str(self)
-        pattern = r"(?<![\w-])(" + "|".join(map(re.escape, mapped)) + r")(?![\w-])"
+        # whole words only: not inside another name (ns_t_end), a flag (--ns-t-end) or a path (/d/field.h5)
+        pattern = r"(?<![\w./-])(" + "|".join(map(re.escape, mapped)) + r")(?![\w/-])(?!\.\w)"
         return re.sub(pattern, lambda match: flags[match[1]], str(self))
 
 

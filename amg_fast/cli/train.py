@@ -80,11 +80,12 @@ def _train(cfg: TrainConfig) -> int:
 
 
 def _naming_flags(err: Exception, cfg: TrainConfig) -> str:
-    """The message of err; a data generator's refusal (ArgumentError) names the flags that set its arguments
-    (`--ns-t-end`, not the generator's `t_end`)."""
+    """The message of err; a refusal of the data generator or reader (ArgumentError) names the flags that
+    set their arguments (`--ns-t-end`, `--field`; not the generator's `t_end`, the reader's `field`)."""
     if not isinstance(err, ArgumentError):
         return str(err)
-    return err.naming({key: "--" + field.replace("_", "-") for key, field in generator_fields(cfg).items()})
+    return err.naming({**{key: "--" + name.replace("_", "-") for key, name in generator_fields(cfg).items()},
+                       "field": "--field"})
 
 
 def _kept(cfg: TrainConfig, argv) -> str:

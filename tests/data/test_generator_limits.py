@@ -118,6 +118,9 @@ def test_argument_error_names_flags_only_where_the_message_names_the_argument():
                                  "frame_dt: --ns-frames")
     assert str(err).startswith("frames (the states saved)") and isinstance(err, ValueError)
     assert ArgumentError("grid must be even", "grid").naming({}) == "grid must be even"
+    for path in ("/d/field.h5", "field.h5", "/field/f.h5"):  # a path is never renamed
+        assert ArgumentError(f"{path}: field 'x' is not one of its fields", "field").naming({"field": "--field"}) == \
+            f"{path}: --field 'x' is not one of its fields"
 
 
 def test_generate_refusal_in_a_fresh_process_is_quick_and_small(tmp_path):

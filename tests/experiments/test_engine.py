@@ -113,12 +113,13 @@ def test_a_run_directory_holding_another_run_is_refused(tmp_path):
     ({"colour": 1}, "unknown training setting 'colour'; settings a run can override: n_train"),
     ({"alpha": 0.5}, "'alpha' cannot be a run's override: it is a field of the run itself"),
     ({"device": "cpu"}, "'device' cannot be a run's override: it is set for the whole sweep"),
+    ({"field": "Vx"}, "'field' cannot be a run's override: it is set for the whole sweep"),  # a --data file's
     ({"lr": "fast"}, "override lr='fast': lr takes a finite float"),
     ({"lr": float("nan")}, "override lr=nan: lr takes a finite float"),
     ({"width": 6.5}, "override width=6.5: width takes an int"),
     ({"normalize": 1}, "override normalize=1: normalize takes a bool"),
     ({"precision": "fp8"}, "override precision='fp8': allowed values fp32, tf32, bf16"),
-], ids=["unknown", "spec-field", "sweep-field", "type", "nan", "int", "bool", "choice"])
+], ids=["unknown", "spec-field", "sweep-field", "cfd-field", "type", "nan", "int", "bool", "choice"])
 def test_bad_overrides_name_the_key_the_value_and_what_is_allowed(overrides, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         check_overrides(overrides)
