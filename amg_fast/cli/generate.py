@@ -122,7 +122,8 @@ def _kept(args, nu: float, n_test: int, argv) -> str:
 
 def _generate(args, nu: float, n_test: int) -> int:
     ks_options, ns2d_options = ks_options_of(args) or None, ns2d_options_of(args) or None
-    for pde, given, prefix, options in (("ks", ks_options, "ks", KS_OPTIONS), ("ns2d", ns2d_options, "ns", NS2D_OPTIONS)):
+    for pde, given, prefix, options in (("ks", ks_options, "ks", KS_OPTIONS),
+                                        ("ns2d", ns2d_options, "ns", NS2D_OPTIONS)):
         if given and args.pde != pde:
             flags = _option_flags(prefix, options)
             print(f"error: {', '.join(flags[key] for key in given)}: generator options of --pde {pde} only; got "

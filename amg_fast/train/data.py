@@ -94,7 +94,8 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
     splits = {}
     for split, key in (("train", "n_train"), ("test", "n_test")):
         ds = TrajectoryDataset(path, cfg.res, split=split, limit=getattr(cfg, key), omega_per_trajectory=batch_omega,
-                               nonzero_rollout_frames=True, field=cfg.field)  # nRMSE's denominators, checked as _load reads them
+                               field=cfg.field,
+                               nonzero_rollout_frames=True)  # nRMSE's denominators, checked as _load reads them
         if len(ds) == 0:
             raise DataFileError(f"{path}: its {split} split holds no trajectories; training needs at least one")
         wanted = getattr(cfg, key)
