@@ -5,7 +5,8 @@ and what is allowed, so a user sees at once what to fix.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import re
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -13,6 +14,24 @@ import torch
 from amg_fast.kernels._common import acc_dtype  # noqa: F401  (re-exported: one definition for ops and kernels)
 
 REAL_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+class ArgumentError(ValueError):
+    """A refused argument whose message names keyword arguments (`names`, each written in the message
+    only where it means that argument): str() is the library's message (`t_end must be ...`);
+    `naming(flags)` the same message with those names a CLI maps replaced by its flags (`--ks-t-end`)."""
+
+    def __init__(self, message: str, *names: str):
+        super().__init__(message)
+        self.names = names
+
+    def naming(self, flags: Mapping[str, str]) -> str:
+        mapped = [name for name in self.names if name in flags]
+        if not mapped:
+            return str(self)
+        # whole words only: not inside another name (ns_t_end), a flag (--ns-t-end) or a path (/d/field.h5)
+        pattern = r"(?<![\w./-])(" + "|".join(map(re.escape, mapped)) + r")(?![\w/-])(?!\.\w)"
+        return re.sub(pattern, lambda match: flags[match[1]], str(self))
 
 
 def check_tensor(name: str, value) -> torch.Tensor:

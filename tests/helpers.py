@@ -1,10 +1,11 @@
-"""Shared test helpers: tolerances per dtype, random inputs, readable ids."""
+"""Shared test helpers: tolerances per dtype, random inputs, readable ids, data files."""
 from __future__ import annotations
 
 import importlib.util
 import math
 from pathlib import Path
 
+import h5py
 import numpy as np
 import torch
 
@@ -80,3 +81,15 @@ def dft_matrix_spectral_conv(x: torch.Tensor, weight: torch.Tensor, dim: int = -
         c[-1] = 1.0
     inverse = c * torch.exp(2j * math.pi * s.T * k.T / S) / math.sqrt(S)  # [S, K]
     return (inverse @ Y).real.movedim(-2, dim)
+
+
+def write_pdebench_cfd(path, fields: dict, x, y, T):
+    """A file written as PDEBench's Data_Merge.py writes a 2D CFD set: one float32 [N, T, X, Y] dataset
+    per field, cell-centre coordinates, t-coordinate with T + 1 entries, attributes eta, zeta, M."""
+    with h5py.File(path, "w") as f:
+        for name, values in fields.items():
+            f.create_dataset(name, data=values)
+        f.create_dataset("y-coordinate", data=y.astype(np.float32))
+        f.create_dataset("x-coordinate", data=x.astype(np.float32))
+        f.create_dataset("t-coordinate", data=(np.arange(T + 1) * 0.05).astype(np.float32))
+        f.attrs.update({"eta": 0.01, "zeta": 0.01, "M": 0.1})

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import torch
 
-from amg_fast._checks import check_device
+from amg_fast._checks import ArgumentError, check_device
 from amg_fast._files import atomic_write_text, check_output_file
 from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.data.datasets import TrajectoryDataset
+from amg_fast.data.h5 import cfd_fields
 from amg_fast.models import build_model
 from amg_fast.train.checkpoint import CheckpointError, load_checkpoint
 from amg_fast.train.config import TrainConfig
@@ -45,6 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="HDF5 data file (PDEBench, LPSDA or amg_fast layout)")
     p.add_argument("--res", type=positive_int, help="observation resolution f (default: the run's)")
     p.add_argument("--split", default="test", choices=("train", "test"), help="which split to roll out (default test)")
+    p.add_argument("--field", help="the field of a PDEBench CFD --data file with several (density, pressure, Vx, Vy, "
+                                   "Vz; default: the run's --field when the file holds it, else the file's only one)")
     p.add_argument("--limit", type=positive_int, help="evaluate only the first N trajectories (N >= 1)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="trajectories per rollout batch (default 64)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
@@ -76,8 +79,8 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     try:
         return _evaluate(args)
-    except USER_ERRORS as err:  # a message, no traceback
-        print(f"error: {err}", file=sys.stderr)
+    except USER_ERRORS as err:  # a message, no traceback; the reader's `field` is --field here
+        print(f"error: {err.naming({'field': '--field'}) if isinstance(err, ArgumentError) else err}", file=sys.stderr)
         return 2
 
 
@@ -90,7 +93,10 @@ def _evaluate(args) -> int:
     json_path = check_output_file("--json", args.json) if args.json else None  # before the rollout, which takes a while
     cfg, model = load_run(path)
     res = args.res or cfg.res
-    ds = TrajectoryDataset(args.data, res, split=args.split, limit=args.limit,
+    field = args.field
+    if field is None and cfg.field is not None and cfg.field in cfd_fields(args.data):
+        field = cfg.field  # the run's field, where the file holds it (another file's only field otherwise)
+    ds = TrajectoryDataset(args.data, res, split=args.split, limit=args.limit, field=field,
                            omega_per_trajectory=cfg.omega_mode == "batch", nonzero_rollout_frames=True)
     if ds.spatial_dims != model.spatial_dims:
         raise ValueError(f"--data {args.data} holds {ds.spatial_dims}D {ds.pde} trajectories; the checkpoint's model "
@@ -100,9 +106,10 @@ def _evaluate(args) -> int:
     model.to(device)
     check_model_runs(model, res, device)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)
-    print(f"evaluating {path} ({cfg.model}) at f={res} on {len(ds)} {args.split} trajectories", flush=True)
+    print(f"evaluating {path} ({cfg.model}) at f={res} on {len(ds)} {args.split} trajectories"
+          + (f" of field {field}" if field is not None else ""), flush=True)
     result = evaluate(model, loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
-    out = {"checkpoint": str(path), "data": args.data, "res": res, "split": args.split, "n": len(ds),
+    out = {"checkpoint": str(path), "data": args.data, "field": field, "res": res, "split": args.split, "n": len(ds),
            "nrmse": result.nrmse, "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
            "one_step_nrmse": result.one_step_nrmse, "one_step_loss": result.one_step_loss,
            "amplitude_per_step": result.amplitude_per_step.tolist()}

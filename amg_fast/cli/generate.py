@@ -17,11 +17,12 @@ import sys
 
 from tqdm import tqdm
 
+from amg_fast._checks import ArgumentError
 from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.data.generate import (KS_OPTIONS, NS2D_OMEGA_RESOLUTIONS, NS2D_OPTIONS, OMEGA_RESOLUTIONS, PDES,
                                     dataset_path, dataset_size, default_n_test, generate_dataset)
 
-__all__ = ["parse_args", "ks_options_of", "ns2d_options_of", "main"]
+__all__ = ["parse_args", "ks_options_of", "ns2d_options_of", "generator_flags", "main"]
 
 DEFAULT_NU = {"ks": 0.1, "burgers": 0.001, "ns2d": 1e-3}
 
@@ -81,6 +82,25 @@ def ks_options_of(args: argparse.Namespace) -> dict:
     return {key: getattr(args, f"ks_{key}") for key in KS_OPTIONS if getattr(args, f"ks_{key}") is not None}
 
 
+def _option_flags(prefix: str, options: dict) -> dict[str, str]:
+    """{option key: its flag}, e.g. {"frame_dt": "--ks-frame-dt"} for prefix "ks"."""
+    return {key: f"--{prefix}-{key.replace('_', '-')}" for key in options}
+
+
+def generator_flags(pde: str) -> dict[str, str]:
+    """generate_dataset's keyword arguments and this PDE's generator options by the flags that set
+    them, so that a refusal names what the user typed (ArgumentError.naming)."""
+    options = {"ks": _option_flags("ks", KS_OPTIONS), "ns2d": _option_flags("ns", NS2D_OPTIONS)}.get(pde, {})
+    return {"n_train": "--n-train", "n_test": "--n-test", "batch_size": "--batch-size", **options}
+
+
+def _refusal(err: Exception, pde: str) -> int:
+    """Print a refusal of the generator as one `error:` line naming the flags; exit status 2."""
+    message = err.naming(generator_flags(pde)) if isinstance(err, ArgumentError) else str(err)
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     nu = args.nu if args.nu is not None else DEFAULT_NU[args.pde]
@@ -102,6 +122,13 @@ def _kept(args, nu: float, n_test: int, argv) -> str:
 
 def _generate(args, nu: float, n_test: int) -> int:
     ks_options, ns2d_options = ks_options_of(args) or None, ns2d_options_of(args) or None
+    for pde, given, prefix, options in (("ks", ks_options, "ks", KS_OPTIONS),
+                                        ("ns2d", ns2d_options, "ns", NS2D_OPTIONS)):
+        if given and args.pde != pde:
+            flags = _option_flags(prefix, options)
+            print(f"error: {', '.join(flags[key] for key in given)}: generator options of --pde {pde} only; got "
+                  f"--pde {args.pde}", file=sys.stderr)
+            return 2
     try:
         if args.pde == "ns2d":  # the bar counts frames of trajectories (what the 2D solver reports)
             frames = dataset_size("ns2d", nu=nu, n_train=args.n_train, n_test=n_test, ns2d_options=ns2d_options).frames
@@ -109,19 +136,27 @@ def _generate(args, nu: float, n_test: int) -> int:
         else:
             total, unit = args.n_train + n_test, "traj"
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    # tqdm counts in floats: a total past 2^53 (a t_end of 1e308, refused by generate_dataset) is not shown
-    with tqdm(total=total if total < 2**53 else None, unit=unit, desc=f"{args.pde} nu={nu:g}") as bar:
-        try:
-            path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
-                                             out_dir=args.out, device=args.device, method=args.method,
-                                             batch_size=args.batch_size, overwrite=args.overwrite,
-                                             progress=bar.update, ks_options=ks_options, ns2d_options=ns2d_options)
-        except (ValueError, FileExistsError, FloatingPointError, OSError) as err:
+        return _refusal(err, args.pde)
+    bars = []  # the progress bar, drawn once the arguments have passed generate_dataset's checks
+
+    def start_bar(path):
+        # tqdm counts in floats: a total past 2^53 (a t_end of 1e308, refused by generate_dataset) is not shown
+        bars.append(tqdm(total=total if total < 2**53 else None, unit=unit, desc=f"{args.pde} nu={nu:g}"))
+
+    refusal = None
+    try:
+        path, summary = generate_dataset(args.pde, nu=nu, n_train=args.n_train, n_test=n_test, seed=args.seed,
+                                         out_dir=args.out, device=args.device, method=args.method,
+                                         batch_size=args.batch_size, overwrite=args.overwrite,
+                                         progress=lambda k: bars[0].update(k), ks_options=ks_options,
+                                         ns2d_options=ns2d_options, on_start=start_bar)
+    except (ValueError, FileExistsError, FloatingPointError, OSError) as err:
+        refusal = err
+    finally:
+        for bar in bars:  # its last state before any message
             bar.close()
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+    if refusal is not None:
+        return _refusal(refusal, args.pde)
     if summary["skipped"]:
         print(f"{path}: already complete with these arguments; skipped")
     else:

@@ -13,9 +13,11 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from amg_fast._checks import ArgumentError
 from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.train.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.data import generator_fields
 from amg_fast.train.trainer import USER_ERRORS, default_out, train
 
 __all__ = ["build_parser", "parse_args", "main"]
@@ -67,7 +69,7 @@ def _train(cfg: TrainConfig) -> int:
     try:
         results = train(cfg)
     except USER_ERRORS as err:  # a message, no traceback (a corrupt checkpoint is a ValueError too)
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_naming_flags(err, cfg)}", file=sys.stderr)
         return 2
     if results:
         gate = "-" if results["gate_mean"] is None else f"{results['gate_mean']:.4f}"
@@ -75,6 +77,15 @@ def _train(cfg: TrainConfig) -> int:
               f"| {results['model']} | {results['pde']} | {results['nu']:g} | {results['res']} | {results['params']:,} "
               f"| {results['nrmse']:.4f} | {gate} | {results['wall_time_s']:.0f} s |")
     return 0
+
+
+def _naming_flags(err: Exception, cfg: TrainConfig) -> str:
+    """The message of err; a refusal of the data generator or reader (ArgumentError) names the flags that
+    set their arguments (`--ns-t-end`, `--field`; not the generator's `t_end`, the reader's `field`)."""
+    if not isinstance(err, ArgumentError):
+        return str(err)
+    return err.naming({**{key: "--" + name.replace("_", "-") for key, name in generator_fields(cfg).items()},
+                       "field": "--field"})
 
 
 def _kept(cfg: TrainConfig, argv) -> str:

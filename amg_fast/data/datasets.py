@@ -48,7 +48,8 @@ class TrajectoryDataset(Dataset):
     (spatial_dims=2 in amg_fast.data.spectral). spatial_dims: 1 or 2, from the file.
 
     path: a PDEBench, LPSDA or amg_fast file (amg_fast.data.h5). split: "train" | "test" (an
-    LPSDA group, or the first 90% / last 10% of a single-tensor file). stride, n_frames: which
+    LPSDA group, or the first 90% / last 10% of a single-tensor file). field: the dataset of a
+    PDEBench CFD file with several fields (`density`, `Vx`, ...; h5.locate). stride, n_frames: which
     frames; "paper" (default) = the paper's protocol for the file's PDE (PAPER_FRAMES), n_frames
     None = all. limit: keep the
     first `limit` trajectories of the split. omega: the omega_f to report; default the file's
@@ -63,12 +64,12 @@ class TrajectoryDataset(Dataset):
     def __init__(self, path, resolution: int, *, split: str = "train", stride: int | str = "paper",
                  n_frames: int | None | str = "paper", limit: int | None = None, omega: float | None = None,
                  omega_per_trajectory: bool = False, dtype: torch.dtype = torch.float32,
-                 nonzero_rollout_frames: bool = False):
-        self.path, self.resolution, self.split, self.dtype = path, int(resolution), split, dtype
+                 nonzero_rollout_frames: bool = False, field: str | None = None):
+        self.path, self.resolution, self.split, self.dtype, self.field = path, int(resolution), split, dtype, field
         self.omega_per_trajectory = bool(omega_per_trajectory)
         self.nonzero_rollout_frames = bool(nonzero_rollout_frames)
         with open_file(path) as f:
-            loc = locate(f, path, split if not _single_tensor(f) else None)
+            loc = locate(f, path, split if not _single_tensor(f) else None, field)
             self._dataset, self.x, self.layout, self.attrs = loc.dataset, loc.x, loc.layout, loc.attrs
             self.spatial_dims = len(loc.shape) - 2  # the readers allow [N, T, X] and [N, T, X, Y]
             n_total, n_points = loc.shape[0], min(loc.shape[2:])
@@ -99,7 +100,7 @@ class TrajectoryDataset(Dataset):
         key = f"omega_f_{self.resolution}"
         if key in self.attrs:
             return _omega_attr(self.path, key, self.attrs[key])
-        train = locate(f, self.path, "train" if self.layout == "lpsda" else None)
+        train = locate(f, self.path, "train" if self.layout == "lpsda" else None, self.field)
         rows = np.arange(train.shape[0]) if self.layout == "lpsda" else split_indices(
             train.shape[0], "train", _n_test_attr(self.path, train.attrs, train.shape[0]))
         if len(rows) == 0:

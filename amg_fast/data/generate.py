@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 import torch
 
-from amg_fast._checks import check_device, check_seed
+from amg_fast._checks import ArgumentError, check_device, check_seed
 from amg_fast._files import check_writable_dir
 from amg_fast._machine import available_memory, format_bytes, free_disk
 from amg_fast.data import burgers, ks, ns2d
@@ -63,12 +63,13 @@ def check_ks_options(options: dict | None) -> dict:
     full = _with_defaults("KS", options, KS_OPTIONS)
     for key in ("ic_terms", "ic_max_wavenumber"):
         if isinstance(full[key], bool) or not isinstance(full[key], int) or full[key] < 1:
-            raise ValueError(f"{key} must be an int >= 1, got {full[key]!r}")
+            raise ArgumentError(f"{key} must be an int >= 1, got {full[key]!r}", key)
     for key in ("ic_amplitude", "t_end", "frame_dt", "burn_in"):
         value = full[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or value < 0 or (value == 0 and key != "burn_in"):
-            raise ValueError(f"{key} must be a finite number {'>= 0' if key == 'burn_in' else '> 0'}, got {value!r}")
+            raise ArgumentError(f"{key} must be a finite number {'>= 0' if key == 'burn_in' else '> 0'}, got {value!r}",
+                                key)
     ks.ks_frame_count(full["t_end"], full["frame_dt"])  # t_end a multiple of frame_dt (nothing allocated)
     return full
 
@@ -88,14 +89,15 @@ def check_ns2d_options(options: dict | None) -> dict:
     full = _with_defaults("ns2d", options, NS2D_OPTIONS)
     grid, frames = full["grid"], full["frames"]
     if isinstance(grid, bool) or not isinstance(grid, int) or grid < 8 or grid % 2:
-        raise ValueError(f"grid (the ns2d solver's points per axis) must be an even int >= 8, got {grid!r}")
+        raise ArgumentError(f"grid (the ns2d solver's points per axis) must be an even int >= 8, got {grid!r}", "grid")
     if frames is not None and (isinstance(frames, bool) or not isinstance(frames, int) or frames < 2):
-        raise ValueError(f"frames (saved frames per ns2d trajectory) must be an int >= 2, got {frames!r}")
+        raise ArgumentError(f"frames (the states saved per ns2d trajectory) must be an int >= 2, got {frames!r}",
+                            "frames")
     for key in ("t_end", "dt"):
         value = full[key]
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or value <= 0):
-            raise ValueError(f"{key} must be a finite number > 0, got {value!r}")
+            raise ArgumentError(f"{key} must be a finite number > 0, got {value!r}", key)
     return full
 
 
@@ -258,17 +260,17 @@ def _check_steps(pde: str, nu: float, options: dict, size: DatasetSize) -> None:
     if size.steps <= MAX_SOLVER_STEPS:
         return
     if pde == "ns2d":
-        raise ValueError(
+        raise ArgumentError(
             f"dt={ns2d_step(options):g}, frames over t in [0, {_ns2d_t_end(nu, options):g}]: the NS2D solver "
             f"would take {_count(size.steps)} time steps per trajectory (each frame interval in steps of at most dt); "
-            f"allowed: at most {MAX_SOLVER_STEPS:.3g} (a larger dt, a shorter t_end)")
+            f"allowed: at most {MAX_SOLVER_STEPS:.3g} (a larger dt, a shorter t_end)", "dt", "t_end")
     if pde == "ks":
         dt = min(ks.DEFAULT_DT, options["frame_dt"])
-        raise ValueError(
+        raise ArgumentError(
             f"frame_dt={options['frame_dt']:g}, t_end={options['t_end']:g}, burn_in={options['burn_in']:g}: the KS "
             f"solver would take {size.steps:.3g} time steps per trajectory (its step is min({ks.DEFAULT_DT:g}, "
             f"frame_dt) = {dt:g}: at least one per frame); allowed: at most {MAX_SOLVER_STEPS:.3g} (a larger frame_dt, "
-            f"a shorter t_end or burn_in)")
+            f"a shorter t_end or burn_in)", "frame_dt", "t_end", "burn_in")
     dx, cfl = burgers.BURGERS_L / burgers.BURGERS_N, burgers.PDEBENCH_CFL
     largest = MAX_SOLVER_STEPS * cfl * dx * dx * math.pi / burgers.PDEBENCH_T_FINAL
     raise ValueError(
@@ -283,10 +285,10 @@ def _check_room(out_dir, what: str, size: DatasetSize) -> None:
     file exceeds the free space of out_dir (nothing has been allocated or written yet)."""
     memory = available_memory()
     if memory is not None and size.memory_bytes > memory[0]:
-        raise ValueError(f"{what} needs about {format_bytes(size.memory_bytes)} of memory to generate (an estimate: "
-                         f"the solutions, the solver's batch, omega_f's transform); allowed: at most what this "
-                         f"machine has available, {format_bytes(memory[0])} ({memory[1]}); ask for fewer "
-                         f"trajectories or frames")
+        raise ArgumentError(f"{what} needs about {format_bytes(size.memory_bytes)} of memory to generate (an "
+                            f"estimate: the solutions, the solver's batch, omega_f's transform); allowed: at most what "
+                            f"this machine has available, {format_bytes(memory[0])} ({memory[1]}); ask for fewer "
+                            f"trajectories or frames", "n_train", "n_test")
     free = free_disk(out_dir)
     if size.file_bytes > free:
         raise ValueError(f"{what}: its file would take {format_bytes(size.file_bytes)}; output directory {out_dir} has "
@@ -304,7 +306,7 @@ def _recorded_args(path: Path) -> dict | None:
 def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = None, seed: int = 0,
                      out_dir="data", device: str = "cpu", method: str = "etdrk4", batch_size: int | None = None,
                      overwrite: bool = False, progress=None, ks_options: dict | None = None,
-                     ns2d_options: dict | None = None) -> tuple[Path, dict]:
+                     ns2d_options: dict | None = None, on_start=None) -> tuple[Path, dict]:
     """Generate (or find) one data set. Returns (path, summary with wall time, rate, omega_f).
 
     ks_options (KS only): generator options, keys of KS_OPTIONS (initial-condition terms, largest
@@ -313,7 +315,8 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     only): keys of NS2D_OPTIONS (solver grid, t_end, frames, dt). seed: an integer in [0, 2^32);
     device: "cpu", "cuda", "cuda:N" or "auto"; batch_size: trajectories solved together (default
     default_batch_size(pde)); progress(k): called as trajectories (1D) or frames of trajectories
-    (ns2d) are done.
+    (ns2d) are done; on_start(path): called once every check has passed, just before solving starts
+    (not when a finished file is reused), e.g. to announce the work.
 
     Before any allocation or solving, every argument is checked (ValueError naming it, its value
     and what is allowed): the solver's time steps per trajectory against MAX_SOLVER_STEPS and,
@@ -327,7 +330,7 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     batch_size = default_batch_size(pde) if batch_size is None else batch_size
     for name, value in (("n_train", n_train), ("n_test", n_test), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            raise ArgumentError(f"{name} must be an int >= 1, got {value!r}", name)
     seed = check_seed("seed", seed)
     check_device(str(device))
     if str(device) == "auto":
@@ -359,6 +362,8 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
         raise FileExistsError(f"{path} exists with other generator arguments ({recorded}); "
                               f"remove it, choose another --out, or pass --overwrite")
     _check_room(out_dir, _describe(pde, nu, n_train, n_test, size), size)
+    if on_start is not None:
+        on_start(path)
     seeds = split_seeds(seed)
     start = time.perf_counter()
     if pde == "ks":

@@ -26,16 +26,23 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from amg_fast._checks import ArgumentError
 from amg_fast._files import atomic_path
 
-__all__ = ["Trajectories", "DataFileError", "read_trajectories", "locate", "atomic_h5", "write_pdebench",
-           "write_lpsda", "write_amg_fast", "LAYOUTS", "Location", "open_file", "check_finite", "CFD_FIELDS"]
+__all__ = ["Trajectories", "DataFileError", "FieldError", "read_trajectories", "locate", "atomic_h5", "write_pdebench",
+           "write_lpsda", "write_amg_fast", "LAYOUTS", "Location", "open_file", "check_finite", "CFD_FIELDS",
+           "cfd_fields"]
 
 LAYOUTS = ("pdebench", "lpsda", "amg_fast")
 
 
 class DataFileError(ValueError):
     """A data file that is missing, unreadable or malformed; the message names the file."""
+
+
+class FieldError(DataFileError, ArgumentError):
+    """The `field` asked of a file that does not hold it (or holds one set of trajectories only), or
+    none asked of a PDEBench CFD file with several; a CLI names its --field (ArgumentError.naming)."""
 
 
 @dataclass
@@ -224,25 +231,50 @@ def _pdebench_location(f: h5py.File, path, name: str) -> Location:
     return Location(name, x, t, {**_nu_from_name(path), **_attrs(f)}, "pdebench", shape, y)
 
 
+def _fields_of(f: h5py.File) -> list[str]:
+    """The PDEBench CFD fields of an open file, in CFD_FIELDS order (none for the other layouts)."""
+    return [] if "tensor" in f or "x-coordinate" not in f else [name for name in CFD_FIELDS if name in f]
+
+
+def cfd_fields(path) -> list[str]:
+    """The fields a PDEBench CFD file holds (`density`, `pressure`, `Vx`, ...); [] for the other layouts."""
+    with open_file(path) as f:
+        return _fields_of(f)
+
+
 def _pdebench_field(f: h5py.File, path, field: str | None) -> str:
     """The dataset to read: `tensor`, or the CFD field asked for (the only one, if just one is there)."""
     if "tensor" in f:
         if field not in (None, "tensor"):
-            raise DataFileError(f"{path}: holds one field ('tensor'); field={field!r} applies to PDEBench CFD files")
+            raise FieldError(f"{path}: holds one field ('tensor'); field {field!r} applies to PDEBench CFD files "
+                             "with several fields: drop it", "field")
         return "tensor"
-    present = [name for name in CFD_FIELDS if name in f]
+    present = _fields_of(f)
     if field is None and len(present) == 1:
         return present[0]
+    if field is None:
+        raise FieldError(f"{path}: a PDEBench CFD file with the fields {', '.join(present)}: name one of them with "
+                         "field", "field")
     if field not in present:
-        raise DataFileError(f"{path}: PDEBench CFD file with fields {present}; pass field= one of them, got {field!r}")
+        raise FieldError(f"{path}: a PDEBench CFD file with the fields {', '.join(present)}: field {field!r} is not "
+                         "one of them", "field")
     return field
 
 
 def locate(f: h5py.File, path, split: str | None = None, field: str | None = None) -> Location:
     """Find the trajectories of `split` (LPSDA) or `field` (PDEBench CFD) in an open file; validate
     grids (not values)."""
-    if "tensor" in f or ("x-coordinate" in f and any(name in f for name in CFD_FIELDS)):
+    if "tensor" in f or _fields_of(f):
         return _pdebench_location(f, path, _pdebench_field(f, path, field))
+    loc = _other_location(f, path, split)
+    if field is not None:
+        raise FieldError(f"{path}: an {loc.layout} file (one field); field {field!r} applies to PDEBench CFD files "
+                         "with several fields: drop it", "field")
+    return loc
+
+
+def _other_location(f: h5py.File, path, split: str | None) -> Location:
+    """locate() for the layouts other than PDEBench's."""
     if "velocity" in f and "particles" in f:
         raise DataFileError(f"{path}: PDEBench's incompressible Navier-Stokes layout ('velocity', 'particles', "
                             "'force', no grid coordinates) is not supported; supported: PDEBench 'tensor' or CFD "

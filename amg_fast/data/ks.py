@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from scipy.integrate import solve_ivp
 
-from amg_fast._checks import check_int_range, check_rank, check_real_float
+from amg_fast._checks import ArgumentError, check_int_range, check_rank, check_real_float
 from amg_fast.data._arrays import as_numpy_real
 
 __all__ = ["grid", "solve_ks", "random_initial_conditions", "generate_ks", "ks_times", "ks_frame_count",
@@ -277,7 +277,8 @@ def ks_frame_count(t_end: float = 2.5, frame_dt: float = 0.1) -> int:
     t_end, frame_dt = _check_positive("t_end", t_end), _check_positive("frame_dt", frame_dt)
     count = t_end / frame_dt
     if abs(count - round(count)) > 1e-9 * max(1.0, count):
-        raise ValueError(f"t_end must be a multiple of frame_dt, got t_end={t_end}, frame_dt={frame_dt}")
+        raise ArgumentError(f"t_end must be a multiple of frame_dt, got t_end={t_end}, frame_dt={frame_dt}", "t_end",
+                            "frame_dt")
     return int(round(count)) + 1
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from amg_fast._checks import check_int_range, check_rank
+from amg_fast._checks import ArgumentError, check_int_range, check_rank
 from amg_fast.data._arrays import as_torch_real
 from amg_fast.data.burgers import _as_times, _check_real_number
 from amg_fast.data.resample import to_resolution
@@ -201,10 +201,10 @@ def _check_courant(w_hat, ops, N: int, h: float, dt: float, when: str) -> None:
     speed = float(_max_speed(w_hat, ops, N).max())
     courant = h * speed * N
     if courant > CFL_LIMIT:
-        raise ValueError(
+        raise ArgumentError(
             f"dt = {dt:g} is too large for the CFL limit {when}: steps of {h:g} with max|u| + max|v| = {speed:.4g} "
             f"on N = {N} give the Courant number h (max|u| + max|v|) N = {courant:.3g} > {CFL_LIMIT:g}; "
-            f"use dt <= {CFL_LIMIT / (speed * N):.3g}")
+            f"use dt <= {CFL_LIMIT / (speed * N):.3g}", "dt")
 
 
 def solve_ns2d(w0, *, nu: float, t, dt: float = DEFAULT_DT, forcing="fno",

@@ -25,6 +25,7 @@ from typing import Callable
 
 from amg_fast._files import atomic_path
 from amg_fast.experiments.registry import EXPERIMENTS
+from amg_fast.train.rundir import DIAGNOSTIC_STEP, GATE_EPOCHS
 
 __all__ = ["REPORTERS", "write_report", "Stats", "Versus", "Table", "Ablation", "Artefact", "DIAGNOSTICS"]
 
@@ -111,6 +112,35 @@ DIAGNOSTICS = {
     "train loss": "train_one_step_loss", "test loss": "test_one_step_loss", "train rollout": "train_nrmse",
     "ḡ": "gate_mean",
 }
+
+
+def _span(counts: set[int], nominal: int) -> str:
+    """How much of a statistic defined over `nominal` epochs or steps these runs had: str(nominal) when
+    every run had that many, else the counts they had ('2', or '2-20' when they differ)."""
+    if not counts or counts == {nominal}:
+        return str(nominal)
+    return str(min(counts)) if len(counts) == 1 else f"{min(counts)}-{max(counts)}"
+
+
+def _gate_epochs(records: list[dict]) -> str:
+    """The epochs that 'ḡ last 20' (gate_mean_last20_epochs) averages in these runs: GATE_EPOCHS, or all
+    of a shorter run's ('2' for 2-epoch runs)."""
+    return _span({min(GATE_EPOCHS, int(epochs)) for r in records
+                  if _metric(r, "gate_mean_last20_epochs") is not None and (epochs := _metric(r, "epochs"))},
+                 GATE_EPOCHS)
+
+
+def _diagnostic_step(records: list[dict]) -> str:
+    """The rollout step that 'step 5' and 'amp 5' hold in these runs: DIAGNOSTIC_STEP, or the last step of
+    a shorter rollout ('3' for rollouts of 3 steps)."""
+    return _span({min(DIAGNOSTIC_STEP, len(steps)) for r in records if r.get("results") is not None
+                  and (steps := r["results"].get("nrmse_per_step"))}, DIAGNOSTIC_STEP)
+
+
+def _diagnostic_columns(step: str) -> dict[str, str]:
+    """DIAGNOSTICS with its 'step 5' and 'amp 5' labelled by the step they hold (_diagnostic_step)."""
+    return {{"nrmse_step5": f"step {step}", "amplitude_step5": f"amp {step}"}.get(key, label): key
+            for label, key in DIAGNOSTICS.items()}
 
 
 def _stats(records: list[dict], key="nrmse") -> Stats:
@@ -379,8 +409,11 @@ def _amgfno_runs(records: list[dict], variant: str | None = None) -> list[dict]:
 
 def _table3_tables(records: list[dict]) -> list[Table]:
     groups = _group(_amgfno_runs(records), "pde", "nu", "res")
-    return [Table("Table 3: AMGFNO's mean gate ḡ (mean of the last 20 training epochs)",
-                  ["PDE", "ν", "f", *_versus_columns("ḡ last 20 epochs"), "rollout ḡ", "nRMSE"],
+    epochs = _gate_epochs(_amgfno_runs(records))  # the paper's 20, or fewer in short runs
+    shorter = "" if epochs == str(GATE_EPOCHS) else f"; {epochs} in these runs"
+    return [Table(f"Table 3: AMGFNO's mean gate ḡ (mean of the last {GATE_EPOCHS} training epochs{shorter})",
+                  ["PDE", "ν", "f", f"ḡ last {epochs} epochs (ours)",
+                   *_versus_columns(f"ḡ last {GATE_EPOCHS} epochs")[1:], "rollout ḡ", "nRMSE"],
                   [[PDE_NAMES.get(pde, pde), f"{nu:g}", res,
                     *_versus_values(_stats(runs, "gate_mean_last20_epochs"), _paper("gate", pde=pde, nu=nu, res=res)),
                     _stats(runs, "gate_mean"), _stats(runs)] for (pde, nu, res), runs in groups.items()])]
@@ -606,16 +639,19 @@ def _headline_tables(records: list[dict]) -> list[Table]:
                     "model", "parametrisation")
     order = {m: i for i, m in enumerate(("ffno", "s4ffno", "amgfno"))}
     keys = sorted(groups, key=lambda k: (_sort_key(k[:3]), order.get(k[3], 9), k[4] != "defaults", str(k[4])))
+    epochs = _gate_epochs(runs)
+    paper_epochs = "" if epochs == str(GATE_EPOCHS) else f": {GATE_EPOCHS}"
     cells = Table("Per cell: nRMSE, ours beside the paper; g-bar; the fidelity diagnostics",
-                  ["PDE", "ν", "f", "Model", "output", *_versus_columns("nRMSE"), "ḡ last 20 (ours)",
+                  ["PDE", "ν", "f", "Model", "output", *_versus_columns("nRMSE"), f"ḡ last {epochs} (ours)",
                    "ḡ (paper)", "one-step", "amp last", "train rollout", "s / epoch"],
                   [[PDE_NAMES.get(pde, pde), f"{nu:g}", res, MODEL_NAMES.get(m, m), p,
                     *_versus_values(_stats(rs), _paper("nrmse", model=m, pde=pde, nu=nu, res=res)),
                     *_versus_gate(rs, pde, nu, res, m), _stats(rs, "one_step_nrmse"),
                     _stats(rs, DIAGNOSTICS["amp last"]), _stats(rs, "train_nrmse"), _stats(rs, _per_epoch)]
                    for (pde, nu, res, m, p) in keys for rs in [groups[(pde, nu, res, m, p)]]],
-                  "ours: mean ± sample std over seeds [n]; ḡ last 20: AMGFNO's mean gate over the last 20 training "
-                  "epochs (the paper's Table 3); amp last: rollout norm / true norm at the last step.")
+                  f"ours: mean ± sample std over seeds [n]; ḡ last {epochs}: AMGFNO's mean gate over the last "
+                  f"{epochs} training epochs (the paper's Table 3{paper_epochs}); amp last: rollout norm / true norm "
+                  "at the last step.")
     reduction_rows = []
     for (pde, nu, res, p) in dict.fromkeys((k[0], k[1], k[2], k[4]) for k in keys):
         s4, amg = groups.get((pde, nu, res, "s4ffno", p), []), groups.get((pde, nu, res, "amgfno", p), [])
@@ -658,7 +694,10 @@ def _fidelity_label(record: dict, shared: dict) -> str:
 def _diagnostics_table(title: str, label_headers: list[str], groups: dict[tuple, list[dict]], caption: str,
                        extra: dict | None = None) -> Table:
     """One row per group: its labels, n, rollout nRMSE, extra columns and the fidelity diagnostics."""
-    columns = {"nRMSE": "nrmse", **(extra or {}), **DIAGNOSTICS}
+    step = _diagnostic_step([r for rs in groups.values() for r in rs])
+    columns = {"nRMSE": "nrmse", **(extra or {}), **_diagnostic_columns(step)}
+    if step != str(DIAGNOSTIC_STEP):
+        caption += f" step {step}: step {DIAGNOSTIC_STEP}, or the last step of a shorter rollout."
     return Table(title, [*label_headers, "n", *columns],
                  [[*labels, _stats(rs).n, *(_stats(rs, key) for key in columns.values())]
                   for labels, rs in groups.items()], caption)
@@ -732,16 +771,18 @@ def _ns2d_tables(records: list[dict]) -> list[Table]:
     groups = _ns2d_groups(records)
     models = list(dict.fromkeys(k[0] for k in groups))
     settings = sorted({k[1:] for k in groups}, key=_sort_key)
+    epochs = _gate_epochs([r for rs in groups.values() for r in rs])
     wide = Table("nRMSE (rollout from u_0) per model, ν and f", ["Model"] + [f"ν={nu:g} f={res}" for nu, res in settings],
                  [[MODEL_NAMES.get(m, m)] + [_stats(groups.get((m, *s), [])) for s in settings] for m in models])
-    cells = Table("Per cell", ["Model", "ν", "f", "nRMSE", "one-step", "amp last", "rollout ḡ", "ḡ last 20", "s / epoch"],
+    cells = Table("Per cell", ["Model", "ν", "f", "nRMSE", "one-step", "amp last", "rollout ḡ", f"ḡ last {epochs}",
+                               "s / epoch"],
                   [[MODEL_NAMES.get(m, m), f"{nu:g}", res, _stats(rs), _stats(rs, "one_step_nrmse"),
                     _stats(rs, DIAGNOSTICS["amp last"]), *((_stats(rs, "gate_mean"),
                                                             _stats(rs, "gate_mean_last20_epochs")) if m == "amgfno2d"
                                                            else (None, None)), _stats(rs, _per_epoch)]
                    for (m, nu, res), rs in groups.items()],
                   "Mean ± sample std over seeds. one-step: the nRMSE with teacher forcing; amp last: rollout norm / "
-                  "true norm at the last step; ḡ: AMGFNO2d's mean gate (rollout; last 20 training epochs).")
+                  f"true norm at the last step; ḡ: AMGFNO2d's mean gate (rollout; last {epochs} training epochs).")
     gate_rows = []
     for label, by_res in _gate_rows(records).items():
         lowest = by_res[min(by_res)][0].mean
@@ -749,11 +790,13 @@ def _ns2d_tables(records: list[dict]) -> list[Table]:
             ratio = lowest / last20.mean if lowest is not None and last20.mean else None
             gate_rows.append([label, res, last20, rollout, ratio])
     gate = Table("Does the gate open at low resolution and close at high resolution?",
-                 ["setting", "f", "ḡ last 20 epochs", "rollout ḡ", "ḡ at the lowest f / ḡ at f"], gate_rows,
+                 ["setting", "f", f"ḡ last {epochs} epochs", "rollout ḡ", "ḡ at the lowest f / ḡ at f"],
+                 gate_rows,
                  "AMGFNO2d's mean gate per f; the paper's 1D KS values (Table 3) for comparison. The gate opens at "
                  "low resolution where ḡ is large there (the paper's KS: 0.70 at f = 32) and falls with f (the last "
                  "column grows). Its frequency factor starts at χ = sigmoid(2 ln ω_f + 3.8), below 0.01 for "
-                 "ω_f < 0.01: a flow whose f x f observation misses less energy than that keeps the gate shut.")
+                 "ω_f < 0.01: a flow whose f x f observation misses less energy than that keeps the gate shut."
+                 + ("" if epochs == str(GATE_EPOCHS) else f" The paper's values: the last {GATE_EPOCHS} epochs."))
     return [wide, cells, gate]
 
 
@@ -794,7 +837,8 @@ def _ns2d_gate_figure(records: list[dict]):
         _errorbar(ax, [c[0] for c in cells], [c[1] for c in cells], label=label,
                   color="k" if paper else f"C{i}", linestyle="--" if paper else "-")
     _log2_axis(ax, sorted({res for by_res in rows.values() for res in by_res}))
-    ax.set(yscale="log", xlabel="f (grid points per axis)", ylabel=GBAR + " (last 20 epochs)",
+    epochs = _gate_epochs(_select(records, pde="ns2d", model="amgfno2d", variant=None, fusion="residual"))
+    ax.set(yscale="log", xlabel="f (grid points per axis)", ylabel=GBAR + f" (last {epochs} epochs)",
            title="AMGFNO2d: gate vs resolution")
     ax.legend(fontsize=8)
     return fig

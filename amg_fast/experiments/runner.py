@@ -9,7 +9,8 @@ committed and checked out elsewhere resumes where it lies, and a copy never writ
   DIR/runs/<name>/job.json  the run's RunSpec and TrainConfig (paths relative to DIR); then the trainer's
                             run directory (amg_fast.train.rundir: config.json, metrics.jsonl, checkpoint.pt,
                             results.json, ...), train.log, machine.json (where it trained), error.json after
-                            a failure, .lock while a process trains it
+                            a failure, .lock while a process trains it. config.json holds the paths of the
+                            machine that trains the run; export writes them relative to DIR, as job.json's
   DIR/reports/<EXP>/        tables and figures (amg_fast.experiments.reports)
 
 State of a run, from its files: done (a readable results.json), corrupt (a results.json that is not a
@@ -354,8 +355,22 @@ def read_record(run_dir: Path) -> dict:
 
 
 # -- export -------------------------------------------------------------------------------------
+def _exported_config(run_dir: Path) -> str | None:
+    """The run's config.json with its paths as job.json gives them, relative to the sweep (out runs/<name>,
+    cache_dir data, a reading's data file data/<file>) instead of the absolute paths of the machine that
+    trained it; None (copied as it is) when config.json or job.json is not one."""
+    config, job = _read_json(run_dir / "config.json"), _read_json(run_dir / JOB_FILE)
+    if not isinstance(config, dict) or not isinstance(job, dict) or not isinstance(job.get("config"), dict):
+        return None
+    paths = {key: job["config"].get(key) for key in ("out", "cache_dir") if key in config}
+    if isinstance(config.get("data"), str) and isinstance(paths.get("cache_dir"), str):
+        paths["data"] = f"{paths['cache_dir']}/{Path(config['data']).name}"  # runner: generated in cache_dir
+    return json.dumps({**config, **paths}, indent=2) + "\n"
+
+
 def _copy_run(run_dir: Path, target: Path) -> None:
-    """Copy a finished run's small files to target as one rename (a temp folder beside it first)."""
+    """Copy a finished run's small files to target as one rename (a temp folder beside it first);
+    config.json's paths become the sweep's relative ones (_exported_config)."""
     tmp = target.with_name(f".{target.name}.export-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -363,6 +378,9 @@ def _copy_run(run_dir: Path, target: Path) -> None:
         for name in EXPORT_FILES:
             if (run_dir / name).is_file():
                 shutil.copy2(run_dir / name, tmp / name)
+        config = _exported_config(run_dir)
+        if config is not None:
+            (tmp / "config.json").write_text(config)
         log = run_dir / LOG_FILE
         if log.is_file() and log.stat().st_size <= EXPORT_LOG_LIMIT:
             shutil.copy2(log, tmp / LOG_FILE)

@@ -45,10 +45,11 @@ PDE_PRESETS = {
 }
 
 # The RunSpec's own fields (a run's identity), and the TrainConfig settings a sweep sets for all its
-# runs (paths, device, kernels: how a run is trained, not what it is). Every other TrainConfig
+# runs (paths, device, kernels: how a run is trained, not what it is; a sweep generates its data, so
+# no --data file and no field of one). Every other TrainConfig
 # setting can be a run's override.
 SPEC_SETTINGS = ("model", "pde", "nu", "res", "seed", "fusion", "alpha", "no_freq_gate", "omega_mode", "omega")
-SWEEP_SETTINGS = ("out", "cache_dir", "data", "regenerate", "device", "preset", "fast_kernels", "cuda_graph",
+SWEEP_SETTINGS = ("out", "cache_dir", "data", "field", "regenerate", "device", "preset", "fast_kernels", "cuda_graph",
                   "resume")
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 OVERRIDABLE = tuple(name for name in _FIELDS if name not in SPEC_SETTINGS + SWEEP_SETTINGS)

@@ -159,6 +159,13 @@ def _keep(spec: RunSpec, where: dict[str, list]) -> bool:
     return True
 
 
+def _value_order(value) -> tuple:
+    """Sort key for a setting's values: numbers by value (8 before 16), then the rest as text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value, "")
+    return (1, 0, str(value))
+
+
 def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
                 where: dict[str, list] | None = None, grid: dict[str, list] | None = None,
                 overrides: dict | None = None) -> list[RunSpec]:
@@ -182,7 +189,7 @@ def select_runs(experiments: list[str], *, seeds=(0,), omega_from: str = "data",
         having = {spec.get(key) for spec in every} - {None}
         unmatched = [v for v in values if v not in having]
         if unmatched:
-            shown = ", ".join(map(str, sorted(having, key=str))) or "none of these runs has it"
+            shown = ", ".join(map(str, sorted(having, key=_value_order))) or "none of these runs has it"
             raise ValueError(f"--where {key}={','.join(map(str, unmatched))} matches no run of "
                              f"{', '.join(e.id for e in sources)} (their {key} values: {shown})")
     specs = [spec for spec in every if _keep(spec, where)]

@@ -55,6 +55,8 @@ class TrainConfig:
     res: int = setting(32, "observation resolution f")
     data: str | None = setting(None, "an HDF5 data file (PDEBench, LPSDA or amg_fast layout); default: generate "
                                      "into --cache-dir, reused across runs")
+    field: str | None = setting(None, "the field to train on of a PDEBench CFD --data file with several (density, "
+                                      "pressure, Vx, Vy, Vz); default: the file's only one")
     cache_dir: str = setting(help="where generated data sets are kept (default $AMG_FAST_CACHE or ~/.cache/amg_fast)",
                              default_factory=default_cache_dir)
     regenerate: bool = setting(False, "generate the data set again even when --cache-dir holds it, replacing the "
@@ -233,6 +235,10 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         _finite("ns_t_end", out.ns_t_end, low=0.0, strict=True)
     check_precision(out.precision)
     check_device(out.device)
+    if out.field is not None and (out.data is None or not isinstance(out.field, str)):
+        raise ValueError(f"--field {out.field!r}: picks a field of a PDEBench CFD --data file; "
+                         + ("the generated data sets hold one field (drop --field, or pass --data)" if out.data is None
+                            else "allowed: a field's name (density, pressure, Vx, Vy, Vz)"))
     if out.regenerate and out.data is not None:
         raise ValueError(f"--regenerate replaces a generated data set in --cache-dir; --data {out.data} names a file "
                          "of your own, which is never rewritten")

@@ -18,11 +18,12 @@ from amg_fast.data.generate import SPATIAL_DIMS, dataset_path, default_n_test, g
 from amg_fast.data.h5 import DataFileError
 from amg_fast.train.config import TrainConfig
 
-__all__ = ["RunData", "data_path", "dataset_request", "read_data", "normalization_stats", "eval_batches",
-           "TRAIN_EVAL_LIMIT"]
+__all__ = ["RunData", "data_path", "dataset_request", "generator_fields", "read_data", "normalization_stats",
+           "eval_batches", "TRAIN_EVAL_LIMIT"]
 
 TRAIN_EVAL_LIMIT = 256  # training trajectories evaluated at the end (train vs test diagnostics)
 _LAYOUTS = {1: "[N, T, X]", 2: "[N, T, X, Y]"}
+_NS2D_OPTION_FIELDS = {"grid": "ns_grid", "t_end": "ns_t_end", "frames": "ns_frames"}  # ns2d option -> TrainConfig
 
 
 @dataclass
@@ -45,8 +46,14 @@ def dataset_request(cfg: TrainConfig) -> dict:
     request = {"pde": cfg.pde, "nu": cfg.nu, "n_train": cfg.n_train, "n_test": cfg.n_test,
                "seed": cfg.seed if cfg.data_seed is None else cfg.data_seed}
     if cfg.pde == "ns2d":
-        request["ns2d_options"] = {"grid": cfg.ns_grid, "t_end": cfg.ns_t_end, "frames": cfg.ns_frames}
+        request["ns2d_options"] = {key: getattr(cfg, field) for key, field in _NS2D_OPTION_FIELDS.items()}
     return request
+
+
+def generator_fields(cfg: TrainConfig) -> dict[str, str]:
+    """The TrainConfig fields that set generate_dataset's keyword arguments and options (dataset_request),
+    by keyword: {"n_train": "n_train", ..., "grid": "ns_grid"} (the seed and nu share their names)."""
+    return {"n_train": "n_train", "n_test": "n_test", **(_NS2D_OPTION_FIELDS if cfg.pde == "ns2d" else {})}
 
 
 def data_path(cfg: TrainConfig, rank: int, log) -> Path:
@@ -60,11 +67,13 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
                         ns2d_options=request.get("ns2d_options"))
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
-        if not path.exists() or cfg.regenerate:  # a 2D data set takes minutes on a CPU: say what is happening
-            solver = cfg.device if cfg.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
-            log(f"data: generating {path} ({cfg.n_train} + {n_test} trajectories on {solver})")
+        solver = cfg.device if cfg.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+
+        def announce(file):  # a 2D data set takes minutes on a CPU: say what is happening, once it is checked
+            log(f"data: generating {file} ({cfg.n_train} + {n_test} trajectories on {solver})")
+
         path, summary = generate_dataset(**request, out_dir=cfg.cache_dir, overwrite=cfg.regenerate,
-                                         device=cfg.device)  # the run's device: a GPU solves it in seconds
+                                         device=cfg.device, on_start=announce)  # the run's device: a GPU is quick
         log(f"data: {path} ({'cached' if summary['skipped'] else 'generated in %.1f s' % summary['wall_time_s']})")
     if dist.is_initialized():
         dist.barrier()
@@ -85,6 +94,7 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
     splits = {}
     for split, key in (("train", "n_train"), ("test", "n_test")):
         ds = TrajectoryDataset(path, cfg.res, split=split, limit=getattr(cfg, key), omega_per_trajectory=batch_omega,
+                               field=cfg.field,
                                nonzero_rollout_frames=True)  # nRMSE's denominators, checked as _load reads them
         if len(ds) == 0:
             raise DataFileError(f"{path}: its {split} split holds no trajectories; training needs at least one")

@@ -35,13 +35,14 @@ from amg_fast.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_che
 from amg_fast.train.config import TrainConfig
 
 __all__ = ["RunDir", "RunResults", "RunDirError", "ResultsError", "open_run_dir", "check_run_dir",
-           "gate_mean_last_epochs", "epoch_seconds", "DIAGNOSTICS", "SMALL_FILES", "GATE_EPOCHS",
+           "gate_mean_last_epochs", "epoch_seconds", "DIAGNOSTICS", "SMALL_FILES", "GATE_EPOCHS", "DIAGNOSTIC_STEP",
            "RESUMABLE_CHANGES", "CONFIG_FILE", "METRICS_FILE", "RESULTS_FILE", "ROLLOUT_FILE", "TRAIN_LOCK"]
 
 CONFIG_FILE, METRICS_FILE, RESULTS_FILE, ROLLOUT_FILE = "config.json", "metrics.jsonl", "results.json", "rollout.npz"
 TRAIN_LOCK = ".train.lock"  # held while a process trains in the run directory (not the sweep runner's .lock)
 SMALL_FILES = (CONFIG_FILE, METRICS_FILE, RESULTS_FILE)  # what describes a finished run, without weights or rollouts
 GATE_EPOCHS = 20  # Table 3's g-bar: the mean gate of the last 20 training epochs
+DIAGNOSTIC_STEP = 5  # the rollout step of nrmse_step5 and amplitude_step5 (a shorter rollout: its last step)
 # Settings that may differ between a run and its resumption.
 RESUMABLE_CHANGES = {"resume", "device", "out", "fast_kernels", "cuda_graph", "checkpoint_every", "eval_batch_size",
                      "regenerate"}
@@ -209,7 +210,7 @@ class RunResults:
 
     @property
     def nrmse_step5(self) -> float:
-        return _at_step(self.nrmse_per_step, 5)
+        return _at_step(self.nrmse_per_step, DIAGNOSTIC_STEP)
 
     @property
     def nrmse_last_step(self) -> float:
@@ -217,7 +218,7 @@ class RunResults:
 
     @property
     def amplitude_step5(self) -> float:
-        return _at_step(self.amplitude_per_step, 5)
+        return _at_step(self.amplitude_per_step, DIAGNOSTIC_STEP)
 
     @property
     def amplitude_last_step(self) -> float:

@@ -99,7 +99,7 @@ def test_cli_summary_and_skip(tmp_path):
     second = subprocess.run(cmd, capture_output=True, text=True)
     assert "already complete with these arguments; skipped" in second.stdout
     bad = subprocess.run(cmd[:-2] + ["--n-train", "0", "--out", str(tmp_path)], capture_output=True, text=True)
-    assert bad.returncode == 2 and "n_train must be an int >= 1, got 0" in bad.stderr
+    assert bad.returncode == 2 and "error: --n-train must be an int >= 1, got 0" in bad.stderr  # the flag typed
 
 
 def test_ks_generator_options_name_the_file_and_set_the_frames(tmp_path):
@@ -171,7 +171,7 @@ def test_ns2d_same_arguments_skip_and_options_are_checked(ns_file, tmp_path):
                                                ns2d_options=NS_OPTIONS)
     assert again == path and skipped["skipped"] and skipped["omega_f_32"] == summary["omega_f_32"]
     for options, match in (({"grid": 15}, "grid .* must be an even int >= 8, got 15"),
-                           ({"frames": 1}, r"frames \(saved frames per ns2d trajectory\) must be an int >= 2, got 1"),
+                           ({"frames": 1}, r"frames \(the states saved per ns2d trajectory\) must be an int >= 2, got 1"),
                            ({"t_end": -1.0}, "t_end must be a finite number > 0, got -1.0"),
                            ({"nx": 3}, r"unknown ns2d generator option\(s\) \['nx'\]")):
         with pytest.raises(ValueError, match=match):

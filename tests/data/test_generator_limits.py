@@ -24,16 +24,21 @@ from amg_fast.data.h5 import DataFileError, read_trajectories
 ROOT = Path(__file__).parents[2]
 SEED_LIMIT = "must be in [0, 2^32) = 0..4294967295, got"
 
-# generate_data.py arguments -> the message (abridged); each run must refuse before any work.
+# generate_data.py arguments -> the message (abridged); each run must refuse before any work. The
+# messages name the flags typed (the library's refusals name the keyword arguments: frame_dt, grid).
 REFUSED = {
     "ks-frame-dt-1e-9": (["--pde", "ks", "--ks-frame-dt", "1e-9"],
-                         "frame_dt=1e-09, t_end=2.5, burn_in=0: the KS solver would take 2.5e+09 time steps per "
-                         "trajectory (its step is min(0.00125, frame_dt) = 1e-09: at least one per frame); allowed: at "
-                         "most 5e+07"),
+                         "--ks-frame-dt=1e-09, --ks-t-end=2.5, --ks-burn-in=0: the KS solver would take 2.5e+09 time "
+                         "steps per trajectory (its step is min(0.00125, --ks-frame-dt) = 1e-09: at least one per "
+                         "frame); allowed: at most 5e+07 (a larger --ks-frame-dt, a shorter --ks-t-end or --ks-burn-in)"),
+    "ks-t-end-not-a-multiple": (["--pde", "ks", "--ks-t-end", "1", "--ks-frame-dt", "0.3"],
+                                "--ks-t-end must be a multiple of --ks-frame-dt, got --ks-t-end=1.0, --ks-frame-dt=0.3"),
+    "ks-ic-terms-0": (["--pde", "ks", "--ks-ic-terms", "0"], "--ks-ic-terms must be an int >= 1, got 0"),
+    "batch-size-0": (["--pde", "ks", "--batch-size", "0"], "--batch-size must be an int >= 1, got 0"),
     "ks-burn-in-1e6": (["--pde", "ks", "--ks-burn-in", "1e6"], "the KS solver would take 8e+08 time steps per trajectory"),
     "n-train-1e12": (["--pde", "ks", "--n-train", "1000000000000"],
-                     "the ks data set nu=0.1, n_train=1000000000000, n_test=256 (1000000000256 trajectories x 26 frames "
-                     "x 512 points) needs about"),
+                     "the ks data set nu=0.1, --n-train=1000000000000, --n-test=256 (1000000000256 trajectories x 26 "
+                     "frames x 512 points) needs about"),
     "ks-frame-dt-1e-5": (["--pde", "ks", "--ks-frame-dt", "1e-5"], "(2304 trajectories x 250001 frames x 512 points) "
                                                                    "needs about 9.78 TiB of memory"),
     "burgers-nu-1e10": (["--pde", "burgers", "--nu", "1e10"],
@@ -46,19 +51,25 @@ REFUSED = {
     "device-gpu0": (["--pde", "ks", "--device", "gpu0"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
     "device-cuda-without-cuda": (["--pde", "ks", "--device", "cuda"], "device 'cuda': CUDA is not available here"),
     "ns2d-dt-1e-9": (["--pde", "ns2d", "--ns-dt", "1e-9"],
-                     "dt=1e-09, frames over t in [0, 50]: the NS2D solver would take 5e+10 time steps per trajectory "
-                     "(each frame interval in steps of at most dt); allowed: at most 5e+07"),
+                     "--ns-dt=1e-09, frames over t in [0, 50]: the NS2D solver would take 5e+10 time steps per "
+                     "trajectory (each frame interval in steps of at most --ns-dt); allowed: at most 5e+07 (a larger "
+                     "--ns-dt, a shorter --ns-t-end)"),
     "ns2d-grid-65536": (["--pde", "ns2d", "--ns-grid", "65536", "--n-train", "8"],
-                        "the ns2d data set nu=0.001, n_train=8, n_test=2 (10 trajectories x 51 frames x 16384 points) "
-                        "needs about"),
+                        "the ns2d data set nu=0.001, --n-train=8, --n-test=2 (10 trajectories x 51 frames x 16384 "
+                        "points) needs about"),
     "ns2d-grid-odd": (["--pde", "ns2d", "--ns-grid", "99"],
-                      "grid (the ns2d solver's points per axis) must be an even int >= 8, got 99"),
-    "ns2d-ks-option": (["--pde", "ns2d", "--ks-t-end", "5"], "ks_options apply to KS only, got {'t_end': 5.0} for ns2d"),
+                      "error: --ns-grid (the ns2d solver's points per axis) must be an even int >= 8, got 99"),
+    "ns2d-frames-1": (["--pde", "ns2d", "--ns-frames", "1"],
+                      "--ns-frames (the states saved per ns2d trajectory) must be an int >= 2, got 1"),
+    "ns2d-ks-option": (["--pde", "ns2d", "--ks-t-end", "5"],  # was "ks_options apply to KS only, got {'t_end': 5.0}"
+                       "--ks-t-end: generator options of --pde ks only; got --pde ns2d"),
+    "ks-ns2d-option": (["--pde", "ks", "--ns-grid", "32", "--ns-dt", "0.01"],
+                       "--ns-grid, --ns-dt: generator options of --pde ns2d only; got --pde ks"),
     # issue 22 review: the default frames (one per time unit) of a huge t_end were built before the step
     # count (a MemoryError traceback at 1e12, numpy's "Maximum allowed size exceeded" at 1e300)
     "ns2d-t-end-1e12": (["--pde", "ns2d", "--ns-t-end", "1e12"],
-                        "dt=0.002, frames over t in [0, 1e+12]: the NS2D solver would take 5e+14 time steps per "
-                        "trajectory (each frame interval in steps of at most dt); allowed: at most 5e+07"),
+                        "--ns-dt=0.002, frames over t in [0, 1e+12]: the NS2D solver would take 5e+14 time steps per "
+                        "trajectory (each frame interval in steps of at most --ns-dt); allowed: at most 5e+07"),
     "ns2d-t-end-1e300": (["--pde", "ns2d", "--ns-t-end", "1e300"],
                          "frames over t in [0, 1e+300]: the NS2D solver would take 5e+302 time steps per trajectory"),
     "ns2d-t-end-1e308": (["--pde", "ns2d", "--ns-t-end", "1e308"],  # frames beyond a float: tqdm's total overflowed
@@ -79,8 +90,37 @@ def test_generate_refuses_before_any_work(tmp_path, capsys, case):
     args, message = REFUSED[case]
     assert generate_cli.main([*args, "--out", str(tmp_path / "gen")]) == 2
     err = capsys.readouterr().err
-    assert "error: " in err and message in err, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err  # no progress bar drawn first
     assert not (tmp_path / "gen").exists()
+
+
+def test_a_refusal_while_solving_names_the_flag(tmp_path, capsys):
+    """The 2D solver's Courant check (after the first frames) names --ns-dt; nothing is written. The
+    library's message names its keyword argument dt."""
+    args = ["--pde", "ns2d", "--ns-grid", "16", "--ns-dt", "1", "--ns-t-end", "2", "--ns-frames", "3", "--n-train", "1",
+            "--n-test", "1", "--out", str(tmp_path / "gen")]
+    assert generate_cli.main(args) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert re.fullmatch(r"error: --ns-dt = 1 is too large for the CFL limit at t = \S+: .*; use --ns-dt <= \S+", err), err
+    assert not (tmp_path / "gen").exists()
+    with pytest.raises(ValueError, match=r"^dt = 1 is too large for the CFL limit .*; use dt <= "):
+        generate.generate_dataset("ns2d", nu=1e-3, n_train=1, n_test=1, out_dir=tmp_path / "api",
+                                  ns2d_options={"grid": 16, "dt": 1.0, "t_end": 2.0, "frames": 3})
+
+
+def test_argument_error_names_flags_only_where_the_message_names_the_argument():
+    from amg_fast._checks import ArgumentError
+
+    err = ArgumentError("frames (the states saved) must be >= 2; ns_t_end, t_end=5, dt = 0.1, frame_dt: frames", "frames",
+                        "t_end", "dt")
+    flags = {"frames": "--ns-frames", "t_end": "--ns-t-end", "grid": "--ns-grid"}  # dt: no flag in this CLI
+    assert err.naming(flags) == ("--ns-frames (the states saved) must be >= 2; ns_t_end, --ns-t-end=5, dt = 0.1, "
+                                 "frame_dt: --ns-frames")
+    assert str(err).startswith("frames (the states saved)") and isinstance(err, ValueError)
+    assert ArgumentError("grid must be even", "grid").naming({}) == "grid must be even"
+    for path in ("/d/field.h5", "field.h5", "/field/f.h5"):  # a path is never renamed
+        assert ArgumentError(f"{path}: field 'x' is not one of its fields", "field").naming({"field": "--field"}) == \
+            f"{path}: --field 'x' is not one of its fields"
 
 
 def test_generate_refusal_in_a_fresh_process_is_quick_and_small(tmp_path):

@@ -2,8 +2,10 @@
 import h5py
 import numpy as np
 import pytest
+from helpers import write_pdebench_cfd
 
-from amg_fast.data.h5 import DataFileError, read_trajectories, write_amg_fast, write_lpsda, write_pdebench
+from amg_fast.data.h5 import (DataFileError, FieldError, cfd_fields, read_trajectories, write_amg_fast, write_lpsda,
+                              write_pdebench)
 
 
 @pytest.fixture
@@ -131,18 +133,6 @@ def test_pdebench_2d_round_trip(tmp_path, fields2d):
     assert not (tmp_path / "bad.h5").exists()
 
 
-def write_pdebench_cfd(path, fields: dict, x, y, T):
-    """A file written as PDEBench's Data_Merge.py writes a 2D CFD set: one float32 [N, T, X, Y] dataset
-    per field, cell-centre coordinates, t-coordinate with T + 1 entries, attributes eta, zeta, M."""
-    with h5py.File(path, "w") as f:
-        for name, values in fields.items():
-            f.create_dataset(name, data=values)
-        f.create_dataset("y-coordinate", data=y.astype(np.float32))
-        f.create_dataset("x-coordinate", data=x.astype(np.float32))
-        f.create_dataset("t-coordinate", data=(np.arange(T + 1) * 0.05).astype(np.float32))
-        f.attrs.update({"eta": 0.01, "zeta": 0.01, "M": 0.1})
-
-
 def test_pdebench_2d_cfd_file(tmp_path, fields2d):
     u, x, y = fields2d
     path = tmp_path / "2D_CFD_Rand_M0.1_Eta0.01_Zeta0.01_periodic_8_Train.hdf5"
@@ -150,14 +140,30 @@ def test_pdebench_2d_cfd_file(tmp_path, fields2d):
     tr = read_trajectories(path, field="Vx")
     assert tr.u.shape == (3, 5, 8, 6) and np.array_equal(tr.u, u + 2) and tr.layout == "pdebench"
     assert np.allclose(tr.t, np.arange(5) * 0.05) and np.allclose(tr.y, y) and tr.attrs["M"] == pytest.approx(0.1)
-    with pytest.raises(DataFileError, match=r"CFD file with fields \['density', 'pressure', 'Vx', 'Vy'\]; pass "
-                                            r"field= one of them, got None"):
+    with pytest.raises(DataFileError, match=r"CFD file with the fields density, pressure, Vx, Vy: name one of them "
+                                            r"with field$"):
         read_trajectories(path)
-    with pytest.raises(DataFileError, match="got 'vorticity'"):
+    with pytest.raises(DataFileError, match="field 'vorticity' is not one of them"):
         read_trajectories(path, field="vorticity")
     single = tmp_path / "one.h5"
     write_pdebench_cfd(single, {"density": u}, x, y, 5)
     assert np.array_equal(read_trajectories(single).u, u)
+    assert (cfd_fields(path), cfd_fields(single)) == (["density", "pressure", "Vx", "Vy"], ["density"])
+
+
+def test_a_field_asked_of_a_file_with_one_set_is_refused(tmp_path, data):
+    """field= applies to PDEBench CFD files; of another file it was ignored (amg_fast, LPSDA layouts)."""
+    u, x, t = data
+    write_pdebench(tmp_path / "p.h5", u, x, t)
+    write_amg_fast(tmp_path / "a.h5", u, x, t)
+    write_lpsda(tmp_path / "l.h5", {"train": u}, x, t, nu=0.1, L=1.0, seeds={"train": 0})
+    assert np.array_equal(read_trajectories(tmp_path / "p.h5", field="tensor").u, u)
+    with pytest.raises(FieldError, match=r"p.h5: holds one field \('tensor'\); field 'Vx' applies to PDEBench CFD"):
+        read_trajectories(tmp_path / "p.h5", field="Vx")
+    for name, layout in (("a.h5", "amg_fast"), ("l.h5", "lpsda")):
+        with pytest.raises(FieldError, match=f"{name}: an {layout} file \\(one field\\); field 'Vx' applies to"):
+            read_trajectories(tmp_path / name, field="Vx")
+        assert cfd_fields(tmp_path / name) == []
 
 
 @pytest.mark.parametrize(

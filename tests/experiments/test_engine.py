@@ -4,6 +4,7 @@ sweep moved or copied, truthful exit status and states, one preset under concurr
 commands refused before they write anything. Every training run is at the smoke preset."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -113,12 +114,13 @@ def test_a_run_directory_holding_another_run_is_refused(tmp_path):
     ({"colour": 1}, "unknown training setting 'colour'; settings a run can override: n_train"),
     ({"alpha": 0.5}, "'alpha' cannot be a run's override: it is a field of the run itself"),
     ({"device": "cpu"}, "'device' cannot be a run's override: it is set for the whole sweep"),
+    ({"field": "Vx"}, "'field' cannot be a run's override: it is set for the whole sweep"),  # a --data file's
     ({"lr": "fast"}, "override lr='fast': lr takes a finite float"),
     ({"lr": float("nan")}, "override lr=nan: lr takes a finite float"),
     ({"width": 6.5}, "override width=6.5: width takes an int"),
     ({"normalize": 1}, "override normalize=1: normalize takes a bool"),
     ({"precision": "fp8"}, "override precision='fp8': allowed values fp32, tf32, bf16"),
-], ids=["unknown", "spec-field", "sweep-field", "type", "nan", "int", "bool", "choice"])
+], ids=["unknown", "spec-field", "sweep-field", "cfd-field", "type", "nan", "int", "bool", "choice"])
 def test_bad_overrides_name_the_key_the_value_and_what_is_allowed(overrides, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         check_overrides(overrides)
@@ -247,15 +249,33 @@ def test_a_user_grid_trains_resumes_after_kill_9_and_reports(tmp_path):
 
 
 # -- results that travel ------------------------------------------------------------------------
+def absolute_paths(tree: Path) -> dict[str, list[str]]:
+    """The absolute paths (JSON strings "/...") that the JSON files of a sweep hold (job.json, config.json,
+    results.json, metrics.jsonl, machine.json, sweep.json; train.log's lines keep the paths of the
+    machine that trained the run)."""
+    found = {str(p.relative_to(tree)): re.findall(r'"(/[^"]*)"', p.read_text())
+             for p in sorted([*tree.rglob("*.json"), *tree.rglob("*.jsonl")])}
+    return {name: paths for name, paths in found.items() if paths}
+
+
 def test_export_then_run_elsewhere_trains_no_run_twice_and_gives_equal_tables(trained, tmp_path, capsys):
     first = copy(trained, tmp_path / "machine1")  # machine 1 finished FFNO only (AMGFNO's run lost)
     shutil.rmtree(first / "runs" / AMGFNO)
+    assert absolute_paths(first)[f"runs/{FFNO}/config.json"]  # the trainer's config.json: the machine's paths
     tree = tmp_path / "repo" / "results" / "sweep"
     assert in_process(capsys, "export", first, "--to", tree).returncode == 0
     assert {p.name for p in (tree / "runs" / FFNO).iterdir()} <= set(runner.EXPORT_FILES) | {runner.LOG_FILE}
     assert not list(tree.rglob("*.pt")) and not list(tree.rglob("rollout.npz"))
+    # formerly config.json kept machine 1's out and cache_dir: now relative to the sweep, as in job.json
+    assert absolute_paths(tree) == {}
+    config = RunDir(tree / "runs" / FFNO).read_config()
+    job = runner.read_job(tree / "runs" / FFNO)["config"]
+    assert (config.out, config.cache_dir, config.data) == (job.out, job.cache_dir, None) == (f"runs/{FFNO}", "data", None)
+    assert {**config.to_dict(), "out": None, "cache_dir": None} == {
+        **json.loads((first / "runs" / FFNO / "config.json").read_text()), "out": None, "cache_dir": None}
     status = in_process(capsys, "status", "--out", tree)
     assert status.returncode == 0 and "1 runs: 1 done" in status.stdout
+    assert in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", tree, *PAIR).returncode == 0
     ffno_results = (tree / "runs" / FFNO / "results.json").read_bytes()
 
     second = copy(tree, tmp_path / "machine2")  # the committed tree checked out on machine 2
@@ -272,6 +292,19 @@ def test_export_then_run_elsewhere_trains_no_run_twice_and_gives_equal_tables(tr
     # the CSV too: its run_dir is relative to the sweep (it was the path of each machine's copy)
     csvs = [(out / "reports" / "table2" / "table.csv").read_text() for out in (second, tree)]
     assert csvs[0] == csvs[1] and f",runs/{FFNO}," in csvs[0]
+    assert absolute_paths(tree) == {}  # AMGFNO's, trained on machine 2, exported relative too
+
+
+def test_export_writes_a_readings_data_file_relative_to_the_sweep(trained, tmp_path, capsys):
+    """A run on a KS data reading trains on the sweep's generated file (config.json's data): exported as
+    data/<file>, like cache_dir."""
+    first = copy(trained, tmp_path / "machine1")
+    config = first / "runs" / FFNO / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "data": str(first / "data" / "ks_reading.h5")}))
+    assert in_process(capsys, "export", first, "--to", tmp_path / "tree").returncode == 0
+    exported = json.loads((tmp_path / "tree" / "runs" / FFNO / "config.json").read_text())
+    assert (exported["data"], exported["cache_dir"]) == ("data/ks_reading.h5", "data")
+    assert absolute_paths(tmp_path / "tree") == {}
 
 
 def test_export_removes_what_a_killed_export_left(trained, tmp_path, capsys):
@@ -566,7 +599,8 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run", "table2", "--budget-s", "60", "--launcher", "slurm"] + PAIR,  # was ignored without a word
      "--budget-s applies to --launcher local"),
     (["run", "table2", "--budget-s", "nan"] + PAIR, "--budget-s must be a finite number of seconds > 0, got nan"),
-    (["run", "ns2d", "--where", "res=48"], "--where res=48 matches no run of ns2d (their res values: "),  # issue 22
+    (["run", "ns2d", "--where", "res=48"],  # issue 22; the values were sorted as text (16, 32, 64, 8)
+     "--where res=48 matches no run of ns2d (their res values: 8, 16, 32, 64)"),
     (["run", "--grid", "model=amgfno2d", "pde=ks"], "--model amgfno2d is a 2D model ([B, T, X, Y, C]) and --pde ks "
                                                     "is 1D data"),
     (["run", "--grid", "model=ffno2d", "pde=ns2d", "ns_grid=15"],

@@ -295,6 +295,39 @@ def _rows(md: str, start: str) -> list[list[str]]:
     return [line.strip("| ").split(" | ") for line in md.splitlines() if line.startswith(start)]
 
 
+def _header(md: str, start: str) -> list[str]:
+    return next(line for line in md.splitlines() if line.startswith(start)).strip("| ").split(" | ")
+
+
+@pytest.mark.parametrize("runs, epochs, step", [
+    (((2, 3),), "2", "3"),  # a smoke run: 2 epochs, a rollout of 3 steps
+    (((200, 25),), "20", "5"),  # the paper's protocol: the labels of the committed reports
+    (((2, 3), (30, 25)), "2-20", "3-5"),  # short and long runs together
+], ids=["smoke", "paper", "mixed"])
+def test_labels_state_the_epochs_and_the_rollout_step_the_runs_had(tmp_path, runs, epochs, step):
+    """Formerly 'ḡ last 20 epochs' and 'step 5' whatever the runs had: a 2-epoch run's ḡ averages its 2
+    epochs, and 'step 5' of a 3-step rollout is its step 3; the paper's column keeps its 20."""
+    def run(model, seed, n_epochs, n_steps, pde="ks", res=32):
+        return rec(model, pde, 0.1 if pde == "ks" else 1e-3, res, seed, nrmse=0.1 + seed, gate=0.3 + seed,
+                   diagnostics={"epochs": n_epochs, "nrmse_per_step": [0.1] * n_steps,
+                                "amplitude_per_step": [1.0] * n_steps})
+    records = {exp: [run(model, seed, *shape, **kw) for seed, shape in enumerate(runs) for model in models]
+               for exp, models, kw in (("table3", ("amgfno",), {}), ("headline", ("amgfno", "s4ffno"), {}),
+                                       ("grid", ("amgfno",), {}), ("ns2d", ("amgfno2d",), {"pde": "ns2d"}))}
+    md = {exp: (write_report(exp, rs, tmp_path / exp), (tmp_path / exp / "table.md").read_text())[1]
+          for exp, rs in records.items()}
+    shorter = "" if epochs == "20" else f"; {epochs} in these runs"
+    assert f"## Table 3: AMGFNO's mean gate ḡ (mean of the last 20 training epochs{shorter})" in md["table3"]
+    assert _header(md["table3"], "| PDE")[3:5] == [f"ḡ last {epochs} epochs (ours)", "ḡ last 20 epochs (paper)"]
+    assert _header(md["headline"], "| PDE")[8:10] == [f"ḡ last {epochs} (ours)", "ḡ (paper)"]
+    assert f"ḡ last {epochs}: AMGFNO's mean gate over the last {epochs} training epochs" in md["headline"]
+    assert _header(md["ns2d"], "| Model | ν | f")[7] == f"ḡ last {epochs}"
+    assert _header(md["ns2d"], "| setting")[2] == f"ḡ last {epochs} epochs"
+    diagnostics = _header(md["grid"], "| model")
+    assert f"step {step}" in diagnostics and f"amp {step}" in diagnostics
+    assert (f"step {step}: step 5, or the last step of a shorter rollout" in md["grid"]) == (step != "5")
+
+
 def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path):
     write_report("headline", RECORDS["headline"], tmp_path)
     md = (tmp_path / "table.md").read_text()

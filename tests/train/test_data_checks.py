@@ -86,8 +86,8 @@ def test_train_refuses_a_generated_data_set_too_large_for_the_machine(tmp_path, 
     """train.py generates through the same generator: its size checks run before any work."""
     code = train_cli.main(["--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run"), *TINY,
                            "--n-train", "1000000000000"])
-    refused(capsys, code, "the ks data set nu=0.1, n_train=1000000000000, n_test=2 (1000000000002 trajectories x 26 "
-                          "frames x 512 points) needs about")
+    refused(capsys, code, "the ks data set nu=0.1, --n-train=1000000000000, --n-test=2 (1000000000002 trajectories x "
+                          "26 frames x 512 points) needs about")  # the flags typed, not the generator's n_train
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 from helpers import translating_waves
 
+from amg_fast.cli import train as train_cli
 from amg_fast.data.generate import dataset_path
 from amg_fast.data.h5 import write_lpsda
 from amg_fast.train.config import TrainConfig
@@ -117,6 +118,29 @@ def test_train_refuses_an_out_or_cache_below_a_file(tmp_path, flag):
         ["--cache-dir", tmp_path / "afile" / "cache", "--out", tmp_path / "run"]
     refused(cli("train.py", *args, *TINY), f"{flag} {tmp_path / 'afile'}/")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+GENERATOR_REFUSALS = {  # settings the data generator refuses (train.py's own checks pass them)
+    "ns2d-t-end-1e12": (["--pde", "ns2d", "--model", "ffno2d", "--ns-grid", "16", "--ns-t-end", "1e12"],
+                        "the NS2D solver would take 3.12e+13 time steps per trajectory (each frame interval in steps of "
+                        "at most dt); allowed: at most 5e+07 (a larger dt, a shorter --ns-t-end)"),
+    "ns2d-n-train-1e8": (["--pde", "ns2d", "--model", "ffno2d", "--ns-grid", "16", "--n-train", "100000000"],
+                         "the ns2d data set nu=0.001, --n-train=100000000, --n-test=4 (100000004 trajectories x 11 "
+                         "frames x 256 points) needs about"),
+    "ks-n-train-1e12": (["--n-train", "1000000000000"], "the ks data set nu=0.1, --n-train=1000000000000, --n-test=32"),
+}
+
+
+@pytest.mark.parametrize("case", list(GENERATOR_REFUSALS))
+def test_train_announces_no_data_generation_the_generator_refuses(tmp_path, capsys, case):
+    """Formerly `data: generating F (...)` was printed, then the generator refused its arguments; the
+    refusal names train.py's flags (--ns-t-end, --n-train), not the generator's keywords (t_end, n_train)."""
+    args, message = GENERATOR_REFUSALS[case]
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    assert train_cli.main([*args, "--out", str(out), "--cache-dir", str(cache), "--device", "cpu"]) == 2
+    printed = capsys.readouterr()
+    assert message in printed.err and "data: " not in printed.out + printed.err, printed
+    assert sorted(tmp_path.iterdir()) == []
 
 
 def test_cached_file_with_nan_is_refused_with_how_to_regenerate(tmp_path):

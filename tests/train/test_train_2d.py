@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from helpers import write_pdebench_cfd
 
 from amg_fast.cli import evaluate as evaluate_cli
 from amg_fast.cli import train as train_cli
@@ -90,7 +91,10 @@ def test_a_2d_checkpoint_on_1d_data_is_refused(ns_run, tiny_data, capsys):
     (["--model", "s4ffno2d", "--pde", "ns2d", "--no-freq-gate"],
      "--no-freq-gate and --omega-mode apply to --model amgfno / amgfno2d only"),
     (["--model", "amgfno2d", "--pde", "ns2d", "--ns-frames", "1"], "ns_frames must be an integer >= 2"),
-], ids=["1d-model-ns2d", "2d-model-ks", "ns-grid-burgers", "alpha-ffno2d", "freq-gate-s4ffno2d", "one-frame"])
+    (["--model", "ffno2d", "--pde", "ns2d", "--field", "Vx"], "--field 'Vx': picks a field of a PDEBench CFD --data "
+                                                              "file; the generated data sets hold one field"),
+], ids=["1d-model-ns2d", "2d-model-ks", "ns-grid-burgers", "alpha-ffno2d", "freq-gate-s4ffno2d", "one-frame",
+        "field-without-data"])
 def test_mismatches_are_refused_before_any_work(tmp_path, capsys, args, message):
     out, cache = tmp_path / "run", tmp_path / "cache"
     assert train_cli.main([*args, "--out", str(out), "--cache-dir", str(cache), "--device", "cpu"]) == 2
@@ -156,6 +160,44 @@ def test_a_data_file_of_the_same_nu_trains_and_its_config_holds_no_generator_set
                            "--epochs", "1", "--width", "8", "--device", "cpu", "--out", str(out)]) == 0
     config = json.loads((out / "config.json").read_text())
     assert (config["nu"], config["ns_grid"], config["ns_frames"], config["ns_t_end"]) == (1e-4, None, None, None)
+
+
+@pytest.fixture
+def cfd_file(tmp_path, gen):
+    """A PDEBench 2D CFD file (PDEBench's layout, no attributes of ours) with four fields: 9 train + 1 test
+    trajectories of 4 frames on 8 x 8 points."""
+    path, x = tmp_path / "2D_CFD_Rand_M0.1_periodic_8_Train.hdf5", (np.arange(8) + 0.5) / 8
+    fields = {name: torch.randn(10, 4, 8, 8, generator=gen).numpy() + i for i, name in
+              enumerate(("density", "pressure", "Vx", "Vy"))}
+    write_pdebench_cfd(path, fields, x, x, 4)
+    return path
+
+
+def test_a_cfd_file_of_several_fields_trains_and_evaluates_the_field_named(cfd_file, tmp_path, capsys):
+    """Formerly refused with `pass field= one of them`, an argument of read_trajectories that neither CLI
+    had: --field picks it, config.json records it, evaluate.py takes the run's field by default."""
+    out, flags = tmp_path / "run", ["--model", "ffno2d", "--pde", "ns2d", "--data", str(cfd_file), "--res", "8",
+                                    "--epochs", "1", "--width", "8", "--device", "cpu", "--batch-size", "3"]
+    for extra, message in (([], "name one of them with --field"), (["--field", "vorticity"],
+                                                                   "--field 'vorticity' is not one of them")):
+        assert train_cli.main([*flags, "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: {cfd_file}: a PDEBench CFD file with the fields density, pressure, Vx, Vy: {message}\n"
+        assert not out.exists()
+    assert train_cli.main([*flags, "--out", str(out), "--field", "Vx"]) == 0
+    assert json.loads((out / "config.json").read_text())["field"] == "Vx"
+    trained = json.loads((out / "results.json").read_text())["nrmse"]
+    evaluated = {}
+    for field in (None, "density"):
+        path = tmp_path / f"eval-{field}.json"
+        assert evaluate_cli.main([str(out), "--data", str(cfd_file), "--json", str(path),
+                                  *(["--field", field] if field else [])]) == 0
+        evaluated[field] = json.loads(path.read_text())
+    assert evaluated[None]["field"] == "Vx" and evaluated[None]["nrmse"] == pytest.approx(trained, rel=1e-5)
+    assert evaluated["density"]["field"] == "density" and evaluated["density"]["nrmse"] != pytest.approx(trained)
+    capsys.readouterr()
+    assert evaluate_cli.main([str(out), "--data", str(cfd_file), "--field", "nope"]) == 2
+    assert "--field 'nope' is not one of them" in capsys.readouterr().err
 
 
 def test_the_2d_commands_of_docs_training_parse():
