@@ -678,8 +678,30 @@ def _headline_tables(records: list[dict]) -> list[Table]:
                                                                    "--normalize --increment", "change",
                                                                    "lower by more than the seed spread"],
                    effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each; -: a "
-                                "cell with one seed).")
+                                "cell with one seed). " + _default_decision(effect_rows))
     return [cells, reduction, effect]
+
+
+def _default_decision(effect_rows: list[list]) -> str:
+    """Issue 21's rule for the default output parametrisation, on the cells where both ran: the
+    default when it lowers the mean nRMSE of all three models by more than the seed spread."""
+    verdicts = {}
+    for pde, nu, res, model, *_, beyond in effect_rows:
+        verdicts.setdefault((pde, nu, res), {})[model] = beyond
+    lines = []
+    for (pde, nu, res), by_model in verdicts.items():
+        wanted = [MODEL_NAMES.get(m, m) for m in ("ffno", "s4ffno", "amgfno")]
+        missing = [m for m in wanted if m not in by_model] + [m for m in wanted if by_model.get(m) == "-"]
+        if "no" in (by_model.get(m) for m in wanted):
+            verdict = "no (" + ", ".join(m for m in wanted if by_model.get(m) == "no") + " not lower by more than " \
+                      "the spread): keep it opt-in"
+        elif missing:
+            verdict = "undecided (" + ", ".join(missing) + ": not run, or fewer than 2 seeds)"
+        else:
+            verdict = "yes for all three: make it the default"
+        lines.append(f"{pde} ν = {nu}, f = {res}: {verdict}")
+    return ("Rule (issue 21): --normalize --increment becomes the default if it lowers the mean nRMSE of all three "
+            "models by more than the seed spread. " + "; ".join(lines) + ".") if lines else ""
 
 
 def _fidelity_label(record: dict, shared: dict) -> str:

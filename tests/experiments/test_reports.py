@@ -346,10 +346,13 @@ def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path
     effect = {r[3]: r for r in _rows(md, "| KS | 0.1 | 32 |") if len(r) == 8}
     assert effect["AMGFNO"][6] == f"{100 * -0.05 / statistics.fmean(amg):+.1f}%" and effect["AMGFNO"][7] == "yes"
     assert "FFNO" not in effect  # FFNO ran the defaults only: nothing to compare
+    assert "KS ν = 0.1, f = 32: undecided (FFNO: not run, or fewer than 2 seeds)" in md  # issue 21's rule
     one_seed = [r for r in RECORDS["headline"] if r["seed"] == 0]
     write_report("headline", one_seed, tmp_path / "one")
     effect = {r[3]: r for r in _rows((tmp_path / "one" / "table.md").read_text(), "| KS | 0.1 | 32 |") if len(r) == 8}
     assert effect["AMGFNO"][7] == "-"  # one seed: no spread, no verdict (formerly "no")
+    assert "f = 32: undecided (FFNO, S4FFNO, AMGFNO: not run, or fewer than 2 seeds)" in \
+        (tmp_path / "one" / "table.md").read_text()
     # a sweep run with --set n_train=256 (gpu_campaign.sh's NAME:EXP:PRESET:SEEDS:KEY=VALUE): the same
     # cells and verdicts (formerly labelled "n_train=256" and "increment=True n_train=256 normalize=True",
     # with an empty --normalize --increment table)
@@ -418,3 +421,16 @@ def test_ns2d_report_nrmse_per_model_and_the_gate_per_f_beside_1d(tmp_path):
     assert f"| NS2D ν=0.001 | 64 | {mean_std(last20[64])} | {mean_std([g / 2 for g in last20[64]])} | {ratio:.4g} |" in md
     assert "| KS ν=0.1 (paper, 1D) | 32 | 0.5 | - | 1 |" in md and "| KS ν=0.1 (paper, 1D) | 64 | 0.25 | - | 2 |" in md
     assert "| FFNO2d | 0.0001 | 32 | " in md and "| - | - | " in md  # no gate columns for FFNO2d
+
+
+def test_the_default_parametrisation_rule_needs_all_three_models_lower_beyond_the_spread():
+    from amg_fast.experiments.reports import _default_decision
+
+    def rows(**verdicts):
+        return [["KS", "0.1", 32, name, None, None, "-10%", v] for name, v in verdicts.items()]
+    assert "f = 32: yes for all three: make it the default" in _default_decision(rows(FFNO="yes", S4FFNO="yes",
+                                                                                       AMGFNO="yes"))
+    assert "f = 32: no (S4FFNO not lower by more than the spread): keep it opt-in" in \
+        _default_decision(rows(FFNO="yes", S4FFNO="no", AMGFNO="-"))
+    assert "undecided (AMGFNO: not run" in _default_decision(rows(FFNO="yes", S4FFNO="yes"))
+    assert _default_decision([]) == ""
