@@ -33,7 +33,9 @@
 #                       for each of the two accuracy probes)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
-#                       "headline:headline:paper:0,1,2" (issue 21). E.g. "precision:precision:quick:0,1,2"
+#                       "headline:headline:paper:0,1,2 precision:precision:quick:0,1,2" (issue 21, then issue 19's
+#                       nRMSE per precision mode: quick runs of ~1.5 minutes that fill the end of a budget
+#                       too short for another paper-preset run)
 #   CAMPAIGN_VARIANTS   --variant words for gpu_summary.py (default: the kernel switches of docs/kernels.md)
 #   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>)
 #   CAMPAIGN_WORK       where the sweeps train, with checkpoints and data; kept after the script, so that a
@@ -57,7 +59,7 @@ START=$(date +%s)
 BUDGET=${CAMPAIGN_BUDGET_S:-540} RESERVE=${CAMPAIGN_RESERVE_S:-30}
 PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
-SWEEPS=${CAMPAIGN_SWEEPS:-headline:headline:paper:0,1,2}
+SWEEPS=${CAMPAIGN_SWEEPS:-headline:headline:paper:0,1,2 precision:precision:quick:0,1,2}
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue spectral_four:AMG_FAST_SPECTRAL_MIX=four \
 spectral_reduced:AMG_FAST_SPECTRAL_REDUCED_DOTS=1 spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch \
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
