@@ -37,7 +37,8 @@
 #                       nRMSE per precision mode: quick runs of ~1.5 minutes that fill the end of a budget
 #                       too short for another paper-preset run)
 #   CAMPAIGN_VARIANTS   --variant words for gpu_summary.py (default: the kernel switches of docs/kernels.md)
-#   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>)
+#   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>; in a dry run none,
+#                       unless set: its smoke preset cannot continue a committed paper or quick sweep)
 #   CAMPAIGN_WORK       where the sweeps train, with checkpoints and data; kept after the script, so that a
 #                       second call on the same machine continues them (default /tmp/amg_campaign_work on a
 #                       GPU; in a dry run a temporary folder, removed at the end, unless set)
@@ -78,6 +79,7 @@ if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'
 elif [[ $DRY == 1 ]]; then
     GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
     VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue}  # one: each is a process
+    TREES=${CAMPAIGN_TREES:-}  # the committed trees are paper / quick sweeps: a smoke run cannot continue them
 else
     echo "gpu_campaign: no usable CUDA GPU (torch.cuda.is_available() is False); CAMPAIGN_DRY_RUN=1 tries this script on a CPU" >&2
     exit 3
@@ -146,7 +148,7 @@ run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]
     [[ -n ${5:-} ]] && set=(--set ${5//,/ })
     if [[ -f $WORK/$name/sweep.json ]]; then
         echo "sweep $name: continuing the one an earlier call left in $WORK/$name"
-    elif [[ -d $TREES/$name ]]; then
+    elif [[ -n $TREES && -d $TREES/$name ]]; then
         cp -r "$TREES/$name" "$WORK/$name"  # the runs earlier sessions finished
     fi
     # --budget-s starts no run it cannot finish by its estimate; the timeout (SIGINT: each run keeps its
