@@ -106,6 +106,7 @@ class Estimator:
     def __init__(self, machine: dict, preset: str, run_dirs=()):
         self.machine, self.preset = machine, preset
         self.per_epoch: dict[tuple, list[float]] = {}
+        self.startups: list[float] = []  # measured: a finished run's wall time outside its epochs
         for run_dir in run_dirs:
             self.observe(run_dir)
 
@@ -135,12 +136,20 @@ class Estimator:
         if results is None:
             return
         wall, epochs = results.wall_time_s, results.epochs
-        if machine == self.machine and epochs > 0 and wall > 0:
-            self.per_epoch.setdefault(kind_of(config), []).append(wall / epochs)
+        if machine != self.machine or epochs <= 0 or wall <= 0:
+            return
+        in_epochs = results.train_time_s + results.eval_time_s + results.checkpoint_time_s
+        if 0 < in_epochs <= wall:
+            self.startups.append(wall - in_epochs)
+        else:  # the split is missing or inconsistent: all of the wall time per epoch
+            in_epochs = wall
+        self.per_epoch.setdefault(kind_of(config), []).append(in_epochs / epochs)
 
     def seconds(self, config: dict) -> tuple[float, str]:
-        """(estimated seconds, where the estimate comes from) for a run with this resolved config dict."""
-        startup = STARTUP_SECONDS[self.machine["device"]]
+        """(estimated seconds, where the estimate comes from) for a run with this resolved config dict:
+        start-up (the longest measured here -- data, imports, kernels compiled, graph capture, the final
+        evaluation -- else STARTUP_SECONDS) plus seconds per epoch x epochs."""
+        startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
         measured = self.per_epoch.get(kind_of(config))
         scaled = None if measured else self._scaled(config)
         if measured:
