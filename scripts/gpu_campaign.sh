@@ -18,7 +18,8 @@
 #            checkpoint); `reproduce.py run` with what is left of the budget (it starts no run it cannot
 #            finish), `export` of the finished runs to RESULTS_DIR/sweeps/<NAME>, `report`. With
 #            --fast-kernels, unless a test of the tests phase failed in this call: then the reference
-#            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on)
+#            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on), also in
+#            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK)
 # After every phase RESULTS_DIR (no checkpoints, rollouts or data) is packed into
 # $CAMPAIGN_EXPORT/campaign.tgz, with campaign.log beside it.
 #
@@ -180,7 +181,15 @@ phase_runs() {
 }
 
 declare -A STATUS=()
-FALLBACK=""
+FALLBACK="" KERNELS_FAILED=$WORK/cuda_tests_failed.txt  # kept in WORK: a later call without the tests phase reads it
+reference_kernels() {  # reference_kernels WHY: the runs of this call drop --fast-kernels
+    [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || return 0
+    RUN_FLAGS=("${RUN_FLAGS[@]/--fast-kernels}"); read -r -a RUN_FLAGS <<< "${RUN_FLAGS[*]}"
+    FALLBACK="$1: this call's runs use the reference kernels ($(printf '%s ' "${RUN_FLAGS[@]}")without --fast-kernels)"
+    echo "gpu_campaign: $FALLBACK"
+}
+# a call without the tests phase (the session's second) keeps the verdict of an earlier call's tests on this machine
+[[ ,$PHASES, != *",tests,"* && -f $KERNELS_FAILED ]] && reference_kernels "$(cat "$KERNELS_FAILED")"
 for phase in install tests bench runs; do
     [[ ,$PHASES, == *",$phase,"* ]] || { STATUS[$phase]=skipped; continue; }
     echo; echo "== [$phase] $(date -u +%T), $(left) s of the budget left"
@@ -188,11 +197,15 @@ for phase in install tests bench runs; do
     "phase_$phase" > >(tee "$RESULTS/logs/$phase.log") 2>&1
     rc=$?
     # a test that failed (not one cut off by the phase's time limit) keeps the Triton kernels out of the runs
-    if [[ $phase == tests && $rc != 0 && " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] \
-        && grep -qE '^(FAILED|ERROR) ' "$RESULTS/logs/tests.log"; then
-        RUN_FLAGS=("${RUN_FLAGS[@]/--fast-kernels}"); read -r -a RUN_FLAGS <<< "${RUN_FLAGS[*]}"
-        FALLBACK="the CUDA tests failed: this call's runs use the reference kernels ($(printf '%s ' "${RUN_FLAGS[@]}")without --fast-kernels)"
-        echo "gpu_campaign: $FALLBACK"
+    if [[ $phase == tests ]]; then
+        if [[ $rc != 0 ]] && grep -qE '^(FAILED|ERROR) ' "$RESULTS/logs/tests.log"; then
+            echo "the CUDA tests failed in an earlier call on this machine ($(date -u +%T))" > "$KERNELS_FAILED"
+            reference_kernels "the CUDA tests failed"
+        elif [[ $rc == 0 ]]; then
+            rm -f "$KERNELS_FAILED"
+        elif [[ -f $KERNELS_FAILED ]]; then  # cut off by its time limit: an earlier call's failure still holds
+            reference_kernels "$(cat "$KERNELS_FAILED")"
+        fi
     fi
     STATUS[$phase]="$([[ $rc == 0 ]] && echo pass || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"
     echo "== [$phase] ${STATUS[$phase]}"

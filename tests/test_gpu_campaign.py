@@ -68,6 +68,26 @@ def test_failed_cuda_tests_make_the_runs_use_the_reference_kernels(tmp_path):
     assert passing.returncode == 0 and "reference kernels" not in passing.stdout, passing.stdout[-3000:]
 
 
+def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_path):
+    """The session's second call (CAMPAIGN_PHASES=install,runs) runs no tests: it must not train with
+    the kernels the first call's CUDA tests failed on the same machine (CAMPAIGN_WORK keeps the verdict),
+    and a later call whose tests pass clears it."""
+    failing = tmp_path / "test_failing.py"
+    failing.write_text("def test_a_kernel_is_wrong():\n    assert 1 == 2\n")
+    same_machine = {"CAMPAIGN_WORK": str(tmp_path / "work"), "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu"}
+    first = campaign(tmp_path, "call1", CAMPAIGN_PHASES="tests", CAMPAIGN_TESTS=str(failing), **same_machine)
+    assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-3000:]
+    second = campaign(tmp_path, "call2", CAMPAIGN_BUDGET_S="40", **same_machine)  # runs only: too short for a sweep
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    message = "this call's runs use the reference kernels (--device cpu without --fast-kernels)"
+    assert "the CUDA tests failed in an earlier call on this machine" in second.stdout and message in second.stdout
+    assert message in (tmp_path / "call2" / "results" / "phases.md").read_text()
+    passing = campaign(tmp_path, "call3", CAMPAIGN_PHASES="tests", **same_machine)
+    assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr[-3000:]
+    fourth = campaign(tmp_path, "call4", CAMPAIGN_BUDGET_S="40", **same_machine)
+    assert fourth.returncode == 0 and "reference kernels" not in fourth.stdout, fourth.stdout[-3000:]
+
+
 def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     result = campaign(tmp_path, "short", CAMPAIGN_BUDGET_S="40")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
