@@ -145,10 +145,11 @@ class Estimator:
             in_epochs = wall
         self.per_epoch.setdefault(kind_of(config), []).append(in_epochs / epochs)
 
-    def seconds(self, config: dict) -> tuple[float, str]:
+    def seconds(self, config: dict, epochs_done: int = 0) -> tuple[float, str]:
         """(estimated seconds, where the estimate comes from) for a run with this resolved config dict:
         start-up (the longest measured here -- data, imports, kernels compiled, graph capture, the final
-        evaluation -- else STARTUP_SECONDS) plus seconds per epoch x epochs."""
+        evaluation -- else STARTUP_SECONDS) plus seconds per epoch x the epochs left (a partial run
+        resumes after epochs_done of them)."""
         startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
         measured = self.per_epoch.get(kind_of(config))
         scaled = None if measured else self._scaled(config)
@@ -166,7 +167,10 @@ class Estimator:
                 per_epoch = DEFAULT_SECONDS_PER_EPOCH[key] * config["res"] / 32 * config["n_train"] \
                     / PRESET_N_TRAIN[self.preset]
             source = f"default for preset {self.preset} on {self.machine['device']}"
-        return startup + per_epoch * config["epochs"], source
+        left = max(config["epochs"] - epochs_done, 0)
+        if epochs_done:
+            source += f"; resumes with {left} of {config['epochs']} epochs left"
+        return startup + per_epoch * left, source
 
     def _scaled(self, config: dict) -> tuple[float, str] | None:
         """(seconds per epoch, source) from this machine's finished runs of the same kind at the nearest

@@ -48,7 +48,7 @@ from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
            "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
            "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
-           "export_runs", "state_note", "check_max_requeues", "MAX_REQUEUES"]
+           "export_runs", "state_note", "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES"]
 
 STATES = ("done", "running", "partial", "failed", "died", "corrupt", "missing")
 NOT_DONE = ("failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
@@ -229,6 +229,24 @@ def run_state(run_dir: Path) -> str:
     if RunDir(run_dir).has_checkpoint():
         return "partial"
     return "died" if (run_dir / "config.json").exists() or (run_dir / LOG_FILE).exists() else "missing"
+
+
+def epochs_to_resume(run_dir: Path) -> int:
+    """The epochs a partial run (a checkpoint, no results) has behind it: the last epoch of its
+    metrics.jsonl that wrote a checkpoint (every config.json checkpoint_every epochs); 0 for any other
+    run or when its files cannot tell."""
+    run = RunDir(run_dir)
+    if run.finished() or not run.has_checkpoint():
+        return 0
+    config = _read_json(run.path / "config.json")
+    every = config.get("checkpoint_every") if isinstance(config, dict) else None
+    try:
+        epochs = [row["epoch"] for row in run.read_metrics()]
+    except RunDirError:
+        return 0
+    if not isinstance(every, int) or every < 1:
+        return 0
+    return max((e for e in epochs if isinstance(e, int) and e > 0 and e % every == 0), default=0)
 
 
 def state_note(run_dir: Path, state: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from amg_fast.data.generate import PDES
 from amg_fast.experiments.estimate import Estimator
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, Experiment, get_experiment, grid_experiment
-from amg_fast.experiments.runner import job_config, read_job, run_dir_of, run_dirs, run_state
+from amg_fast.experiments.runner import epochs_to_resume, job_config, read_job, run_dir_of, run_dirs, run_state
 from amg_fast.experiments.specs import FILTER_KEYS, OVERRIDABLE, RunSpec, parse_setting
 
 __all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_grid", "parse_set", "load_grid_file", "select_runs", "plan",
@@ -222,8 +222,10 @@ def plan(out: Path, specs: list[RunSpec], preset: str, estimator: Estimator, **j
     runs not done on one worker}. job: device / fast_kernels / cuda_graph of the runs."""
     rows = []
     for spec in specs:
-        state = run_state(run_dir_of(Path(out), spec))
-        seconds, source = estimator.seconds(job_config(spec, preset, **job).to_dict())
+        run_dir = run_dir_of(Path(out), spec)
+        state = run_state(run_dir)
+        seconds, source = estimator.seconds(job_config(spec, preset, **job).to_dict(),
+                                            epochs_to_resume(run_dir) if state == "partial" else 0)
         rows.append((spec, state, seconds, source))
     counts = Counter(state for _, state, _, _ in rows)
     return {"runs": rows, "counts": counts, "estimate_s": sum(s for _, state, s, _ in rows if state != "done")}
@@ -262,7 +264,8 @@ def summary_lines(result: dict, by_experiment: dict[str, int], machine: dict, pr
 
 class Budget:
     """Whether a run may start: elapsed time since the command began (`start` on `clock`, default now)
-    plus the run's estimate must stay within budget_s (None: no budget). Says what it skipped and why."""
+    plus the run's estimate (for a partial run, of the epochs it has left) must stay within budget_s
+    (None: no budget). Says what it skipped and why."""
 
     def __init__(self, budget_s: float | None, estimator: Estimator, configs: dict[str, dict], clock=time.monotonic,
                  start: float | None = None):
@@ -276,7 +279,7 @@ class Budget:
         if self.budget_s is None:
             return None
         left = self.budget_s - (self.clock() - self.start)
-        seconds, source = self.estimator.seconds(self.configs[Path(run_dir).name])
+        seconds, source = self.estimator.seconds(self.configs[Path(run_dir).name], epochs_to_resume(run_dir))
         if seconds <= left:
             return None
         # rounded so that the line never reads "needs ~9 s, 9 s left" for a run that does not fit

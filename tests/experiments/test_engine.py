@@ -376,6 +376,26 @@ def test_a_run_estimated_at_exactly_the_budget_and_the_commands_start():
     assert started_earlier(Path("a")).endswith("7 s of the budget left")
 
 
+def test_a_partial_run_is_estimated_by_the_epochs_it_has_left(tmp_path):
+    """A run a call's timeout stopped after its checkpoint of epoch 6 of 10 resumes in a budget that fits
+    its 4 epochs left (formerly estimated as the whole run, it was skipped and lost with the machine)."""
+    estimator = Estimator({"device": "cpu", "name": "test"}, "smoke")
+    config = {"res": 32, "epochs": 10, "n_train": 8}  # 5 s start-up + 10 epochs x 2 s = 25 s by the defaults
+    partial, fresh = tmp_path / "partial", tmp_path / "fresh"
+    partial.mkdir()
+    fresh.mkdir()
+    (partial / "config.json").write_text(json.dumps({"checkpoint_every": 2}))
+    (partial / "checkpoint.pt").write_bytes(b"a checkpoint")  # its epoch: the last one a checkpoint was written at
+    (partial / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e}) + "\n" for e in range(1, 8)))
+    assert runner.epochs_to_resume(partial) == 6 and runner.epochs_to_resume(fresh) == 0
+    budget = Budget(15.0, estimator, {"partial": config, "fresh": config}, clock=lambda: 0.0)
+    assert budget(partial) is None  # 5 + 4 x 2 = 13 s
+    assert budget(fresh) == "needs ~25 s (default for preset smoke on cpu), 15 s of the budget left"
+    assert estimator.seconds(config, 6) == (13.0, "default for preset smoke on cpu; resumes with 4 of 10 epochs left")
+    (partial / "results.json").write_text("{}")  # finished (or corrupt): trained in full if at all
+    assert runner.epochs_to_resume(partial) == 0
+
+
 def test_default_estimates_scale_with_f_and_the_training_set():
     from amg_fast.experiments.estimate import PRESET_N_TRAIN
     from amg_fast.experiments.specs import PRESETS
