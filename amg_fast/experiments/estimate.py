@@ -16,7 +16,8 @@ from pathlib import Path
 
 from amg_fast.train.rundir import RunDir
 
-__all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "Estimator", "machine_of", "kind_of", "device_type"]
+__all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "SETUP_KEY", "Estimator", "machine_of", "kind_of", "where",
+           "device_type"]
 
 # Seconds per epoch at f = 32 when the sweep has no finished run of the same kind on this machine;
 # other resolutions scale linearly with f, other training-set sizes with n_train (measured steps grow about so: 3.9 / 7.4 / 14.4 ms graphed
@@ -57,6 +58,9 @@ PRESET_N_TRAIN_2D = {"paper": 1000, "quick": 16, "cpu": 16, "smoke": 4}
 # Per run, besides its epochs: process start, data generation or loading, CUDA set-up and graph capture.
 STARTUP_SECONDS = {"cpu": 5.0, "cuda": 60.0}
 MACHINE_FILE = "machine.json"
+# machine.json's field for the seconds a sweep's job spent before training (imports, data generation
+# under the sweep's lock): not in the trainer's wall time, part of a run's start-up.
+SETUP_KEY = "setup_s"
 # The settings that set a run's cost: runs alike in these (and machine) share a seconds-per-epoch.
 KIND_KEYS = ("model", "res", "n_train", "batch_size", "width", "precision", "fast_kernels", "cuda_graph",
              "share_weights", "weight_norm", "ns_frames")
@@ -94,6 +98,11 @@ def machine_of(device: str, gpus: list[str]) -> dict:
     return {"device": kind, "name": name or (_cpu_name() if kind == "cpu" else "cuda")}
 
 
+def where(machine: dict) -> dict:
+    """A machine.json's machine (device and name), without what the job recorded beside it."""
+    return {"device": machine.get("device"), "name": machine.get("name")}
+
+
 def kind_of(config: dict) -> tuple:
     return tuple(config.get(k) for k in KIND_KEYS)
 
@@ -121,7 +130,7 @@ class Estimator:
             except (OSError, ValueError):
                 continue
             if isinstance(machine, dict) and machine.get("device") == "cuda":
-                seen.append(machine)
+                seen.append(where(machine))
         machine = max(seen, key=seen.count) if seen else {"device": "cuda", "name": "a GPU (defaults)"}
         return cls(machine, preset, run_dirs)
 
@@ -136,11 +145,12 @@ class Estimator:
         if results is None:
             return
         wall, epochs = results.wall_time_s, results.epochs
-        if machine != self.machine or epochs <= 0 or wall <= 0:
+        if not isinstance(machine, dict) or where(machine) != where(self.machine) or epochs <= 0 or wall <= 0:
             return
         in_epochs = results.train_time_s + results.eval_time_s + results.checkpoint_time_s
+        setup = machine.get(SETUP_KEY, 0.0)  # the job's time before training: imports, the data
         if 0 < in_epochs <= wall:
-            self.startups.append(wall - in_epochs)
+            self.startups.append(wall - in_epochs + (setup if isinstance(setup, (int, float)) and setup > 0 else 0.0))
         else:  # the split is missing or inconsistent: all of the wall time per epoch
             in_epochs = wall
         self.per_epoch.setdefault(kind_of(config), []).append(in_epochs / epochs)

@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -295,8 +296,11 @@ def run_job(run_dir: str) -> str:
     the sweep's data lock, resumes from whatever the directory holds. An error (also an unreadable
     job.json) is written to error.json (message and traceback) and returns "failed"; it does not
     raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
+    machine.json records where it trains and, once training starts, the seconds spent before (SETUP_KEY).
     """
+    started = time.monotonic()  # before the imports below (torch): they are part of a run's start-up
     from amg_fast.data.generate import generate_dataset
+    from amg_fast.experiments.estimate import SETUP_KEY
     from amg_fast.experiments.readings import READINGS
     from amg_fast.train.data import dataset_request
     from amg_fast.train.trainer import train
@@ -324,7 +328,8 @@ def run_job(run_dir: str) -> str:
                 spec, cfg = job["spec"], job["config"]
                 cfg.out, cfg.cache_dir = str(run_dir), str(run_dir.parents[1] / "data")
                 cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
-                _write_json(run_dir / MACHINE_FILE, _machine(cfg.device))
+                machine = _machine(cfg.device)
+                _write_json(run_dir / MACHINE_FILE, machine)
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
                 options = READINGS[spec.reading].options if spec.reading else None
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):
@@ -337,6 +342,7 @@ def run_job(run_dir: str) -> str:
                 if spec.reading:
                     cfg.data = str(path)
                 _relocate(run_dir, cfg, log)
+                _write_json(run_dir / MACHINE_FILE, {**machine, SETUP_KEY: round(time.monotonic() - started, 2)})
                 train(cfg, log=log)
             except Exception as err:  # recorded; the sweep goes on and the next `run` retries it
                 log(traceback.format_exc())

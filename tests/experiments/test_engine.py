@@ -416,9 +416,14 @@ def test_estimates_use_this_machines_finished_runs(trained):
     assert source.startswith("measured here (1 finished run")
     # its epochs (training, evaluations, checkpoints) per epoch, and the rest of its wall time as the
     # start-up (formerly the whole wall time per epoch plus the default start-up: counted twice)
+    # start-up (formerly the whole wall time per epoch plus the default start-up: counted twice), plus
+    # the job's seconds before training (imports, data: machine.json's setup_s; formerly not counted)
     in_epochs = results["train_time_s"] + results["eval_time_s"] + results["checkpoint_time_s"]
-    assert pytest.approx(results["wall_time_s"] - in_epochs) in here.startups  # the longest is taken
-    assert seconds == pytest.approx(max(here.startups) + in_epochs)
+    assert 0 < machine["setup_s"] < 600
+    assert pytest.approx(machine["setup_s"] + results["wall_time_s"] - in_epochs) in here.startups
+    assert seconds == pytest.approx(max(here.startups) + in_epochs)  # the longest start-up is taken
+    assert Estimator({"device": machine["device"], "name": machine["name"]}, "smoke",
+                     runner.run_dirs(trained)).startups == here.startups  # setup_s is not part of the machine
     elsewhere = Estimator({**machine, "name": "another CPU"}, "smoke", runner.run_dirs(trained))
     assert elsewhere.seconds(config)[1] == "default for preset smoke on cpu"
 
