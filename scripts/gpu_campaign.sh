@@ -132,7 +132,11 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
 phase_bench() {
     local variants=() word rc=0
     for word in $VARIANTS; do variants+=(--variant "$word"); done
-    "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$(cap "$T_BENCH")" "${variants[@]}" "${BENCH_FLAGS[@]}" || rc=1
+    local t; t=$(cap "$T_BENCH")
+    # its own --budget-s starts no part it cannot finish; the timeout (SIGINT: it keeps what finished) stops a
+    # part that hangs, e.g. a kernel compiling for the first time, 30 s past it
+    timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${variants[@]}" \
+        "${BENCH_FLAGS[@]}" || rc=1
     pack
     [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
     mkdir -p "$RESULTS/probes"
