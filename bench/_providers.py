@@ -514,8 +514,9 @@ def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: 
             results.append(row)
             print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
                            for key, value in row.items()), flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "unit": "ms",
-                       "rows": results}, fh, indent=1)
+            if args.json:  # after every row, whole: a probe stopped by its time limit keeps what it measured
+                from amg_fast._files import atomic_write_text
+
+                atomic_write_text(args.json, json.dumps({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                                                         "unit": "ms", "rows": results}, indent=1))
     return 0

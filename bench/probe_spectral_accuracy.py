@@ -168,6 +168,7 @@ def main(argv=None) -> int:
             ref = {"S": S, "R": R, **reference_check(x32, w32, exact["fp32"])}
             print(" ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in ref.items()), flush=True)
             rows.append(ref)
+            write_json(args.json, dev, rows)
             for mode in args.modes:
                 x, w = inputs["bf16" if mode == "bf16" else "fp32"]
                 ex = exact["bf16" if mode == "bf16" else "fp32"]
@@ -190,12 +191,20 @@ def main(argv=None) -> int:
                         row.update({f"expected_{stage}": err for stage, err in expected[transform, mix].items()})
                         row["verdict"] = verdict(measured, expected[transform, mix])
                     rows.append(row)
+                    write_json(args.json, dev, rows)
                     print(" ".join(f"{k_}={v:.2e}" if isinstance(v, float) else f"{k_}={v}" for k_, v in row.items()),
                           flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"gpu": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu (interpreter)", "torch": torch.__version__, "rows": rows}, fh, indent=1)
+    write_json(args.json, dev, rows)
     return 0
+
+
+def write_json(path: str | None, dev: str, rows: list[dict]) -> None:
+    """The rows so far to path, whole (temp file, then rename): a probe stopped by its time limit keeps them."""
+    if path:
+        from amg_fast._files import atomic_write_text
+
+        gpu = torch.cuda.get_device_name(0) if dev == "cuda" else "cpu (interpreter)"
+        atomic_write_text(path, json.dumps({"gpu": gpu, "torch": torch.__version__, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
