@@ -517,6 +517,7 @@ def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: 
             if args.json:  # after every row, whole: a probe stopped by its time limit keeps what it measured
                 from amg_fast._files import atomic_write_text
 
-                atomic_write_text(args.json, json.dumps({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                                                         "unit": "ms", "rows": results}, indent=1))
+                summary = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "unit": "ms",
+                           "rows": results}
+                atomic_write_text(args.json, json.dumps(summary, indent=1))
     return 0
