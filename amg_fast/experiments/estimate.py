@@ -148,9 +148,9 @@ class Estimator:
         if not isinstance(machine, dict) or where(machine) != where(self.machine) or epochs <= 0 or wall <= 0:
             return
         in_epochs = results.train_time_s + results.eval_time_s + results.checkpoint_time_s
-        setup = machine.get(SETUP_KEY, 0.0)  # the job's time before training: imports, the data
+        setup = machine.get(SETUP_KEY)  # the job's time before training: imports, the data
         if 0 < in_epochs <= wall:
-            self.startups.append(wall - in_epochs + (setup if isinstance(setup, (int, float)) and setup > 0 else 0.0))
+            self.startups.append(wall - in_epochs + (setup if isinstance(setup, (int, float)) and setup > 0 else 0))
         else:  # the split is missing or inconsistent: all of the wall time per epoch
             in_epochs = wall
         self.per_epoch.setdefault(kind_of(config), []).append(in_epochs / epochs)

@@ -2,8 +2,8 @@
 
 An Experiment is data: an id, the artefact it reproduces, and `runs(seeds, omega_from)`, the
 RunSpecs it needs in priority order (the order it lists its runs, then seeds; or stage by stage,
-seed by seed). Reports (tables, figures) live in amg_fast.experiments.reports, keyed by the same ids. Add your own with
-`register(Experiment(...))`, or sweep a grid of settings without registering anything
+seed by seed). Reports (tables, figures) live in amg_fast.experiments.reports, keyed by the same
+ids. Add your own with `register(Experiment(...))`, or sweep a grid of settings without registering anything
 (`grid_experiment`, reproduce.py --grid).
 """
 from __future__ import annotations
@@ -167,8 +167,7 @@ def _headline(omega):
     def run(model, pde, nu, res, overrides=None):
         spec = _amgfno(pde, nu, res, omega) if model == "amgfno" else RunSpec(model, pde, nu, res)
         return dataclasses.replace(spec, overrides=overrides or {})
-    pairs = [run(m, "ks", 0.1, 32, o) for models in (HEADLINE_MODELS[:2], HEADLINE_MODELS[2:])
-             for m in models for o in ({}, NORM_INC)]
+    pairs = [run(m, "ks", 0.1, 32, o) for m in HEADLINE_MODELS for o in ({}, NORM_INC)]
     return pairs + [run(m, "ks", 0.1, 128) for m in HEADLINE_MODELS] + \
         [run(m, "burgers", BURGERS_NU, 32) for m in HEADLINE_MODELS]
 

@@ -408,8 +408,9 @@ def _amgfno_runs(records: list[dict], variant: str | None = None) -> list[dict]:
 
 
 def _table3_tables(records: list[dict]) -> list[Table]:
-    groups = _group(_amgfno_runs(records), "pde", "nu", "res")
-    epochs = _gate_epochs(_amgfno_runs(records))  # the paper's 20, or fewer in short runs
+    amgfno = _amgfno_runs(records)
+    groups = _group(amgfno, "pde", "nu", "res")
+    epochs = _gate_epochs(amgfno)  # the paper's 20, or fewer in short runs
     shorter = "" if epochs == str(GATE_EPOCHS) else f"; {epochs} in these runs"
     return [Table(f"Table 3: AMGFNO's mean gate ḡ (mean of the last {GATE_EPOCHS} training epochs{shorter})",
                   ["PDE", "ν", "f", f"ḡ last {epochs} epochs (ours)",
