@@ -228,9 +228,10 @@ def _not_done_lines(run_dirs, skipped: dict[str, str]) -> tuple[list[str], Count
         state = runner.run_state(run_dir)
         if state == "done":
             states["done"] += 1
-        elif state == "missing" and run_dir.name in skipped:
+        elif run_dir.name in skipped:  # not started by the budget, whatever it was left as before
             states["skipped"] += 1
-            lines.append(f"skipped: {run_dir.name}: {skipped[run_dir.name]}")
+            before = "" if state == "missing" else f" (it was {state}: {runner.state_note(run_dir, state)})"
+            lines.append(f"skipped: {run_dir.name}: {skipped[run_dir.name]}{before}")
         else:
             states[state] += 1
             lines.append(f"{state}: {run_dir.name}: {runner.state_note(run_dir, state)}")

@@ -415,7 +415,6 @@ def test_estimates_use_this_machines_finished_runs(trained):
     seconds, source = here.seconds(config)
     assert source.startswith("measured here (1 finished run")
     # its epochs (training, evaluations, checkpoints) per epoch, and the rest of its wall time as the
-    # start-up (formerly the whole wall time per epoch plus the default start-up: counted twice)
     # start-up (formerly the whole wall time per epoch plus the default start-up: counted twice), plus
     # the job's seconds before training (imports, data: machine.json's setup_s; formerly not counted)
     in_epochs = results["train_time_s"] + results["eval_time_s"] + results["checkpoint_time_s"]
@@ -479,6 +478,20 @@ def test_a_tiny_budget_starts_nothing_and_says_why(tmp_path, capsys):
     assert proc.stderr.count("skipped: ") == 2 and "0 s of the budget left" in proc.stderr  # 1 s less planning
     assert "2 not started within --budget-s 1" in proc.stdout
     assert all(runner.run_state(d) == "missing" for d in runner.run_dirs(out))
+
+
+def test_a_partial_run_the_budget_skips_is_listed_as_skipped_with_the_budgets_reason(trained, tmp_path, capsys):
+    """Formerly listed as "partial: ... the next run resumes it" and counted as not done (exit 1: the
+    GPU campaign's runs phase marked FAIL) when only the budget had kept it from resuming."""
+    out = copy(trained, tmp_path / "sweep")
+    (out / "runs" / AMGFNO / "results.json").unlink()  # a checkpoint, no results: partial
+    assert runner.run_state(out / "runs" / AMGFNO) == "partial"
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR, "--budget-s", "1")
+    assert proc.returncode == cli.EXIT_BUDGET, proc.stderr
+    line = next(line for line in proc.stderr.splitlines() if AMGFNO in line)
+    assert line.startswith(f"skipped: {AMGFNO}: needs ~") and "of the budget left (it was partial: stopped " in line
+    assert "1 of 2 runs done; 1 not started within --budget-s 1" in proc.stdout
+    assert runner.run_state(out / "runs" / AMGFNO) == "partial"
 
 
 # -- sweeps that move, copies, truthful states ----------------------------------------------------
