@@ -91,9 +91,9 @@ SEED_LIMIT = 2**32  # seeds are in [0, 2^32): numpy's SeedSequence, torch.manual
 def check_seed(name: str, value) -> int:
     """Require an integer seed in [0, 2^32) (numpy integers too); returns it as an int."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer in [0, 2^32), got {value!r}")
+        raise ArgumentError(f"{name} must be an integer in [0, 2^32), got {value!r}", name)
     if not 0 <= value < SEED_LIMIT:
-        raise ValueError(f"{name} must be in [0, 2^32) = 0..{SEED_LIMIT - 1}, got {value}")
+        raise ArgumentError(f"{name} must be in [0, 2^32) = 0..{SEED_LIMIT - 1}, got {value}", name)
     return int(value)
 
 
@@ -105,17 +105,17 @@ def check_device(device: str) -> None:
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"device must be {allowed}, got {device!r}") from None
+        raise ArgumentError(f"device must be {allowed}, got {device!r}", "device") from None
     if parsed.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be {allowed}, got {device!r}")
+        raise ArgumentError(f"device must be {allowed}, got {device!r}", "device")
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r}: CUDA is not available here (torch {torch.__version__}"
-                             + (", a CPU-only build" if torch.version.cuda is None else ", no GPU visible")
-                             + "); use 'cpu' or 'auto'")
+            raise ArgumentError(f"device {device!r}: CUDA is not available here (torch {torch.__version__}"
+                                + (", a CPU-only build" if torch.version.cuda is None else ", no GPU visible")
+                                + "); use 'cpu' or 'auto'", "device")
         if parsed.index is not None and parsed.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s), "
-                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+            raise ArgumentError(f"device {device!r}: this machine has {torch.cuda.device_count()} GPU(s), "
+                                f"cuda:0..cuda:{torch.cuda.device_count() - 1}", "device")
 
 
 def check_nonempty(name: str, value: torch.Tensor, layout: str) -> None:

@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         target = groups.get(meta.get("group"))
         if target is None:
             target = groups[meta["group"]] = parser.add_argument_group(meta["group"])
-        flag = "--" + f.name.replace("_", "-")
+        flag = _flag(f.name)
         if f.type == "bool":
             target.add_argument(flag, action="store_true", help=meta["help"])
             continue
@@ -79,13 +79,18 @@ def _train(cfg: TrainConfig) -> int:
     return 0
 
 
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def _naming_flags(err: Exception, cfg: TrainConfig) -> str:
-    """The message of err; a refusal of the data generator or reader (ArgumentError) names the flags that
-    set their arguments (`--ns-t-end`, `--field`; not the generator's `t_end`, the reader's `field`)."""
+    """The message of err; a refusal of a setting, the data generator or reader (ArgumentError) names
+    the flags typed (`--batch-size`, `--ns-t-end`, `--field`; not the setting `batch_size`, the
+    generator's `t_end`, the reader's `field`)."""
     if not isinstance(err, ArgumentError):
         return str(err)
-    return err.naming({**{key: "--" + name.replace("_", "-") for key, name in generator_fields(cfg).items()},
-                       "field": "--field"})
+    return err.naming({**{f.name: _flag(f.name) for f in dataclasses.fields(TrainConfig)},
+                       **{key: _flag(name) for key, name in generator_fields(cfg).items()}, "field": "--field"})
 
 
 def _kept(cfg: TrainConfig, argv) -> str:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amg_fast._checks import check_device, check_seed
+from amg_fast._checks import ArgumentError, check_device, check_seed
 from amg_fast.data.generate import PDES, SPATIAL_DIMS
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
@@ -155,14 +155,14 @@ NS2D_SETTINGS = ("ns_grid", "ns_t_end", "ns_frames")  # --pde ns2d only
 
 def _positive(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        raise ArgumentError(f"{name} must be an integer >= 1, got {value!r}", name)
 
 
 def _finite(name: str, value, *, low: float, strict: bool) -> None:
     """Require a finite real number > low (strict) or >= low."""
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
     if not ok or value < low or (strict and value == low):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}")
+        raise ArgumentError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}", name)
 
 
 def _check_model_fits_pde(model: str, pde: str) -> None:
@@ -220,17 +220,19 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         if getattr(out, name) is not None:
             _positive(name, getattr(out, name))
     if out.modes is not None and out.modes > out.res // 2 + 1:
-        raise ValueError(f"modes must be <= res//2 + 1 = {out.res // 2 + 1} (the Fourier modes of --res {out.res}), "
-                         f"got {out.modes}")
+        raise ArgumentError(f"modes must be <= res//2 + 1 = {out.res // 2 + 1} (the rfft of --res {out.res} has that many), "
+                            f"got {out.modes}", "modes")
     check_seed("seed", out.seed)
     if out.data_seed is not None:
         check_seed("data_seed", out.data_seed)
     if out.ns_grid is not None and (isinstance(out.ns_grid, bool) or not isinstance(out.ns_grid, int)
                                     or out.ns_grid < 8 or out.ns_grid % 2):
-        raise ValueError(f"ns_grid (the 2D solver's points per axis) must be an even integer >= 8, got {out.ns_grid!r}")
+        raise ArgumentError(f"ns_grid (the 2D solver's points per axis) must be an even integer >= 8, got {out.ns_grid!r}",
+                            "ns_grid")
     if out.ns_frames is not None and (isinstance(out.ns_frames, bool) or not isinstance(out.ns_frames, int)
                                       or out.ns_frames < 2):
-        raise ValueError(f"ns_frames must be an integer >= 2 (a state and the next one), got {out.ns_frames!r}")
+        raise ArgumentError(f"ns_frames must be an integer >= 2 (a state and the next one), got {out.ns_frames!r}",
+                            "ns_frames")
     if out.ns_t_end is not None:
         _finite("ns_t_end", out.ns_t_end, low=0.0, strict=True)
     check_precision(out.precision)
@@ -264,7 +266,8 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
                              + (" --omega-mode batch" if out.omega_mode != "fixed" else "")
                              + (" --no-freq-gate" if out.no_freq_gate else ""))
         if isinstance(out.omega, bool) or not isinstance(out.omega, (int, float)) or not 0 <= out.omega < float("inf"):
-            raise ValueError(f"omega must be a finite number >= 0 (an unresolved-energy ratio), got {out.omega!r}")
+            raise ArgumentError(f"omega must be a finite number >= 0 (an unresolved-energy ratio), got {out.omega!r}",
+                                "omega")
     if (out.no_freq_gate or out.omega_mode != "fixed") and out.model not in AMGFNO_FAMILY:
         raise ValueError(f"--no-freq-gate and --omega-mode apply to --model {' / '.join(AMGFNO_FAMILY)} only, got "
                          f"--model {out.model}")

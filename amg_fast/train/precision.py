@@ -17,6 +17,8 @@ import contextlib
 
 import torch
 
+from amg_fast._checks import ArgumentError
+
 __all__ = ["PRECISIONS", "check_precision", "precision_scope", "autocast"]
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -24,7 +26,7 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 
 def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}", "precision")
     return precision
 
 

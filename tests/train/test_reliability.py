@@ -89,16 +89,22 @@ def test_train_refuses_bad_data_before_creating_the_run_directory(tmp_path, kind
 
 
 BAD_FLAGS = {
-    "modes-above-res": (["--modes", 40], "modes must be <= res//2 + 1 = 17 (the Fourier modes of --res 32), got 40"),
+    "modes-above-res": (["--modes", 40], "--modes must be <= res//2 + 1 = 17 (the rfft of --res 32 has that many), got 40"),
     "unet-res-40": (["--model", "unet", "--res", 40], "--res 40: the model cannot run at this resolution: S "
                                                       "(u.shape[-2]) must be a multiple of 16"),
     "cuda-graph-on-cpu": (["--cuda-graph"], "--cuda-graph captures the training step in a CUDA graph and needs a CUDA "
                                             "device, got device cpu"),
-    "lr-inf": (["--lr", "inf"], "lr must be a finite number > 0, got inf"),
-    "weight-decay-nan": (["--weight-decay", "nan"], "weight_decay must be a finite number >= 0, got nan"),
-    "device-gpu0": (["--device", "gpu0"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
-    "device-cuda-without-cuda": (["--device", "cuda"], "device 'cuda': CUDA is not available here"),
-    "nu-inf": (["--nu", "inf"], "nu must be a finite number > 0, got inf"),
+    "lr-inf": (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+    "weight-decay-nan": (["--weight-decay", "nan"], "--weight-decay must be a finite number >= 0, got nan"),
+    "device-gpu0": (["--device", "gpu0"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
+    "device-cuda-without-cuda": (["--device", "cuda"], "--device 'cuda': CUDA is not available here"),
+    "nu-inf": (["--nu", "inf"], "--nu must be a finite number > 0, got inf"),
+    # the setting checks name the flag typed (formerly the setting: `batch_size must be ...`)
+    "epochs-0": (["--epochs", 0], "error: --epochs must be an integer >= 1, got 0"),
+    "batch-size-0": (["--batch-size", 0], "error: --batch-size must be an integer >= 1, got 0"),
+    "seed-negative": (["--seed", -1], "error: --seed must be in [0, 2^32) = 0..4294967295, got -1"),
+    "omega-inf": (["--omega-mode", "fixed", "--omega", "inf"],
+                                     "error: --omega must be a finite number >= 0 (an unresolved-energy ratio), got inf"),
 }
 
 

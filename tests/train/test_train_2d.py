@@ -90,7 +90,7 @@ def test_a_2d_checkpoint_on_1d_data_is_refused(ns_run, tiny_data, capsys):
     (["--model", "ffno2d", "--pde", "ns2d", "--alpha", "0.5"], "--alpha applies to --model s4ffno / s4ffno2d only"),
     (["--model", "s4ffno2d", "--pde", "ns2d", "--no-freq-gate"],
      "--no-freq-gate and --omega-mode apply to --model amgfno / amgfno2d only"),
-    (["--model", "amgfno2d", "--pde", "ns2d", "--ns-frames", "1"], "ns_frames must be an integer >= 2"),
+    (["--model", "amgfno2d", "--pde", "ns2d", "--ns-frames", "1"], "--ns-frames must be an integer >= 2"),
     (["--model", "ffno2d", "--pde", "ns2d", "--field", "Vx"], "--field 'Vx': picks a field of a PDEBench CFD --data "
                                                               "file; the generated data sets hold one field"),
 ], ids=["1d-model-ns2d", "2d-model-ks", "ns-grid-burgers", "alpha-ffno2d", "freq-gate-s4ffno2d", "one-frame",
