@@ -79,8 +79,9 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     try:
         return _evaluate(args)
-    except USER_ERRORS as err:  # a message, no traceback; the reader's `field` is --field here
-        print(f"error: {err.naming({'field': '--field'}) if isinstance(err, ArgumentError) else err}", file=sys.stderr)
+    except USER_ERRORS as err:  # a message, no traceback; the reader's `field` is --field here, `device` --device
+        flags = {"field": "--field", "device": "--device"}
+        print(f"error: {err.naming(flags) if isinstance(err, ArgumentError) else err}", file=sys.stderr)
         return 2
 
 

@@ -45,10 +45,10 @@ REFUSED = {
                         "nu=1e+10 (the Burgers file's Nu; the PDE's nu is Nu/pi = 3.18e+09): the solver's step is at "
                         "most cfl dx^2 / nu = 7.49e-17 (cfl 0.25, dx = 1/1024), so reaching t = 2 takes at least "
                         "2.67e+16 time steps per trajectory; allowed: at most 5e+07 steps, i.e. nu <= 18.7"),
-    "seed-negative": (["--pde", "ks", "--seed", "-1"], f"seed {SEED_LIMIT} -1"),
-    "seed-2^32": (["--pde", "ks", "--seed", str(2**32)], f"seed {SEED_LIMIT} 4294967296"),
+    "seed-negative": (["--pde", "ks", "--seed", "-1"], f"--seed {SEED_LIMIT} -1"),
+    "seed-2^32": (["--pde", "ks", "--seed", str(2**32)], f"--seed {SEED_LIMIT} 4294967296"),
     "seed-1e20": (["--pde", "ks", "--seed", str(10**20)], f"seed {SEED_LIMIT} 100000000000000000000"),
-    "device-gpu0": (["--pde", "ks", "--device", "gpu0"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
+    "device-gpu0": (["--pde", "ks", "--device", "gpu0"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
     "device-cuda-without-cuda": (["--pde", "ks", "--device", "cuda"], "device 'cuda': CUDA is not available here"),
     "ns2d-dt-1e-9": (["--pde", "ns2d", "--ns-dt", "1e-9"],
                      "--ns-dt=1e-09, frames over t in [0, 50]: the NS2D solver would take 5e+10 time steps per "

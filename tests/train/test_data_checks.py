@@ -69,8 +69,8 @@ def test_train_refuses_bad_data_naming_the_file_before_the_run_directory(tmp_pat
 BAD_FLAGS = {
     "res-1": (["--res", "1"], "--res 1: too coarse for --model amgfno, whose default --modes res//2 = 0 keeps no "
                               "Fourier mode; allowed: --res >= 2"),
-    "seed-negative": (["--seed", "-1"], "seed must be in [0, 2^32) = 0..4294967295, got -1"),
-    "seed-2^32": (["--seed", str(2**32)], "seed must be in [0, 2^32) = 0..4294967295, got 4294967296"),
+    "seed-negative": (["--seed", "-1"], "--seed must be in [0, 2^32) = 0..4294967295, got -1"),
+    "seed-2^32": (["--seed", str(2**32)], "--seed must be in [0, 2^32) = 0..4294967295, got 4294967296"),
 }
 
 

@@ -317,7 +317,7 @@ EVAL_CASES = {
     "batch-size-0": (["--batch-size", 0], "argument --batch-size: must be an integer >= 1, got 0"),
     "res-16-on-an-f32-run": (["--res", 16], "--res 16: the model cannot run at this resolution: weight.shape[0] "
                                             "(modes K) must be in 1..S//2+1 = 1..9 for S = 16, got 16"),
-    "device-gpu0": (["--device", "gpu0"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
+    "device-gpu0": (["--device", "gpu0"], "error: --device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
     "json-below-a-file": (["--json", "afile/e.json"], "--json afile/e.json: lies under afile, which is a file"),
     "json-a-directory": (["--json", "."], "--json .: is a directory; give a file name"),
 }
