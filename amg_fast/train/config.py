@@ -220,15 +220,15 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         if getattr(out, name) is not None:
             _positive(name, getattr(out, name))
     if out.modes is not None and out.modes > out.res // 2 + 1:
-        raise ArgumentError(f"modes must be <= res//2 + 1 = {out.res // 2 + 1} (the rfft of --res {out.res} has that many), "
-                            f"got {out.modes}", "modes")
+        raise ArgumentError(f"modes must be <= res//2 + 1 = {out.res // 2 + 1} (the rfft of --res {out.res} has that "
+                            f"many), got {out.modes}", "modes")
     check_seed("seed", out.seed)
     if out.data_seed is not None:
         check_seed("data_seed", out.data_seed)
     if out.ns_grid is not None and (isinstance(out.ns_grid, bool) or not isinstance(out.ns_grid, int)
                                     or out.ns_grid < 8 or out.ns_grid % 2):
-        raise ArgumentError(f"ns_grid (the 2D solver's points per axis) must be an even integer >= 8, got {out.ns_grid!r}",
-                            "ns_grid")
+        raise ArgumentError(f"ns_grid (the 2D solver's points per axis) must be an even integer >= 8, "
+                            f"got {out.ns_grid!r}", "ns_grid")
     if out.ns_frames is not None and (isinstance(out.ns_frames, bool) or not isinstance(out.ns_frames, int)
                                       or out.ns_frames < 2):
         raise ArgumentError(f"ns_frames must be an integer >= 2 (a state and the next one), got {out.ns_frames!r}",
