@@ -34,6 +34,11 @@ class ArgumentError(ValueError):
         return re.sub(pattern, lambda match: flags[match[1]], str(self))
 
 
+def flag(name: str) -> str:
+    """The command-line flag of a setting: "batch_size" -> "--batch-size"."""
+    return "--" + name.replace("_", "-")
+
+
 def check_tensor(name: str, value) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")

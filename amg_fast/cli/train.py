@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from amg_fast._checks import ArgumentError
+from amg_fast._checks import ArgumentError, flag
 from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.train.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 from amg_fast.train.config import TrainConfig, resolve_config
@@ -40,14 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
         target = groups.get(meta.get("group"))
         if target is None:
             target = groups[meta["group"]] = parser.add_argument_group(meta["group"])
-        flag = _flag(f.name)
+        option = flag(f.name)
         if f.type == "bool":
-            target.add_argument(flag, action="store_true", help=meta["help"])
+            target.add_argument(option, action="store_true", help=meta["help"])
             continue
         choices = meta.get("choices")
         choices = choices() if callable(choices) else choices
         shown = "" if default is None or f.default_factory is not dataclasses.MISSING else f" (default {default})"
-        target.add_argument(flag, type=_flag_type(f.type), default=default, choices=choices,
+        target.add_argument(option, type=_flag_type(f.type), default=default, choices=choices,
                             help=meta["help"] + shown)
     return parser
 
@@ -79,18 +79,14 @@ def _train(cfg: TrainConfig) -> int:
     return 0
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def _naming_flags(err: Exception, cfg: TrainConfig) -> str:
     """The message of err; a refusal of a setting, the data generator or reader (ArgumentError) names
     the flags typed (`--batch-size`, `--ns-t-end`, `--field`; not the setting `batch_size`, the
     generator's `t_end`, the reader's `field`)."""
     if not isinstance(err, ArgumentError):
         return str(err)
-    return err.naming({**{f.name: _flag(f.name) for f in dataclasses.fields(TrainConfig)},
-                       **{key: _flag(name) for key, name in generator_fields(cfg).items()}, "field": "--field"})
+    return err.naming({**{f.name: flag(f.name) for f in dataclasses.fields(TrainConfig)},
+                       **{key: flag(name) for key, name in generator_fields(cfg).items()}, "field": "--field"})
 
 
 def _kept(cfg: TrainConfig, argv) -> str:

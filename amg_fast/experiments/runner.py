@@ -40,6 +40,7 @@ from typing import Callable, Iterable
 
 from filelock import FileLock, Timeout
 
+from amg_fast._checks import flag
 from amg_fast._files import atomic_write_text, check_writable_dir
 from amg_fast._interrupt import EXIT_INTERRUPTED, arm_stop_once
 from amg_fast.experiments.specs import PRESETS, RunSpec, check_preset
@@ -476,7 +477,7 @@ def visible_gpus() -> list[str]:
 def check_worker_counts(workers: int | None, runs_per_gpu: int) -> None:
     for name, value in (("workers", workers), ("runs_per_gpu", runs_per_gpu)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise SweepError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+            raise SweepError(f"{flag(name)} must be an integer >= 1, got {value!r}")
 
 
 def worker_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list[str | None]:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amg_fast._checks import ArgumentError, check_device, check_seed
+from amg_fast._checks import ArgumentError, check_device, check_seed, flag
 from amg_fast.data.generate import PDES, SPATIAL_DIMS
 from amg_fast.layers import FUSIONS
 from amg_fast.models import MODELS, available_models
@@ -186,16 +186,16 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
         raise ValueError(f"unknown model {cfg.model!r}; available: {', '.join(available_models())}")
     _check_model_fits_pde(cfg.model, cfg.pde)
     if cfg.pde != "ns2d":
-        given = [f"--{k.replace('_', '-')}" for k in NS2D_SETTINGS if getattr(cfg, k) is not None]
+        given = [flag(k) for k in NS2D_SETTINGS if getattr(cfg, k) is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: settings of the generated 2D Navier-Stokes data, for --pde ns2d "
                              f"only; got --pde {cfg.pde}")
     if cfg.data is not None:  # the generator's settings would be ignored: refused, and no preset fills them
-        given = [(f"--{k.replace('_', '-')}", getattr(cfg, k)) for k in NS2D_SETTINGS if getattr(cfg, k) is not None]
+        given = [(flag(k), getattr(cfg, k)) for k in NS2D_SETTINGS if getattr(cfg, k) is not None]
         if given:
-            raise ValueError(f"{', '.join(f'{flag} {value}' for flag, value in given)}: "
+            raise ValueError(f"{', '.join(f'{option} {value}' for option, value in given)}: "
                              f"{'a setting' if len(given) == 1 else 'settings'} of the generated 2D Navier-Stokes data "
-                             f"set; --data {cfg.data} is used as it is (drop {', '.join(flag for flag, _ in given)}, or "
+                             f"set; --data {cfg.data} is used as it is (drop {', '.join(option for option, _ in given)}, or "
                              "drop --data to generate the data set)")
     values = cfg.to_dict()
     for key, value in {**PRESETS[cfg.preset], **PDE_PRESETS.get(cfg.pde, {}).get(cfg.preset, {})}.items():
@@ -255,9 +255,9 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
     if out.fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {out.fusion!r}")
     model_specific = {"alpha": out.alpha is not None, "fusion": out.fusion != "residual"}
-    for flag, used in model_specific.items():
+    for name, used in model_specific.items():
         if used and out.model not in S4FFNO_FAMILY:
-            raise ValueError(f"--{flag} applies to --model {' / '.join(S4FFNO_FAMILY)} only, got --model {out.model}")
+            raise ValueError(f"{flag(name)} applies to --model {' / '.join(S4FFNO_FAMILY)} only, got --model {out.model}")
     if out.omega is not None:
         if out.model not in AMGFNO_FAMILY or out.omega_mode != "fixed" or out.no_freq_gate:
             raise ValueError(f"--omega (a fixed omega_f instead of the data's) applies to --model "
@@ -273,11 +273,11 @@ def resolve_config(cfg: TrainConfig) -> TrainConfig:
                          f"--model {out.model}")
     if out.decoder_input not in DECODER_INPUTS:
         raise ValueError(f"decoder_input must be one of {DECODER_INPUTS}, got {out.decoder_input!r}")
-    backbone_flags = {"share-weights": out.share_weights, "weight-norm": out.weight_norm,
-                      "decoder-input": out.decoder_input != "stream"}
-    for flag, used in backbone_flags.items():
+    backbone_settings = {"share_weights": out.share_weights, "weight_norm": out.weight_norm,
+                         "decoder_input": out.decoder_input != "stream"}
+    for name, used in backbone_settings.items():
         if used and out.model not in FFNO_FAMILY:
-            raise ValueError(f"--{flag} applies to the FFNO family ({', '.join(FFNO_FAMILY)}), got --model {out.model}")
+            raise ValueError(f"{flag(name)} applies to the FFNO family ({', '.join(FFNO_FAMILY)}), got --model {out.model}")
     if out.no_freq_gate and out.omega_mode != "fixed":
         raise ValueError("--omega-mode batch needs the frequency gate; it cannot be combined with --no-freq-gate")
     return out

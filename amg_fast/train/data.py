@@ -12,6 +12,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from amg_fast._checks import flag
 from amg_fast._files import check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.data.generate import SPATIAL_DIMS, dataset_path, default_n_test, generate_dataset
@@ -101,7 +102,7 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
         wanted = getattr(cfg, key)
         if wanted is not None and len(ds) < wanted:
             if key in explicit:
-                raise ValueError(f"--{key.replace('_', '-')} {wanted}: {path} holds {len(ds)} {split} trajectories; "
+                raise ValueError(f"{flag(key)} {wanted}: {path} holds {len(ds)} {split} trajectories; "
                                  f"pass at most {len(ds)}")
             setattr(cfg, key, len(ds))
         splits[split] = ds
