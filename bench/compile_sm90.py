@@ -69,16 +69,19 @@ class _Recorder:
 
 @contextlib.contextmanager
 def recording(sink: list, case: list):
-    """Within the block every kernel launch of amg_fast.kernels is recorded into sink, not run."""
-    from amg_fast.kernels import feed_forward, spectral_conv
+    """Within the block every kernel launch of amg_fast.kernels is recorded into sink, not run (each
+    kernel module launches through its name wrap_triton, amg_fast.kernels._common's)."""
+    from amg_fast.kernels import feed_forward, gate_fusion, s4d_scan, spectral_conv
 
-    recorder = _Recorder(sink, case)
-    saved = torch.library.wrap_triton, spectral_conv.wrap_triton, feed_forward.wrap_triton
-    torch.library.wrap_triton = spectral_conv.wrap_triton = feed_forward.wrap_triton = recorder
+    modules = (feed_forward, gate_fusion, s4d_scan, spectral_conv)
+    saved = [module.wrap_triton for module in modules]
+    for module in modules:
+        module.wrap_triton = _Recorder(sink, case)
     try:
         yield
     finally:
-        torch.library.wrap_triton, spectral_conv.wrap_triton, feed_forward.wrap_triton = saved
+        for module, original in zip(modules, saved):
+            module.wrap_triton = original
 
 
 MODES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}

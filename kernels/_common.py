@@ -1,5 +1,5 @@
 """Launch helpers shared by the kernels: output allocation (NaN-poisoned in tests), the accumulation
-dtype, dot precision."""
+dtype, dot precision, wrap_triton. Imports no triton at module level (the references use it too)."""
 from __future__ import annotations
 
 import contextlib
@@ -68,6 +68,22 @@ def next_pow2(n: int, minimum: int = 16) -> int:
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for positive integers (the grid size of a blocked axis)."""
     return -(-int(a) // int(b))
+
+
+@functools.cache
+def _interpreted_kernel_type() -> type:
+    from triton.runtime.interpreter import InterpretedFunction
+    return InterpretedFunction
+
+
+def wrap_triton(kernel):
+    """torch.library.wrap_triton(kernel): the launch torch.compile can trace. A kernel of Triton's
+    interpreter (TRITON_INTERPRET=1) launches as it is, which is what torch >= 2.13 does itself;
+    older torch (2.11, the GPU machines') refuses it ("wrap_triton only works on functions
+    annotated with triton.jit"), so the interpreter tests would not run there."""
+    if isinstance(kernel, _interpreted_kernel_type()):
+        return kernel
+    return torch.library.wrap_triton(kernel)
 
 
 def tracing() -> bool:

@@ -38,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H
 
 __all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "weight_grads", "check_width", "WGRAD_POLICY"]
@@ -401,7 +401,7 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=Fals
     out = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
     g = new_output(grid if g_mean else inputs[0].shape, dtype=acc_dtype(h) if g_mean else h.dtype, device=h.device)
     if sc["M"] > 0:
-        torch.library.wrap_triton(_gate_fusion_fwd_kernel)[grid](
+        wrap_triton(_gate_fusion_fwd_kernel)[grid](
             *inputs, *extra[:4], out, g, sc["M"], sc["H"], sc["rows_per_batch"], sc["chi_stride"],
             FREQ=extra[4], READOUT=extra[5], G_MEAN=g_mean, BLOCK_H=next_pow2(sc["H"]),
             DOT_PRECISION=dot_precision(h.dtype), **config)
@@ -452,7 +452,7 @@ def weight_grads(products, extra=None) -> torch.Tensor:
         region = part[:, offset:]
         n_i = cdiv(I1, policy["BLOCK_I"]) + cdiv(I2, policy["BLOCK_I"])
         if M > 0:
-            torch.library.wrap_triton(_weight_grad_kernel)[(cdiv(O, policy["BLOCK_O"]), n_i, groups)](
+            wrap_triton(_weight_grad_kernel)[(cdiv(O, policy["BLOCK_O"]), n_i, groups)](
                 dy, x1, x1 if x2 is None else x2, e, region, part.stride(0), M, O, I1, I2, E, rows_per_group,
                 HAS_X2=x2 is not None, E_PAD=next_pow2(max(E, 1), 2), DOT_PRECISION=dot_precision(x1.dtype),
                 BLOCK_M=policy["BLOCK_M"], BLOCK_O=policy["BLOCK_O"], BLOCK_I=policy["BLOCK_I"],
@@ -490,7 +490,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
     dp = new_output((M, 2 * H) if readout is not None else (0,), dtype=acc, device=h.device)
     config = _on_cpu(_bwd_config(H, h.dtype, readout is not None), h.device, M)
     if M > 0:
-        torch.library.wrap_triton(_gate_fusion_bwd_kernel)[(cdiv(M, config["BLOCK_M"]),)](
+        wrap_triton(_gate_fusion_bwd_kernel)[(cdiv(M, config["BLOCK_M"]),)](
             *inputs, *extra[:4], dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, dchi_rows,
             zsave if readout is not None else dz, dp if readout is not None else dlogits,
             M, H, sc["rows_per_batch"], sc["chi_stride"],

@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T
 
 __all__ = [
@@ -592,7 +592,7 @@ def s4d_conv_kernel_fwd(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Ten
     N_PAD = next_pow2(N, 2)
     BLOCK_H = _block_c(H, 4 * N_PAD, lam.device)
     kk = new_output((H, T), dtype=acc, device=lam.device)
-    torch.library.wrap_triton(_s4d_conv_kernel_fwd_kernel)[(cdiv(H, BLOCK_H),)](
+    wrap_triton(_s4d_conv_kernel_fwd_kernel)[(cdiv(H, BLOCK_H),)](
         lam, c, kk, H, N, T, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
     return kk
 
@@ -616,7 +616,7 @@ def s4d_conv_kernel_bwd(part: torch.Tensor, lam: torch.Tensor, c: torch.Tensor
     dlam = new_output(lam.shape, dtype=acc, device=lam.device)
     dc = new_output(c.shape, dtype=acc, device=lam.device)
     dd = new_output((H,), dtype=acc, device=lam.device)
-    torch.library.wrap_triton(_s4d_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
+    wrap_triton(_s4d_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
         lam, c, part, dlam, dc, dd, H, N, T, G, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD,
         G_BLOCK=G_BLOCK)
     return dlam.to(lam.dtype), dc.to(c.dtype), dd
@@ -636,7 +636,7 @@ def s4d_zoh_conv_kernel_fwd(log_dt: torch.Tensor, log_A_real: torch.Tensor, A_im
     params, H, N, acc, N_PAD = _zoh_params(log_dt, log_A_real, A_imag, C)
     BLOCK_H = _block_c(H, 8 * N_PAD, C.device)
     kk = new_output((H, T), dtype=acc, device=C.device)
-    torch.library.wrap_triton(_s4d_zoh_conv_kernel_fwd_kernel)[(cdiv(H, BLOCK_H),)](
+    wrap_triton(_s4d_zoh_conv_kernel_fwd_kernel)[(cdiv(H, BLOCK_H),)](
         *params, kk, H, N, T, FP64=acc == torch.float64, BLOCK_H=BLOCK_H, N_PAD=N_PAD)
     return kk
 
@@ -651,7 +651,7 @@ def s4d_zoh_conv_kernel_bwd(part: torch.Tensor, log_dt: torch.Tensor, log_A_real
     BLOCK_H = _block_c(H, 16 * N_PAD, C.device)
     grads = [new_output(p.shape, dtype=acc, device=C.device) for p in params]
     dd = new_output((H,), dtype=acc, device=C.device)
-    torch.library.wrap_triton(_s4d_zoh_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
+    wrap_triton(_s4d_zoh_conv_kernel_bwd_kernel)[(cdiv(H, BLOCK_H),)](
         *params, part, *grads, dd, H, N, part.shape[2], G, FP64=acc == torch.float64, BLOCK_H=BLOCK_H,
         N_PAD=N_PAD, G_BLOCK=G_BLOCK)
     return (*(g.to(p.dtype) for g, p in zip(grads, params)), dd)
@@ -703,7 +703,7 @@ def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: b
     tiling = _dot_tiling(B, T, C // H, H, u.device)
     grid = tiling.pop("grid")
     acc = acc_dtype(u, kk, d)
-    torch.library.wrap_triton(_s4d_toeplitz_dot_fwd_kernel)[grid](
+    wrap_triton(_s4d_toeplitz_dot_fwd_kernel)[grid](
         u, kk, d, y, T, C // H, H, GELU=gelu, FP64=acc == torch.float64,
         DOT_PRECISION=_toeplitz_dots(u.dtype, acc), **tiling)
     return y
@@ -726,7 +726,7 @@ def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: tor
     grid = tiling.pop("grid")
     du = new_output(u.shape, dtype=u.dtype, device=u.device)
     part = new_output((grid[0], H, T), dtype=acc, device=u.device)
-    torch.library.wrap_triton(_s4d_toeplitz_dot_bwd_kernel)[grid](
+    wrap_triton(_s4d_toeplitz_dot_bwd_kernel)[grid](
         u, dy, kk, d, du, part, T, C // H, H, GELU=gelu, FP64=acc == torch.float64,
         DOT_PRECISION=_toeplitz_dots(u.dtype, acc), **tiling)
     return du, part
@@ -739,7 +739,7 @@ def _toeplitz_loop_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor) -> to
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
     BLOCK_T, BLOCK_C = _toeplitz_blocks(T, C, u.device)
     grid = (cdiv(C, BLOCK_C), B, cdiv(T, BLOCK_T))  # column blocks first: the longest axis
-    torch.library.wrap_triton(_s4d_toeplitz_fwd_kernel)[grid](
+    wrap_triton(_s4d_toeplitz_fwd_kernel)[grid](
         u, kk, d, y, T, C, H, FP64=acc_dtype(u, kk, d) == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
     return y
 
@@ -758,7 +758,7 @@ def _toeplitz_loop_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor,
     G, b_per = _batch_groups(B, n_c * n_t, u.device)
     du = new_output(u.shape, dtype=u.dtype, device=u.device)
     part = new_output((G, n_t, T, C), dtype=acc, device=u.device)
-    torch.library.wrap_triton(_s4d_toeplitz_bwd_kernel)[(n_c, G, n_t)](
+    wrap_triton(_s4d_toeplitz_bwd_kernel)[(n_c, G, n_t)](
         u, dy, kk, d, du, part, B, T, C, H, b_per,
         FP64=acc == torch.float64, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
     return du, part.sum(dim=(0, 1)).view(T, C // H, H).sum(dim=1).t().contiguous()[None]  # [1, H, T]
@@ -772,7 +772,7 @@ def s4d_scan_fwd(u: torch.Tensor, lam: torch.Tensor, c: torch.Tensor, d: torch.T
     N_PAD = next_pow2(N, 2)
     BLOCK_C = _block_c(C, 4 * N_PAD, u.device)  # state, lam, c: 4 real tiles
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
-    torch.library.wrap_triton(_s4d_scan_fwd_kernel)[(cdiv(C, BLOCK_C), B)](
+    wrap_triton(_s4d_scan_fwd_kernel)[(cdiv(C, BLOCK_C), B)](
         u, lam, c, d, y, T, C, H, N,
         FP64=acc_dtype(u, lam, c, d) == torch.float64, BLOCK_C=BLOCK_C, N_PAD=N_PAD)
     return y
@@ -793,7 +793,7 @@ def s4d_scan_bwd(dy: torch.Tensor, u: torch.Tensor, lam: torch.Tensor, c: torch.
     du = new_output(u.shape, dtype=u.dtype, device=u.device)
     dlc_part = new_output((G, 2, C, N, 2), dtype=acc, device=u.device)
     dd_part = new_output((G, C), dtype=acc, device=u.device)
-    torch.library.wrap_triton(_s4d_scan_bwd_kernel)[(n_c, G)](
+    wrap_triton(_s4d_scan_bwd_kernel)[(n_c, G)](
         u, dy, lam, c, d, du, dlc_part, dd_part, B, T, C, H, N, b_per,
         FP64=acc == torch.float64, BLOCK_C=BLOCK_C, N_PAD=N_PAD)
     dlc = dlc_part.sum(dim=0).view(2, C // H, H, N, 2).sum(dim=1)  # [2, H, N, 2]
@@ -813,7 +813,7 @@ def s4d_step_fwd(u_t: torch.Tensor, state: torch.Tensor, lam: torch.Tensor, c: t
     BLOCK_E = _block_c(E, 4 * N_PAD, u_t.device)
     y = new_output(u_t.shape, dtype=u_t.dtype, device=u_t.device)
     new_state = new_output(state.shape, dtype=state.dtype, device=state.device)
-    torch.library.wrap_triton(_s4d_step_fwd_kernel)[(cdiv(E, BLOCK_E),)](
+    wrap_triton(_s4d_step_fwd_kernel)[(cdiv(E, BLOCK_E),)](
         u_t, state, lam, c, d, y, new_state, E, H, N,
         FP64=acc_dtype(u_t, state, lam, c, d) == torch.float64, BLOCK_E=BLOCK_E, N_PAD=N_PAD)
     return y, new_state

@@ -51,9 +51,8 @@ import math
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, tracing
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton, tracing
 from amg_fast.kernels.limits import _choice, _env_choice
 
 # Reduced-precision MMAs: on an H200 (2026-11-26, results/gpu/20261126-h200/) these kernels with plain

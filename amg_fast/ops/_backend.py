@@ -7,6 +7,8 @@ before Triton is first imported, "triton" runs the same kernels on CPU tensors (
 """
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -39,6 +41,31 @@ def triton_interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = (version.split(".") + ["0"])[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+@functools.cache
+def interpreter_blocker() -> str | None:
+    """Why Triton's interpreter cannot run the kernels with the installed packages, or None.
+
+    Triton <= 3.6 (torch 2.11's, the GPU machines') turns a scalar kernel argument into a loop bound
+    with int() of a 1-element array, which numpy >= 2.3 refuses ("only 0-dimensional arrays can be
+    converted to Python scalars", at the first `range(0, n, BLOCK)`); triton 3.7 fixed it."""
+    import numpy
+
+    try:
+        triton_version = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:  # importable without its metadata: cannot tell
+        return None
+    if _major_minor(triton_version) < (3, 7) and _major_minor(numpy.__version__) >= (2, 3):
+        return (f"triton {triton_version}'s interpreter cannot run with numpy {numpy.__version__} (it calls int() "
+                "on 1-element arrays, which numpy >= 2.3 refuses; fixed in triton 3.7): install 'numpy<2.3' "
+                "or triton >= 3.7")
+    return None
+
+
 def triton_unavailable_reason(device: torch.device) -> str | None:
     """Why the Triton kernels cannot run on tensors of this device, or None when they can."""
     if not triton_importable():
@@ -46,7 +73,7 @@ def triton_unavailable_reason(device: torch.device) -> str | None:
     if device.type == "cuda":
         return None
     if device.type == "cpu" and triton_interpreter_on():
-        return None
+        return interpreter_blocker()
     return (f"tensors are on {device.type}; the Triton kernels need CUDA tensors, or CPU tensors with "
             "TRITON_INTERPRET=1 set before triton is imported")
 

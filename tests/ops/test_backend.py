@@ -30,6 +30,59 @@ def test_triton_without_triton_package_raises(op, monkeypatch):
         OPS[op]("triton")
 
 
+@pytest.mark.parametrize("triton_version, numpy_version, blocked", [
+    ("3.6.0", "2.4.6", True),    # torch 2.11's triton: its interpreter calls int() on 1-element arrays
+    ("3.6.0", "2.2.6", False),
+    ("3.5.1", "2.3.0", True),
+    ("3.7.0", "2.4.6", False),   # fixed
+    ("3.9.0", "2.4.6", False),
+])
+def test_an_interpreter_that_cannot_run_with_this_numpy_is_named(triton_version, numpy_version, blocked, monkeypatch):
+    import importlib.metadata
+
+    import numpy
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: {"triton": triton_version}[name])
+    monkeypatch.setattr(numpy, "__version__", numpy_version)
+    _backend.interpreter_blocker.cache_clear()
+    try:
+        reason = _backend.triton_unavailable_reason(torch.device("cpu"))
+        if not blocked:
+            assert reason is None
+            return
+        assert reason == (f"triton {triton_version}'s interpreter cannot run with numpy {numpy_version} (it calls "
+                          "int() on 1-element arrays, which numpy >= 2.3 refuses; fixed in triton 3.7): install "
+                          "'numpy<2.3' or triton >= 3.7")
+        with pytest.raises(RuntimeError, match=r"backend='triton' for spectral_conv1d cannot run: triton "
+                                               rf"{triton_version}'s interpreter cannot run with numpy"):
+            OPS["spectral_conv1d"]("triton")
+        assert _backend.resolve_backend("op", "triton", torch.device("cuda")) == "triton"  # a GPU is not concerned
+    finally:
+        _backend.interpreter_blocker.cache_clear()
+
+
+def test_interpreted_kernels_launch_directly_and_jit_ones_through_torch_wrap_triton(monkeypatch):
+    """kernels._common.wrap_triton: torch 2.11's wrap_triton refuses the interpreter's kernels (2.13
+    returns them), so the shim returns them itself; any other kernel goes to torch.library.wrap_triton."""
+    import triton
+    import triton.language as tl
+
+    from amg_fast.kernels._common import wrap_triton
+
+    @triton.jit
+    def copy_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets))
+
+    assert wrap_triton(copy_kernel) is copy_kernel  # conftest set TRITON_INTERPRET=1: an InterpretedFunction
+    x, y = torch.randn(16), torch.zeros(16)
+    wrap_triton(copy_kernel)[(1,)](x, y, BLOCK=16)
+    assert torch.equal(x, y)
+    calls = []
+    monkeypatch.setattr(torch.library, "wrap_triton", lambda kernel: calls.append(kernel) or "wrapped")
+    jit_like = object()
+    assert wrap_triton(jit_like) == "wrapped" and calls == [jit_like]
+
+
 def test_auto_on_cuda_picks_triton_and_on_cpu_reference(monkeypatch):
     monkeypatch.setattr(_backend, "_logged", set())
     assert _backend.resolve_backend("op", "auto", torch.device("cuda")) == "triton"
