@@ -65,7 +65,7 @@ SWEEPS=${CAMPAIGN_SWEEPS:-headline:headline:paper:0,1,2 precision:precision:quic
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue spectral_four:AMG_FAST_SPECTRAL_MIX=four \
 spectral_reduced:AMG_FAST_SPECTRAL_REDUCED_DOTS=1 spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch \
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
-gate_cublas:AMG_FAST_GATE_WGRAD=cublas}
+gate_cublas:AMG_FAST_GATE_WGRAD=cublas spectral_wview:AMG_FAST_SPECTRAL_WEIGHT_PLANES=0}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results}
 
 for word in ${PHASES//,/ }; do

@@ -1,7 +1,7 @@
-"""Train a model of amg_fast on KS or Burgers and evaluate its rollout nRMSE.
+"""Train a model of amg_fast on KS, Burgers or 2D Navier-Stokes and evaluate its rollout nRMSE.
 
 With no flags: the quick default (KS nu=0.1 at f=32, 256 generated training trajectories, AMGFNO
-of width 64, 40 epochs), about 2 minutes on a 2-core CPU. --preset paper: the paper's protocol (2048
+of width 64, 40 epochs), about 2.5 minutes on a 2-core CPU. --preset paper: the paper's protocol (2048
 trajectories, 200 epochs, Adam 1e-3 + cosine, batch 32 KS / 64 Burgers, width 128, modes f//2).
 Multi-GPU: torchrun --nproc_per_node=N scripts/train.py ... (data-parallel DDP; --batch-size is global).
 Every flag is a field of amg_fast.train.config.TrainConfig, its default and help defined there.

@@ -139,7 +139,8 @@ PRESETS = {
     "paper": {"n_train": 2048, "n_test": None, "epochs": 200, "batch_size": {"ks": 32, "burgers": 64}, "width": 128},
 }
 # What a PDE's presets set differently (and its own settings). ns2d quick: a 64 x 64 solver grid, 11
-# frames, 16 small trajectories: about 2 minutes on a 2-core CPU at f = 32 (docs/training.md). ns2d
+# frames, 16 small trajectories: about 5 minutes on a 2-core CPU at f = 32, 3.5 of them generating the
+# data (once per cache; docs/training.md). ns2d
 # paper: FNO's data (256 x 256 solver, one frame per time unit, 1000 train / 200 test) with a width
 # whose 4H hidden at f = 64, T = 50 fits one GPU.
 PDE_PRESETS = {
