@@ -21,7 +21,7 @@ __all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "SETUP_KEY", "Estimat
 
 # Seconds per epoch at f = 32 when the sweep has no finished run of the same kind on this machine;
 # other resolutions scale linearly with f, other training-set sizes with n_train (measured steps grow about so: 3.9 / 7.4 / 14.4 ms graphed
-# at f = 32 / 64 / 128 on an H100, bench/results/20261126-h100; the cpu preset's AMGFNO 1.0 / 3.9 s
+# at f = 32 / 64 / 128 on an H100, results/gpu/20261126-h100; the cpu preset's AMGFNO 1.0 / 3.9 s
 # an epoch at f = 32 / 128 on the 2-core development CPU). Conservative: a budget must not start a
 # run it cannot finish (an exported sweep keeps no checkpoints, so an unfinished run is lost).
 DEFAULT_SECONDS_PER_EPOCH = {
