@@ -123,6 +123,12 @@ def check_device(device: str) -> None:
                                 f"cuda:0..cuda:{torch.cuda.device_count() - 1}", "device")
 
 
+def resolve_device(device: str) -> torch.device:
+    """The torch device of a checked --device: "auto" is CUDA where it is available, else the CPU."""
+    check_device(device)
+    return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+
+
 def check_nonempty(name: str, value: torch.Tensor, layout: str) -> None:
     """Require every dimension >= 1 (an empty batch, time or space axis has nothing to compute and
     fails deep inside FFTs otherwise)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from amg_fast._checks import ArgumentError, check_device
+from amg_fast._checks import ArgumentError, resolve_device
 from amg_fast._files import atomic_write_text, check_output_file
 from amg_fast._interrupt import command_line, run_interruptible
 from amg_fast.data.datasets import TrajectoryDataset
@@ -50,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                    "Vz; default: the run's --field when the file holds it, else the file's only one)")
     p.add_argument("--limit", type=positive_int, help="evaluate only the first N trajectories (N >= 1)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="trajectories per rollout batch (default 64)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--device", default="cpu", help="'auto' (CUDA where available), 'cpu', 'cuda' or 'cuda:N' (default cpu)")
     p.add_argument("--json", help="also write the results to this JSON file")
     return p.parse_args(argv)
 
@@ -58,7 +58,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def load_run(path: Path) -> tuple[TrainConfig, torch.nn.Module]:
     """The run's config and its model with the checkpoint's weights; CheckpointError if the file
     is not a checkpoint of scripts/train.py."""
-    state = load_checkpoint(path)
+    state = load_checkpoint(path, advice="it cannot be evaluated: give a checkpoint.pt written by scripts/train.py, or "
+                                         "its run directory (a damaged one: train or resume the run again)")
     try:
         cfg = TrainConfig.from_dict(state["config"])
         model = build_model(cfg, omega=0.0, backend="reference")
@@ -90,7 +91,7 @@ def _evaluate(args) -> int:
     path = RunDir(path).checkpoint_path if path.is_dir() else path
     if not path.is_file():
         raise ValueError(f"{path}: no such checkpoint")
-    check_device(args.device)
+    device = resolve_device(args.device)
     json_path = check_output_file("--json", args.json) if args.json else None  # before the rollout, which takes a while
     cfg, model = load_run(path)
     res = args.res or cfg.res
@@ -103,7 +104,6 @@ def _evaluate(args) -> int:
         raise ValueError(f"--data {args.data} holds {ds.spatial_dims}D {ds.pde} trajectories; the checkpoint's model "
                          f"{cfg.model} is {model.spatial_dims}D (trained on --pde {cfg.pde}): evaluate it on "
                          f"{cfg.pde} data")
-    device = torch.device(args.device)
     model.to(device)
     check_model_runs(model, res, device)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)

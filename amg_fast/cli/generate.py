@@ -91,8 +91,8 @@ def generator_flags(pde: str) -> dict[str, str]:
     """generate_dataset's keyword arguments and this PDE's generator options by the flags that set
     them, so that a refusal names what the user typed (ArgumentError.naming)."""
     options = {"ks": _option_flags("ks", KS_OPTIONS), "ns2d": _option_flags("ns", NS2D_OPTIONS)}.get(pde, {})
-    return {"n_train": "--n-train", "n_test": "--n-test", "batch_size": "--batch-size", "seed": "--seed",
-            "device": "--device", **options}
+    return {"nu": "--nu", "method": "--method", "n_train": "--n-train", "n_test": "--n-test",
+            "batch_size": "--batch-size", "seed": "--seed", "device": "--device", **options}
 
 
 def _refusal(err: Exception, pde: str) -> int:

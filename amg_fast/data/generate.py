@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 import torch
 
-from amg_fast._checks import ArgumentError, check_device, check_seed
+from amg_fast._checks import ArgumentError, check_seed, resolve_device
 from amg_fast._files import check_writable_dir
 from amg_fast._machine import available_memory, format_bytes, free_disk
 from amg_fast.data import burgers, ks, ns2d
@@ -325,18 +325,17 @@ def generate_dataset(pde: str, *, nu: float, n_train: int, n_test: int | None = 
     if pde not in PDES:
         raise ValueError(f"pde must be one of {PDES}, got {pde!r}")
     if not (isinstance(nu, (int, float)) and math.isfinite(nu) and nu > 0):
-        raise ValueError(f"nu must be a finite number > 0, got {nu!r}")
+        raise ArgumentError(f"nu must be a finite number > 0, got {nu!r}", "nu")
     n_test = default_n_test(pde, n_train) if n_test is None else n_test
     batch_size = default_batch_size(pde) if batch_size is None else batch_size
     for name, value in (("n_train", n_train), ("n_test", n_test), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ArgumentError(f"{name} must be an int >= 1, got {value!r}", name)
     seed = check_seed("seed", seed)
-    check_device(str(device))
-    if str(device) == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(str(device))
     if pde != "ks" and method != "etdrk4":
-        raise ValueError(f"method applies to KS only ('etdrk4' or 'radau'); {pde} has one solver, got {method!r}")
+        raise ArgumentError(f"method applies to KS only ('etdrk4' or 'radau'); {pde} has one solver, got {method!r}",
+                            "method")
     if pde != "ks" and ks_options:
         raise ValueError(f"ks_options apply to KS only, got {ks_options!r} for {pde}")
     if pde != "ns2d" and ns2d_options:

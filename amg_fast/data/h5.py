@@ -308,6 +308,8 @@ def _other_location(f: h5py.File, path, split: str | None) -> Location:
 
 def open_file(path) -> h5py.File:
     path = Path(path)
+    if path.is_dir():
+        raise DataFileError(f"{path}: is a directory; give an HDF5 file")
     if not path.is_file():
         raise DataFileError(f"{path}: no such file")
     try:

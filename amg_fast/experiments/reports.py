@@ -325,10 +325,12 @@ def _figure(panels: int, width: float = 4.2, height: float = 3.4):
 
 
 def _save_figure(fig, out_dir: Path, stem: str) -> list[Path]:
+    """stem.png and stem.pdf, each byte for byte the same for the same figure (no creation date in the
+    PDF), so that reporting a committed tree again leaves it unchanged."""
     paths = []
     for ext in ("png", "pdf"):
         buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=150)
+        fig.savefig(buf, format=ext, dpi=150, metadata={"CreationDate": None} if ext == "pdf" else None)
         paths.append(_write_atomic(out_dir / f"{stem}.{ext}", buf.getvalue()))
     return paths
 

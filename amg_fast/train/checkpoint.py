@@ -38,16 +38,18 @@ def save_checkpoint(path, state: dict) -> None:
         torch.save(state, tmp)
 
 
-def load_checkpoint(path, map_location="cpu", *, required=("model", "config")) -> dict:
+RESUME_ADVICE = "it cannot be used. Delete it to start the run over, or point at another checkpoint"
+
+
+def load_checkpoint(path, map_location="cpu", *, required=("model", "config"), advice: str = RESUME_ADVICE) -> dict:
     """torch.load(path, weights_only=True) -> the checkpoint dict, which must hold `required`.
 
-    Raises CheckpointError (naming the file, and that deleting it restarts the run) when the file
-    cannot be read as a checkpoint."""
+    Raises CheckpointError (naming the file, why, and `advice`: by default that deleting it
+    restarts the run) when the file cannot be read as a checkpoint."""
     path = Path(path)
 
     def corrupt(why: str) -> CheckpointError:
-        return CheckpointError(f"{path}: corrupt or not a checkpoint ({why}); it cannot be used. Delete it to "
-                               "start the run over, or point at another checkpoint")
+        return CheckpointError(f"{path}: corrupt or not a checkpoint ({why}); {advice}")
 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)

@@ -48,6 +48,9 @@ REFUSED = {
     "seed-negative": (["--pde", "ks", "--seed", "-1"], f"--seed {SEED_LIMIT} -1"),
     "seed-2^32": (["--pde", "ks", "--seed", str(2**32)], f"--seed {SEED_LIMIT} 4294967296"),
     "seed-1e20": (["--pde", "ks", "--seed", str(10**20)], f"seed {SEED_LIMIT} 100000000000000000000"),
+    "nu-negative": (["--pde", "ks", "--nu", "-1"], "error: --nu must be a finite number > 0, got -1.0"),  # was: nu must
+    "burgers-method-radau": (["--pde", "burgers", "--method", "radau"],
+                             "error: --method applies to KS only ('etdrk4' or 'radau'); burgers has one solver, got 'radau'"),
     "device-gpu0": (["--pde", "ks", "--device", "gpu0"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
     "device-cuda-without-cuda": (["--pde", "ks", "--device", "cuda"], "device 'cuda': CUDA is not available here"),
     "ns2d-dt-1e-9": (["--pde", "ns2d", "--ns-dt", "1e-9"],

@@ -140,8 +140,12 @@ def test_local_sweep_end_to_end_with_report(tmp_path):
     results = _results(out)
     assert table == pytest.approx({"ffno": results["ffno_ks_nu0.1_f32_seed0"],
                                    "amgfno": results["amgfno_ks_nu0.1_f32_seed0"]}, rel=1e-6)
+    files = {}
     for name in ("table.md", "table.tex", "bars_by_f_nu0.1.png", "bars_by_f_nu0.1.pdf"):
-        assert (out / "reports" / "table2" / name).stat().st_size > 0
+        files[name] = (out / "reports" / "table2" / name).read_bytes()
+        assert files[name]
+    assert reproduce("report", "table2", "--out", out).returncode == 0  # a committed report stays as it is
+    assert {name: (out / "reports" / "table2" / name).read_bytes() for name in files} == files  # (PDF dates)
 
 
 def test_kill_9_of_the_sweep_then_rerun_gives_the_uninterrupted_results(tmp_path):

@@ -283,7 +283,8 @@ def test_truncated_checkpoint_is_named_on_resume_and_in_evaluate(finished_run, t
     assert {p.name: p.read_bytes() for p in copy.iterdir() if p.name != ".train.lock"} == before  # untouched
     proc = cli("evaluate.py", copy, "--data", data)
     refused(proc, message)
-    assert "Delete it to start the run over" in proc.stderr
+    assert "it cannot be evaluated: give a checkpoint.pt written by scripts/train.py" in proc.stderr
+    assert "Delete it" not in proc.stderr  # evaluate's advice: a wrong file is not the run's to delete
     (copy / "checkpoint.pt").unlink()  # as the message says: the same command then starts the run over
     proc = cli("train.py", "--data", data, "--out", copy, "--resume", *TINY)
     assert proc.returncode == 0, proc.stderr
@@ -318,6 +319,7 @@ EVAL_CASES = {
     "res-16-on-an-f32-run": (["--res", 16], "--res 16: the model cannot run at this resolution: weight.shape[0] "
                                             "(modes K) must be in 1..S//2+1 = 1..9 for S = 16, got 16"),
     "device-gpu0": (["--device", "gpu0"], "error: --device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
+    "data-a-directory": (["--data", "."], "error: .: is a directory; give an HDF5 file"),
     "json-below-a-file": (["--json", "afile/e.json"], "--json afile/e.json: lies under afile, which is a file"),
     "json-a-directory": (["--json", "."], "--json .: is a directory; give a file name"),
 }
@@ -330,6 +332,18 @@ def test_evaluate_refuses_bad_flags(finished_run, tmp_path, case):
     args, message = EVAL_CASES[case]
     refused(cli("evaluate.py", run, "--data", data, *args, cwd=tmp_path), message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_evaluate_runs_with_device_auto_and_refuses_a_file_that_is_not_a_checkpoint(finished_run, tmp_path):
+    """--device auto was accepted by the check, then a traceback (torch.device("auto")); a run's
+    config.json given as the checkpoint was met with "Delete it to start the run over"."""
+    run, data = finished_run
+    proc = cli("evaluate.py", run, "--data", data, "--device", "auto", "--limit", 1)
+    assert proc.returncode == 0 and "rollout nRMSE" in proc.stdout, proc.stderr
+    proc = cli("evaluate.py", run / "config.json", "--data", data)
+    refused(proc, f"{run / 'config.json'}: corrupt or not a checkpoint (truncated or damaged: ")
+    assert proc.stderr.rstrip().endswith("it cannot be evaluated: give a checkpoint.pt written by scripts/train.py, "
+                                         "or its run directory (a damaged one: train or resume the run again)")
 
 
 # -- the run-directory lock, stale temp files -------------------------------------------------
