@@ -266,6 +266,8 @@ def start_in(run: Run, run_dir: RunDir) -> None:
             run.model, device_ids=[run.device.index] if run.device.type == "cuda" else None)
     if run.state is not None:
         run.history, run.first_epoch = run.state["history"], run.state["epoch"] + 1
+        if run.rank == 0:
+            run.history = _resumed_history(run_dir, run.history, run.log)
         run.wall_before = run.state.get("wall_time_s", 0.0)
         run.log(f"resumed {run_dir.path} after epoch {run.state['epoch']}")
     if run.rank == 0:
@@ -286,6 +288,25 @@ def start_in(run: Run, run_dir: RunDir) -> None:
         return loss, getattr(unwrap(model), "last_gate_mean", None)
 
     run.step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(run.model, run.optimizer, loss_fn)
+
+
+def _resumed_history(run_dir: RunDir, history: list[dict], log) -> list[dict]:
+    """The checkpoint's history, each row replaced by metrics.jsonl's row of its epoch where the two agree
+    but for checkpoint_s: a checkpoint is written before its own checkpoint_s is measured, so only
+    metrics.jsonl (written after it) holds the last checkpointed epoch's. Rows of later epochs (redone
+    now) are dropped; an unreadable metrics.jsonl leaves the checkpoint's history as it is."""
+    try:
+        on_disk = {row["epoch"]: row for row in run_dir.read_metrics()}
+    except RunDirError as err:
+        log(f"{err}: rewritten from the checkpoint's history")
+        return history
+
+    def without_checkpoint_time(row: dict) -> dict:
+        return {key: value for key, value in row.items() if key != "checkpoint_s"}
+
+    return [on_disk[row["epoch"]] if row["epoch"] in on_disk
+            and without_checkpoint_time(on_disk[row["epoch"]]) == without_checkpoint_time(row) else row
+            for row in history]
 
 
 def run_epoch(run: Run, epoch: int) -> dict:
