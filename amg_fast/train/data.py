@@ -148,8 +148,9 @@ def _check_nu(cfg: TrainConfig, path: Path, key: str, stored, factor: float, giv
     if not math.isclose(cfg.nu, file_nu, rel_tol=1e-6):
         default = "" if given else f" ({cfg.pde}'s default)"
         name = "Nu" if cfg.pde == "burgers" else "nu"  # --nu of Burgers is the PDEBench file's Nu
-        source = ("its Nu attribute or file name; the PDE's nu is Nu/pi" if key == "Nu" else
-                  f"its nu attribute, {float(stored):g}, is the PDE's nu = Nu/pi" if factor != 1.0 else "its nu attribute")
+        source = ("its Nu attribute or file name; the PDE's nu is Nu/pi" if key == "Nu"
+                  else f"its nu attribute, {float(stored):g}, is the PDE's nu = Nu/pi" if factor != 1.0
+                  else "its nu attribute")
         value = f"{file_nu:.7g}"  # within the tolerance, so that passing it is accepted
         raise ValueError(f"--nu {cfg.nu:g}{default}: {path} holds {cfg.pde} data of {name} = {value} ({source}); "
                          f"pass --nu {value}")
