@@ -19,8 +19,8 @@ from amg_fast.data.generate import SPATIAL_DIMS, dataset_path, default_n_test, g
 from amg_fast.data.h5 import DataFileError
 from amg_fast.train.config import TrainConfig
 
-__all__ = ["RunData", "data_path", "dataset_request", "generator_fields", "read_data", "normalization_stats",
-           "eval_batches", "TRAIN_EVAL_LIMIT"]
+__all__ = ["RunData", "data_path", "dataset_request", "generator_fields", "read_data", "settings_the_data_may_set",
+           "normalization_stats", "eval_batches", "TRAIN_EVAL_LIMIT"]
 
 TRAIN_EVAL_LIMIT = 256  # training trajectories evaluated at the end (train vs test diagnostics)
 _LAYOUTS = {1: "[N, T, X]", 2: "[N, T, X, Y]"}
@@ -79,6 +79,12 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
     if dist.is_initialized():
         dist.barrier()
     return path
+
+
+def settings_the_data_may_set(explicit: set[str]) -> set[str]:
+    """The settings read_data may change: the split counts not given explicitly (a preset's), cut to what
+    the file holds."""
+    return {"n_train", "n_test"} - explicit
 
 
 def _load(ds: TrajectoryDataset) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,11 +6,12 @@ cosine annealing; S4D's A and dt parameters get no weight decay. Runs as one pro
 torchrun, as data-parallel DDP (NCCL on GPUs, gloo on CPU).
 
 Everything that can be checked is checked before the run directory is created: the settings,
-the device, --out and the cache, the data (readable, finite, T >= 2, the split sizes asked for,
-its PDE), the model (built and run once at the data's resolution) and, with --resume, the
-checkpoint. The directory is locked while a process trains in it (a second one is refused). A
-failure before the first checkpoint removes what the attempt created, so the same command can
-be run again; after it, the directory is left to --resume.
+the device, --out and the run it holds (another run without --resume, nothing to resume, other
+settings: before the data is read or generated), the cache, the data (readable, finite, T >= 2,
+the split sizes asked for, its PDE and nu), the model (built and run once at the data's
+resolution) and, with --resume, the checkpoint. The directory is locked while a process trains
+in it (a second one is refused). A failure before the first checkpoint removes what the attempt
+created, so the same command can be run again; after it, the directory is left to --resume.
 
 The run directory's files, their writer and reader and the results schema are
 amg_fast.train.rundir; reading the data, amg_fast.train.data; building the model of the settings,
@@ -34,7 +35,8 @@ from amg_fast.models import build_model, count_parameters
 from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import TRAINING_KEYS, CheckpointError, capture_rng, restore_rng
 from amg_fast.train.config import TrainConfig, resolve_config
-from amg_fast.train.data import TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data
+from amg_fast.train.data import (TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data,
+                                  settings_the_data_may_set)
 from amg_fast.train.evaluate import EvalResult, evaluate, one_step_loss, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
@@ -218,8 +220,9 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
         check_writable_dir("--out", cfg.out)
     backend = _backend(cfg.fast_kernels, device, log)
     start = time.perf_counter()
-    if rank == 0 and cfg.regenerate:
-        check_run_dir(cfg)  # before the shared cache file is replaced: a refused command changes nothing
+    if rank == 0:  # before the data is read or generated (minutes at paper scale), and before --regenerate replaces
+        # the shared cache file (whose counts are the ones asked for): a refused command costs and changes nothing
+        check_run_dir(cfg, unsettled=() if cfg.regenerate else settings_the_data_may_set(explicit))
     data = read_data(cfg, data_path(cfg, rank, log), explicit)
     if rank == 0:
         check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
