@@ -19,8 +19,8 @@ from amg_fast.data.generate import SPATIAL_DIMS, dataset_path, default_n_test, g
 from amg_fast.data.h5 import DataFileError
 from amg_fast.train.config import TrainConfig
 
-__all__ = ["RunData", "data_path", "dataset_request", "generator_fields", "read_data", "normalization_stats",
-           "eval_batches", "TRAIN_EVAL_LIMIT"]
+__all__ = ["RunData", "data_path", "dataset_request", "generator_fields", "read_data", "settings_the_data_may_set",
+           "normalization_stats", "eval_batches", "TRAIN_EVAL_LIMIT"]
 
 TRAIN_EVAL_LIMIT = 256  # training trajectories evaluated at the end (train vs test diagnostics)
 _LAYOUTS = {1: "[N, T, X]", 2: "[N, T, X, Y]"}
@@ -81,6 +81,12 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
     return path
 
 
+def settings_the_data_may_set(explicit: set[str]) -> set[str]:
+    """The settings read_data may change: the split counts not given explicitly (a preset's), cut to what
+    the file holds."""
+    return {"n_train", "n_test"} - explicit
+
+
 def _load(ds: TrajectoryDataset) -> tuple[torch.Tensor, torch.Tensor]:
     """The whole split in memory: u [N, T, S, 1] (2D: [N, T, X, Y, 1]), omega [N]."""
     items = [ds[i] for i in range(len(ds))]
@@ -113,8 +119,9 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
     if train_ds.pde != cfg.pde:
         raise ValueError(f"--pde {cfg.pde}: {path} holds {train_ds.pde} data (its pde attribute or layout); "
                          f"pass --pde {train_ds.pde}")
-    if cfg.pde == "ns2d" and "nu" in train_ds.attrs:  # our generator's files record it (PDEBench's do not)
-        _check_nu(cfg, path, train_ds.attrs["nu"], "nu" in explicit)
+    recorded = _recorded_nu(cfg.pde, train_ds.attrs)
+    if recorded is not None:  # a file that records no viscosity (PDEBench's 2D ones) is used as --nu says
+        _check_nu(cfg, path, *recorded, "nu" in explicit)
     if train_ds.spatial_dims != SPATIAL_DIMS[cfg.pde]:
         raise DataFileError(f"{path}: holds {train_ds.spatial_dims}D trajectories {_LAYOUTS[train_ds.spatial_dims]} "
                             f"but --pde {cfg.pde} is {SPATIAL_DIMS[cfg.pde]}D data {_LAYOUTS[SPATIAL_DIMS[cfg.pde]]}")
@@ -124,17 +131,35 @@ def _datasets(cfg: TrainConfig, path: Path, explicit: set[str]) -> tuple[Traject
     return train_ds, splits["test"]
 
 
-def _check_nu(cfg: TrainConfig, path: Path, stored, given: bool) -> None:
-    """--nu (given or the PDE's default) against the viscosity the file records: the run's results and
-    name carry --nu, so a file of another nu is refused rather than mislabelled."""
+def _recorded_nu(pde: str, attrs: dict) -> tuple[str, object, float] | None:
+    """(attribute, its value, factor to --nu's convention) of the viscosity a file records, None if it records none.
+    KS and ns2d files: `nu` (--nu itself). Burgers: PDEBench's `Nu` (--nu's convention; h5 reads it from the file
+    name where the attribute is missing), else our generator's `nu`, the PDE's viscosity Nu / pi."""
+    if pde == "burgers" and "Nu" in attrs:
+        return "Nu", attrs["Nu"], 1.0
+    if "nu" in attrs:
+        return "nu", attrs["nu"], math.pi if pde == "burgers" else 1.0
+    return None
+
+
+def _check_nu(cfg: TrainConfig, path: Path, key: str, stored, factor: float, given: bool) -> None:
+    """--nu (given or the PDE's default) against the viscosity the file records in attribute `key` (stored * factor
+    in --nu's convention): the run's results and name carry --nu, so a file of another nu is refused rather than
+    mislabelled."""
     if isinstance(stored, (bool, np.bool_)) or not isinstance(stored, (int, float, np.integer, np.floating)) \
             or not math.isfinite(stored) or stored <= 0:
-        raise DataFileError(f"{path}: attribute nu (the viscosity of its {cfg.pde} data) must be a finite number > 0, "
-                            f"got {stored!r}")
-    if not math.isclose(cfg.nu, float(stored), rel_tol=1e-6):
+        raise DataFileError(f"{path}: attribute {key} (the viscosity of its {cfg.pde} data) must be a finite number "
+                            f"> 0, got {stored!r}")
+    file_nu = float(stored) * factor
+    if not math.isclose(cfg.nu, file_nu, rel_tol=1e-6):
         default = "" if given else f" ({cfg.pde}'s default)"
-        raise ValueError(f"--nu {cfg.nu:g}{default}: {path} holds {cfg.pde} data of nu = {float(stored):g} (its nu "
-                         f"attribute); pass --nu {float(stored):g}")
+        name = "Nu" if cfg.pde == "burgers" else "nu"  # --nu of Burgers is the PDEBench file's Nu
+        source = ("its Nu attribute or file name; the PDE's nu is Nu/pi" if key == "Nu"
+                  else f"its nu attribute, {float(stored):g}, is the PDE's nu = Nu/pi" if factor != 1.0
+                  else "its nu attribute")
+        value = f"{file_nu:.7g}"  # within the tolerance, so that passing it is accepted
+        raise ValueError(f"--nu {cfg.nu:g}{default}: {path} holds {cfg.pde} data of {name} = {value} ({source}); "
+                         f"pass --nu {value}")
 
 
 def read_data(cfg: TrainConfig, path: Path, explicit: set[str]) -> RunData:

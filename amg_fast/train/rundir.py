@@ -24,6 +24,7 @@ import dataclasses
 import json
 import shutil
 import statistics
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -355,10 +356,12 @@ class RunDir:
 
 
 # -- the trainer's way in ------------------------------------------------------------------------
-def check_run_dir(cfg: TrainConfig) -> None:
+def check_run_dir(cfg: TrainConfig, unsettled: Collection[str] = ()) -> None:
     """Refuse --out when it holds another run (without --resume), a run with other settings
     (--resume), or nothing to resume. Reads only. A config.json without a checkpoint or results
-    is what a failed or killed attempt left before its first checkpoint: the run starts afresh."""
+    is what a failed or killed attempt left before its first checkpoint: the run starts afresh.
+    unsettled: settings the data may still change (amg_fast.train.data.settings_the_data_may_set),
+    not compared with config.json's yet: the trainer checks before the data and again after it."""
     run = RunDir(cfg.out)
     if not run.config_path.exists():
         if cfg.resume and not run.has_checkpoint():
@@ -370,7 +373,7 @@ def check_run_dir(cfg: TrainConfig) -> None:
                               f"or choose another --out")
         return
     old, new = run.read_config().to_dict(), cfg.to_dict()
-    diff = {k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]}
+    diff = {k for k in new if k not in RESUMABLE_CHANGES and k not in unsettled and old.get(k) != new[k]}
     if diff:
         raise RunDirError(f"{run.path}: --resume with settings that differ from the run's config.json: "
                           + ", ".join(f"{k}={old.get(k)!r} -> {new[k]!r}" for k in sorted(diff)))

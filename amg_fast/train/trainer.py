@@ -6,11 +6,12 @@ cosine annealing; S4D's A and dt parameters get no weight decay. Runs as one pro
 torchrun, as data-parallel DDP (NCCL on GPUs, gloo on CPU).
 
 Everything that can be checked is checked before the run directory is created: the settings,
-the device, --out and the cache, the data (readable, finite, T >= 2, the split sizes asked for,
-its PDE), the model (built and run once at the data's resolution) and, with --resume, the
-checkpoint. The directory is locked while a process trains in it (a second one is refused). A
-failure before the first checkpoint removes what the attempt created, so the same command can
-be run again; after it, the directory is left to --resume.
+the device, --out and the run it holds (another run without --resume, nothing to resume, other
+settings: before the data is read or generated), the cache, the data (readable, finite, T >= 2,
+the split sizes asked for, its PDE and nu), the model (built and run once at the data's
+resolution) and, with --resume, the checkpoint. The directory is locked while a process trains
+in it (a second one is refused). A failure before the first checkpoint removes what the attempt
+created, so the same command can be run again; after it, the directory is left to --resume.
 
 The run directory's files, their writer and reader and the results schema are
 amg_fast.train.rundir; reading the data, amg_fast.train.data; building the model of the settings,
@@ -34,7 +35,8 @@ from amg_fast.models import build_model, count_parameters
 from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import TRAINING_KEYS, CheckpointError, capture_rng, restore_rng
 from amg_fast.train.config import TrainConfig, resolve_config
-from amg_fast.train.data import TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data
+from amg_fast.train.data import (TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data,
+                                  settings_the_data_may_set)
 from amg_fast.train.evaluate import EvalResult, evaluate, one_step_loss, unwrap
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
@@ -218,8 +220,9 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
         check_writable_dir("--out", cfg.out)
     backend = _backend(cfg.fast_kernels, device, log)
     start = time.perf_counter()
-    if rank == 0 and cfg.regenerate:
-        check_run_dir(cfg)  # before the shared cache file is replaced: a refused command changes nothing
+    if rank == 0:  # before the data is read or generated (minutes at paper scale), and before --regenerate replaces
+        # the shared cache file (whose counts are the ones asked for): a refused command costs and changes nothing
+        check_run_dir(cfg, unsettled=() if cfg.regenerate else settings_the_data_may_set(explicit))
     data = read_data(cfg, data_path(cfg, rank, log), explicit)
     if rank == 0:
         check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
@@ -266,6 +269,8 @@ def start_in(run: Run, run_dir: RunDir) -> None:
             run.model, device_ids=[run.device.index] if run.device.type == "cuda" else None)
     if run.state is not None:
         run.history, run.first_epoch = run.state["history"], run.state["epoch"] + 1
+        if run.rank == 0:
+            run.history = _resumed_history(run_dir, run.history, run.log)
         run.wall_before = run.state.get("wall_time_s", 0.0)
         run.log(f"resumed {run_dir.path} after epoch {run.state['epoch']}")
     if run.rank == 0:
@@ -286,6 +291,25 @@ def start_in(run: Run, run_dir: RunDir) -> None:
         return loss, getattr(unwrap(model), "last_gate_mean", None)
 
     run.step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(run.model, run.optimizer, loss_fn)
+
+
+def _resumed_history(run_dir: RunDir, history: list[dict], log) -> list[dict]:
+    """The checkpoint's history, each row replaced by metrics.jsonl's row of its epoch where the two agree
+    but for checkpoint_s: a checkpoint is written before its own checkpoint_s is measured, so only
+    metrics.jsonl (written after it) holds the last checkpointed epoch's. Rows of later epochs (redone
+    now) are dropped; an unreadable metrics.jsonl leaves the checkpoint's history as it is."""
+    try:
+        on_disk = {row["epoch"]: row for row in run_dir.read_metrics()}
+    except RunDirError as err:
+        log(f"{err}: rewritten from the checkpoint's history")
+        return history
+
+    def without_checkpoint_time(row: dict) -> dict:
+        return {key: value for key, value in row.items() if key != "checkpoint_s"}
+
+    return [on_disk[row["epoch"]] if row["epoch"] in on_disk
+            and without_checkpoint_time(on_disk[row["epoch"]]) == without_checkpoint_time(row) else row
+            for row in history]
 
 
 def run_epoch(run: Run, epoch: int) -> dict:

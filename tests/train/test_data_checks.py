@@ -15,6 +15,7 @@ from helpers import translating_waves
 import amg_fast._files as files
 from amg_fast.cli import evaluate as evaluate_cli
 from amg_fast.cli import train as train_cli
+from amg_fast.data.h5 import write_lpsda, write_pdebench
 
 TINY = ["--epochs", "1", "--n-train", "4", "--n-test", "2", "--width", "8", "--batch-size", "4", "--device", "cpu",
         "--eval-every", "100"]
@@ -80,6 +81,63 @@ def test_train_flags_are_named(tiny_data, tmp_path, capsys, case):
     args, message = BAD_FLAGS[case]
     refused(capsys, train_cli.main(["--data", str(tiny_data), "--out", str(tmp_path / "run"), *TINY, *args]), message)
     assert not (tmp_path / "run").exists()
+
+
+def viscous_file(tmp_path, kind: str, value: float):
+    """A 1D file recording its viscosity as `kind` says: "ks" an LPSDA KS file of nu = value (4 train + 2 test);
+    Burgers in PDEBench's layout (18 + 2 trajectories, 15 frames: 3 at the paper's stride 7) with "Nu" the
+    attribute Nu = value and our generator's nu = value / pi beside it, "Nu-name" no attribute but the Nu in the
+    file's name (a downloaded PDEBench file), "nu" only our nu = value / pi."""
+    x = np.arange(64) / 64
+    if kind == "ks":
+        path = tmp_path / "ks.h5"
+        write_lpsda(path, {"train": translating_waves(4), "test": translating_waves(2)}, x, np.arange(6) * 0.1,
+                    nu=value, L=64.0, seeds={"train": 0, "test": 1}, attrs={"pde": "ks"})
+        return path
+    path = tmp_path / ("1D_Burgers_Sols_Nu%g.hdf5" % value if kind == "Nu-name" else f"burgers-{kind}.h5")
+    attrs = {"nu": value / np.pi} if kind in ("Nu", "nu") else {}
+    write_pdebench(path, translating_waves(20, T=15), x, np.arange(15) * 0.01,
+                   nu_file=value if kind == "Nu" else None, attrs=attrs)
+    return path
+
+
+NU_REFUSED = {  # (file, value it records, --nu given or None, the message after "error: ")
+    "ks": ("ks", 0.1, "0.075", "--nu 0.075: {data} holds ks data of nu = 0.1 (its nu attribute); pass --nu 0.1"),
+    "ks-default": ("ks", 0.125, None, "--nu 0.1 (ks's default): {data} holds ks data of nu = 0.125 (its nu attribute); "
+                                      "pass --nu 0.125"),
+    "burgers-Nu": ("Nu", 0.01, "0.001", "--nu 0.001: {data} holds burgers data of Nu = 0.01 (its Nu attribute or file "
+                                        "name; the PDE's nu is Nu/pi); pass --nu 0.01"),
+    "burgers-Nu-name-default": ("Nu-name", 0.1, None, "--nu 0.001 (burgers's default): {data} holds burgers data of "
+                                                      "Nu = 0.1 (its Nu attribute or file name; the PDE's nu is Nu/pi); "
+                                                      "pass --nu 0.1"),
+    "burgers-nu": ("nu", 0.01, "0.001", "--nu 0.001: {data} holds burgers data of Nu = 0.01 (its nu attribute, "
+                                        "0.0031831, is the PDE's nu = Nu/pi); pass --nu 0.01"),
+    "burgers-Nu-nan": ("Nu", float("nan"), "0.001", "{data}: attribute Nu (the viscosity of its burgers data) must be a "
+                                                    "finite number > 0, got nan"),
+}
+
+
+@pytest.mark.parametrize("case", list(NU_REFUSED))
+def test_train_refuses_a_1d_file_of_another_viscosity(tmp_path, capsys, case):
+    """Formerly only ns2d files were checked: a KS or Burgers file of another nu trained and its results
+    (and run name) said --nu's value. Refused before the run directory exists, naming both values."""
+    kind, value, nu, message = NU_REFUSED[case]
+    data = viscous_file(tmp_path, kind, value)
+    pde = ["--pde", "ks" if kind == "ks" else "burgers"] + (["--nu", nu] if nu else [])
+    refused(capsys, train_cli.main(["--data", str(data), "--out", str(tmp_path / "run"), *TINY, *pde]),
+            message.format(data=data))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("kind, value, nu", [("ks", 0.075, "0.07500005"), ("Nu-name", 0.001, None), ("nu", 0.001, None)],
+                         ids=["ks-within-1e-6", "burgers-Nu-name-default", "burgers-nu-default"])
+def test_train_takes_a_1d_file_of_the_same_viscosity(tmp_path, kind, value, nu):
+    """The check leaves the agreeing cases alone: --nu within a relative 1e-6 of the file's, Burgers' Nu
+    against --nu directly and our nu = Nu/pi times pi (a file that records none trains as before: tiny_data)."""
+    data, out = viscous_file(tmp_path, kind, value), tmp_path / "run"
+    pde = ["--pde", "ks" if kind == "ks" else "burgers"] + (["--nu", nu] if nu else [])
+    assert train_cli.main(["--data", str(data), "--out", str(out), *TINY, *pde]) == 0
+    assert json.loads((out / "results.json").read_text())["nu"] == float(nu or value)
 
 
 def test_train_refuses_a_generated_data_set_too_large_for_the_machine(tmp_path, capsys):

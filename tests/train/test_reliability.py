@@ -149,6 +149,31 @@ def test_train_announces_no_data_generation_the_generator_refuses(tmp_path, caps
     assert sorted(tmp_path.iterdir()) == []
 
 
+RUN_DIR_REFUSALS = {  # --out of finished_run (4 + 2 trajectories, width 8), or a new directory; no --data
+    "existing-run": ([], "{run} already holds a run (config.json); pass --resume to continue it or choose another --out"),
+    "nothing-to-resume": (["--resume"], "{new}: nothing to resume (no config.json or checkpoint)"),
+    "resume-other-settings": (["--resume", "--width", "16"], "{run}: --resume with settings that differ from the run's "
+                                                              "config.json: cache_dir="),  # ..., data=..., width=8 -> 16
+}
+
+
+@pytest.mark.parametrize("case", list(RUN_DIR_REFUSALS))
+def test_run_directory_refusals_come_before_the_data_is_generated(finished_run, tmp_path, capsys, case):
+    """Formerly `data: generating ...` came first (minutes at paper scale), then the refusal: the checks that
+    need only the settings and --out now run before the data is read or generated; the cache stays empty."""
+    run, new, cache = finished_run[0], tmp_path / "new", tmp_path / "cache"
+    cache.mkdir()
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in run.iterdir())
+    args, message = RUN_DIR_REFUSALS[case]
+    out = new if case == "nothing-to-resume" else run
+    assert train_cli.main(["--out", str(out), "--cache-dir", str(cache), *map(str, TINY), *args]) == 2
+    printed = capsys.readouterr()
+    assert printed.err.startswith("error: " + message.format(run=run, new=new)), printed.err
+    assert "width=8 -> 16" in printed.err or case != "resume-other-settings", printed.err
+    assert "data:" not in printed.out + printed.err and not any(cache.iterdir()) and not new.exists(), printed
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in run.iterdir()) == before
+
+
 def test_cached_file_with_nan_is_refused_with_how_to_regenerate(tmp_path):
     """A NaN file left in the cache by an older version is not used; --regenerate replaces it (and
     the same command then trains)."""

@@ -112,6 +112,72 @@ def test_resume_after_kill_9_matches_an_uninterrupted_run(tiny_data, tmp_path):
     assert [r["train_loss"] for r in rows[1]] == pytest.approx([r["train_loss"] for r in rows[0]], rel=1e-6)
 
 
+TIMINGS = {"time_s", "eval_s", "checkpoint_s"}  # metrics.jsonl's measured seconds (each run measures its own)
+RESULT_TIMINGS = {"wall_time_s", "train_time_s", "eval_time_s", "checkpoint_time_s"}
+
+
+def same_but_timings(resumed: list[dict], full: list[dict], timings: set[str]) -> None:
+    """The same rows with the same fields; equal values (rel 1e-6) except the timings, which are present."""
+    assert [sorted(row) for row in resumed] == [sorted(row) for row in full]
+    for row, expected in zip(resumed, full):
+        for key in set(row) - timings:
+            numbers = isinstance(expected[key], (float, list))  # a number or a per-step list; others exactly
+            assert row[key] == (pytest.approx(expected[key], rel=1e-6) if numbers else expected[key]), key
+        assert all(row[key] >= 0 for key in timings & set(row))
+
+
+def test_a_resumed_run_ends_with_the_metrics_and_results_of_an_uninterrupted_run(tiny_data, tmp_path):
+    """Formerly every --resume lost the last checkpoint's checkpoint_s (the checkpoint holds the history as it
+    was before its own save was timed, and resume rewrote metrics.jsonl from it), so results.json's
+    checkpoint_time_s changed. A run stopped right after epoch 2's checkpoint and metrics (what kill -9 there
+    leaves), then resumed, and a finished run resumed again, match an uninterrupted run field by field."""
+    cfg = dict(data=str(tiny_data), epochs=3, **{**TINY, "eval_every": 1})
+    train(TrainConfig(**cfg, out=str(tmp_path / "full")), log=lambda *a: None)
+
+    class Killed(BaseException):
+        pass
+
+    def kill_after_epoch_2(line):  # the log line follows the epoch's checkpoint and metrics.jsonl
+        if line.startswith("epoch    2"):
+            raise Killed
+    stopped = tmp_path / "stopped"
+    with pytest.raises(Killed):
+        train(TrainConfig(**cfg, out=str(stopped)), log=kill_after_epoch_2)
+    on_disk = (stopped / "metrics.jsonl").read_text().splitlines()
+    assert torch.load(stopped / "checkpoint.pt", weights_only=True)["epoch"] == 2 and len(on_disk) == 2
+    train(TrainConfig(**cfg, out=str(stopped), resume=True), log=lambda *a: None)
+
+    def read(run):
+        return ([json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()],
+                json.loads((run / "results.json").read_text()))
+    (full_rows, full_results), (rows, results) = read(tmp_path / "full"), read(stopped)
+    same_but_timings(rows, full_rows, TIMINGS)
+    assert all("checkpoint_s" in row and "eval_s" in row for row in rows)
+    assert [json.dumps(row) for row in rows[:2]] == on_disk  # the epochs before the stop keep their measured times
+    same_but_timings([results], [full_results], RESULT_TIMINGS)
+    assert results["checkpoint_time_s"] == sum(row["checkpoint_s"] for row in rows)
+
+    finished = (stopped / "metrics.jsonl").read_text(), results
+    train(TrainConfig(**cfg, out=str(stopped), resume=True), log=lambda *a: None)  # a finished run: evaluated again
+    assert (stopped / "metrics.jsonl").read_text() == finished[0]
+    again = json.loads((stopped / "results.json").read_text())
+    same_but_timings([again], [finished[1]], {"wall_time_s"})  # the only field a second evaluation changes
+
+
+def test_resume_with_an_unreadable_metrics_jsonl_rewrites_it_from_the_checkpoint(tiny_data, tmp_path):
+    """metrics.jsonl is only read for the measured times: a damaged one does not block --resume, says so, and
+    is rewritten from the checkpoint's history (the last checkpoint's checkpoint_s is then unknown)."""
+    cfg = dict(data=str(tiny_data), out=str(tmp_path / "run"), epochs=2, **TINY)
+    train(TrainConfig(**cfg), log=lambda *a: None)
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"epoch": 1}\nnot json\n')
+    logs = []
+    train(TrainConfig(**cfg, resume=True), log=logs.append)
+    assert any(line.endswith("metrics.jsonl: line 2 is not JSON (Expecting value: line 1 column 1 (char 0)): "
+                             "rewritten from the checkpoint's history") for line in logs), logs
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["epoch"] for row in rows] == [1, 2] and "checkpoint_s" in rows[0] and "checkpoint_s" not in rows[1]
+
+
 def test_ddp_two_gloo_processes_agree(tiny_data, tmp_path):
     out = tmp_path / "ddp"
     # timeout: only a hang guard (a loaded 2-core CI machine runs 2 xdist workers beside these 2 ranks);
