@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from amg_fast._checks import flag
+from amg_fast._checks import flag, resolve_device
 from amg_fast._files import check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.data.generate import SPATIAL_DIMS, dataset_path, default_n_test, generate_dataset
@@ -68,7 +68,7 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
                         ns2d_options=request.get("ns2d_options"))
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
-        solver = cfg.device if cfg.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+        solver = resolve_device(cfg.device)
 
         def announce(file):  # a 2D data set takes minutes on a CPU: say what is happening, once it is checked
             log(f"data: generating {file} ({cfg.n_train} + {n_test} trajectories on {solver})")

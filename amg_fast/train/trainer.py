@@ -29,6 +29,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from amg_fast._checks import resolve_device
 from amg_fast._files import check_writable_dir
 from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.models import build_model, count_parameters
@@ -65,9 +66,7 @@ def _distributed() -> tuple[int, int]:
 
 def _device(name: str, rank: int) -> torch.device:
     """The torch device of --device (checked by resolve_config: "auto", "cpu", "cuda[:N]" where CUDA runs)."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
+    device = resolve_device(name)
     if device.type == "cuda" and dist.is_initialized():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
