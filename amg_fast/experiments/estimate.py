@@ -73,7 +73,7 @@ DATA_KEY, GENERATED_KEY = "data_s", "data_generated"
 # their work a trajectory (data_work: solver steps x grid points on a CPU, steps alone on a GPU, which
 # solves a batch's points at once) over the reference's. Conservative, as the epochs' defaults.
 DEFAULT_DATA_SECONDS = {
-    # 2-core development CPU, 2026-11-27, one thread (a sweep's single worker on a loaded machine),
+    # 2-core development CPU, 2026-11-27, OMP_NUM_THREADS=1 (machine loaded by other jobs; docs/reproduce.md),
     # generate_dataset in a fresh process: KS 0.7 / 5.3 / 9.0 s for 12 / 160 / 288 trajectories
     # (the smoke / cpu / quick presets), paper size (2304) ~70 s at that rate
     ("ks", "cpu"): (2.0, 0.04),
