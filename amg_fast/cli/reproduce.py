@@ -254,11 +254,12 @@ def cmd_run(args) -> int:
     else:
         runner.check_worker_counts(args.workers, args.runs_per_gpu)
     configs = {spec.name: runner.job_config(spec, args.preset, **_job(args)).to_dict() for spec in specs}
+    data = {spec.name: runner.dataset_args(spec, configs[spec.name], args.out / "data") for spec in specs}
     _check_existing_preset(args.out, args.preset)
     for spec in specs:
         runner.check_run_dir(args.out, spec)
     result, lines, estimator = _summary(args, specs)
-    budget = Budget(args.budget_s, estimator, configs, start=args.started)
+    budget = Budget(args.budget_s, estimator, configs, start=args.started, data=data)
     runner.prepare_sweep(args.out, args.preset)
     print("\n".join(lines), flush=True)
     run_dirs = [runner.write_job(args.out, spec, args.preset, **_job(args)) for spec in specs]

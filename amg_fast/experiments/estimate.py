@@ -1,5 +1,7 @@
 """How long a run takes: seconds per epoch measured by the sweep's finished runs of the same kind on
-the same machine, else a documented default per preset, device and resolution.
+the same machine, else a documented default per preset, device and resolution; plus, when its data
+set is not there yet, the time to generate it (measured by a run that generated one of its PDE here,
+else a documented default per PDE and device).
 
 A run's machine is recorded in its directory (machine.json: device type and GPU or CPU name) when
 it starts, so a sweep carried between machines (reproduce.py export / run --out) estimates each
@@ -16,8 +18,8 @@ from pathlib import Path
 
 from amg_fast.train.rundir import RunDir
 
-__all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "SETUP_KEY", "Estimator", "machine_of", "kind_of", "where",
-           "device_type"]
+__all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "SETUP_KEY", "DATA_KEY", "GENERATED_KEY",
+           "DEFAULT_DATA_SECONDS", "Estimator", "machine_of", "kind_of", "where", "device_type", "data_file", "data_work"]
 
 # Seconds per epoch at f = 32 when the sweep has no finished run of the same kind on this machine;
 # other resolutions scale linearly with f, other training-set sizes with n_train (measured steps grow about so: 3.9 / 7.4 / 14.4 ms graphed
@@ -55,15 +57,54 @@ DEFAULT_SECONDS_PER_EPOCH_2D = {
     ("paper", "cpu"): 230.0, ("quick", "cpu"): 3.5, ("cpu", "cpu"): 3.5, ("smoke", "cpu"): 2.0,
 }
 PRESET_N_TRAIN_2D = {"paper": 1000, "quick": 16, "cpu": 16, "smoke": 4}
-# Per run, besides its epochs: process start, data generation or loading, CUDA set-up and graph capture.
+# Per run, besides its epochs and its data set's generation: process start, data loading, CUDA set-up
+# and graph capture, the final evaluation.
 STARTUP_SECONDS = {"cpu": 5.0, "cuda": 60.0}
 MACHINE_FILE = "machine.json"
 # machine.json's field for the seconds a sweep's job spent before training (imports, data generation
 # under the sweep's lock): not in the trainer's wall time, part of a run's start-up.
 SETUP_KEY = "setup_s"
-# The settings that set a run's cost: runs alike in these (and machine) share a seconds-per-epoch.
+# machine.json's fields (since 2026-11-27; older files lack them: their setup_s is all start-up) for
+# the part of setup_s spent on the data set (waiting for the sweep's data lock, then generating or
+# finding it) and whether this run generated it: its data_s then measures a generation.
+DATA_KEY, GENERATED_KEY = "data_s", "data_generated"
+# Generating a data set when the sweep has not measured one of its PDE on this machine: (fixed seconds,
+# seconds a trajectory) at REFERENCE_DATA's settings; other settings scale the seconds a trajectory by
+# their work a trajectory (data_work: solver steps x grid points on a CPU, steps alone on a GPU, which
+# solves a batch's points at once) over the reference's. Conservative, as the epochs' defaults.
+DEFAULT_DATA_SECONDS = {
+    # 2-core development CPU, 2026-11-27, OMP_NUM_THREADS=1 (machine loaded by other jobs; docs/reproduce.md),
+    # generate_dataset in a fresh process: KS 0.7 / 5.3 / 9.0 s for 12 / 160 / 288 trajectories
+    # (the smoke / cpu / quick presets), paper size (2304) ~70 s at that rate
+    ("ks", "cpu"): (2.0, 0.04),
+    # the same: Burgers 10.4 / 43 / 51 s for 12 / 160 / 288 trajectories (a split of fewer than 64
+    # is solved without torch.compile, ~0.9 s a trajectory; from 64 compiled after ~20 s of
+    # compiling), 231 s for the paper's 2276 (a user's measure on this CPU): 30 s + 0.1 s each bounds all
+    ("burgers", "cpu"): (30.0, 0.1),
+    # docs/training.md: the ns2d quick preset's 16 + 4 trajectories (64 x 64 grid, 11 frames) took
+    # 3.5 min to generate, 10.5 s each; a 128 x 128 grid is 8x the work by steps x points (measured
+    # ~25 s a trajectory there: the default is conservative by ~3x on that grid)
+    ("ns2d", "cpu"): (10.0, 12.0),
+    # H100, 2026-11-26 (results/gpu/20261126-h100): the KS paper data set, 2304 trajectories, in 5.4 s;
+    # 5 s + 0.005 s each gives 16.5 s for it (3x)
+    ("ks", "cuda"): (5.0, 0.005),
+    # Burgers: not measured on a GPU. Its solver loops in Python over ~10^4 steps a batch of 256 with
+    # one host sync a step (launch-bound: ~0.3 ms a step, ~3 s a batch, 9 batches at the paper's size)
+    # after ~30-60 s of torch.compile on a fresh machine: ~60-90 s for the paper's 2276; taken as 60 s
+    # + 0.04 s each = 151 s for it, still under the CPU's 231 s
+    ("burgers", "cuda"): (60.0, 0.04),
+    # ns2d: not measured on a GPU. Batches of 16 in flight, ~0.5 ms a step (~30 launches of the spectral
+    # step): ~0.2 s a trajectory at the reference's 6250 steps; 0.4 s (2x), plus 10 s
+    ("ns2d", "cuda"): (10.0, 0.4),
+}
+# The settings DEFAULT_DATA_SECONDS were measured at, for each PDE (generate_dataset's arguments).
+REFERENCE_DATA = {"ks": {"nu": 0.1}, "burgers": {"nu": 0.001},
+                  "ns2d": {"nu": 1e-3, "ns2d_options": {"grid": 64, "frames": 11}}}
+# The settings that set a run's cost: runs alike in these (and machine) share a seconds-per-epoch
+# (the PDE: its frames, grid and preset batch size; the test set and how often it is evaluated: the
+# evaluations are part of the epochs' time).
 KIND_KEYS = ("model", "res", "n_train", "batch_size", "width", "precision", "fast_kernels", "cuda_graph",
-             "share_weights", "weight_norm", "ns_frames")
+             "share_weights", "weight_norm", "ns_frames", "pde", "n_test", "eval_every")
 
 
 def _gpu_name(index: str | None = None) -> str | None:
@@ -107,15 +148,40 @@ def kind_of(config: dict) -> tuple:
     return tuple(config.get(k) for k in KIND_KEYS)
 
 
+def data_file(data: dict) -> Path:
+    """Where generate_dataset writes the data set of its keyword arguments `data` (runner.dataset_args)."""
+    from amg_fast.data.generate import dataset_path, default_n_test
+
+    n_test = data["n_test"] if data.get("n_test") is not None else default_n_test(data["pde"], data["n_train"])
+    return dataset_path(data["out_dir"], data["pde"], data["nu"], data["n_train"], n_test, data["seed"],
+                        data.get("ks_options"), data.get("ns2d_options"))
+
+
+def data_work(data: dict, device: str) -> float:
+    """The work of generating a data set (generate_dataset's keyword arguments `data`) on a "cpu" or
+    "cuda" device: trajectories x solver steps a trajectory x solver grid points (steps alone on a GPU,
+    which solves a batch's points at once). A ValueError for arguments the generator refuses."""
+    from amg_fast.data.generate import check_ns2d_options, dataset_size, default_n_test
+
+    pde, n_train = data["pde"], data["n_train"]
+    n_test = data["n_test"] if data.get("n_test") is not None else default_n_test(pde, n_train)
+    size = dataset_size(pde, nu=data["nu"], n_train=n_train, n_test=n_test, ks_options=data.get("ks_options"),
+                        ns2d_options=data.get("ns2d_options"))
+    points = check_ns2d_options(data.get("ns2d_options"))["grid"] ** 2 if pde == "ns2d" else size.points
+    return (n_train + n_test) * size.steps * (points if device == "cpu" else 1)
+
+
 class Estimator:
     """Seconds a run will take on `machine` (machine_of), from the finished runs of `run_dirs` that
     ran there and are of the same kind, else from those of its kind at another resolution (scaled,
-    see _scaled), else DEFAULT_SECONDS_PER_EPOCH; observe() adds a run that finished meanwhile."""
+    see _scaled), else DEFAULT_SECONDS_PER_EPOCH; plus generating its data set when it is missing
+    (data_seconds); observe() adds a run that finished meanwhile."""
 
     def __init__(self, machine: dict, preset: str, run_dirs=()):
         self.machine, self.preset = machine, preset
         self.per_epoch: dict[tuple, list[float]] = {}
-        self.startups: list[float] = []  # measured: a finished run's wall time outside its epochs
+        self.startups: list[float] = []  # measured: a finished run's wall time outside its epochs and data
+        self.generations: dict[str, list[tuple[float, float]]] = {}  # pde: (data_work, seconds) measured here
         for run_dir in run_dirs:
             self.observe(run_dir)
 
@@ -148,24 +214,57 @@ class Estimator:
         if not isinstance(machine, dict) or where(machine) != where(self.machine) or epochs <= 0 or wall <= 0:
             return
         in_epochs = results.train_time_s + results.eval_time_s + results.checkpoint_time_s
-        setup = machine.get(SETUP_KEY)  # the job's time before training: imports, the data
+        setup = _seconds(machine.get(SETUP_KEY))  # the job's time before training: imports, the data
+        data = _seconds(machine.get(DATA_KEY))  # of it on the data set (machine.json since 2026-11-27)
         if 0 < in_epochs <= wall:
-            self.startups.append(wall - in_epochs + (setup if isinstance(setup, (int, float)) and setup > 0 else 0))
+            self.startups.append(wall - in_epochs + max(setup - data, 0.0))
         else:  # the split is missing or inconsistent: all of the wall time per epoch
             in_epochs = wall
         self.per_epoch.setdefault(kind_of(config), []).append(in_epochs / epochs)
+        if machine.get(GENERATED_KEY) is True and data > 0:
+            self._observe_generation(run_dir, config, data)
 
-    def seconds(self, config: dict, epochs_done: int = 0) -> tuple[float, str]:
+    def _observe_generation(self, run_dir: Path, config: dict, seconds: float) -> None:
+        """A run that generated its data set in `seconds`: a measure for the data sets of its PDE."""
+        from amg_fast.experiments.runner import dataset_args, read_job
+
+        job = read_job(run_dir)
+        try:
+            work = data_work(dataset_args(job["spec"], job["config"], "data"), self.machine["device"])
+        except (TypeError, KeyError, ValueError):  # no job, or settings the generator refuses
+            return
+        self.generations.setdefault(config.get("pde"), []).append((work, seconds))
+
+    def data_seconds(self, data: dict) -> tuple[float, str]:
+        """(seconds, where the figure comes from) to generate the data set of generate_dataset's keyword
+        arguments `data` here: a data set of its PDE generated here (the nearest in work, the larger on a
+        tie), scaled by the work (data_work) when this one is larger, kept when smaller (fixed costs:
+        compiling, writing); else DEFAULT_DATA_SECONDS. (0, "") for settings the generator refuses."""
+        device, pde = self.machine["device"], data["pde"]
+        try:
+            work = data_work(data, device)
+        except (TypeError, KeyError, ValueError):
+            return 0.0, ""
+        measured = self.generations.get(pde)
+        if measured:
+            near_work, seconds = min(measured, key=lambda m: (abs(math.log(m[0] / work)), -m[0]))
+            return seconds * max(1.0, work / near_work), f"as measured here for {pde}"
+        fixed, per_trajectory = DEFAULT_DATA_SECONDS[(pde, device)]
+        reference = data_work({**REFERENCE_DATA[pde], "pde": pde, "n_train": 1, "n_test": 1}, device) / 2
+        return fixed + per_trajectory * work / reference, f"by the default for {pde} on {device}"
+
+    def seconds(self, config: dict, epochs_done: int = 0, data: dict | None = None) -> tuple[float, str]:
         """(estimated seconds, where the estimate comes from) for a run with this resolved config dict:
-        start-up (the longest measured here -- data, imports, kernels compiled, graph capture, the final
+        start-up (the longest measured here -- imports, kernels compiled, graph capture, the final
         evaluation -- else STARTUP_SECONDS) plus seconds per epoch x the epochs left (a partial run
-        resumes after epochs_done of them)."""
+        resumes after epochs_done of them), plus data_seconds(data) when data (generate_dataset's
+        keyword arguments of the run's data set, runner.dataset_args) is given and its file is missing."""
         startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
         measured = self.per_epoch.get(kind_of(config))
         scaled = None if measured else self._scaled(config)
         if measured:
             per_epoch = sum(measured) / len(measured)
-            source = f"measured here ({_runs(len(measured))} of its kind)"
+            source = f"measured here on {_runs(len(measured))} of its kind"
         elif scaled:
             per_epoch, source = scaled
         else:
@@ -180,7 +279,10 @@ class Estimator:
         left = max(config["epochs"] - epochs_done, 0)
         if epochs_done:
             source += f"; resumes with {left} of {config['epochs']} epochs left"
-        return startup + per_epoch * left, source
+        generating, how = self.data_seconds(data) if data is not None and not data_file(data).exists() else (0.0, "")
+        if generating:
+            source = f"{math.ceil(generating)} s generating its data, {how}; {source}"
+        return startup + generating + per_epoch * left, source
 
     def _scaled(self, config: dict) -> tuple[float, str] | None:
         """(seconds per epoch, source) from this machine's finished runs of the same kind at the nearest
@@ -201,6 +303,11 @@ class Estimator:
         measured = at_other_res[nearest]
         return (factor * sum(measured) / len(measured),
                 f"scaled from {_runs(len(measured))} of its kind at f = {nearest} here")
+
+
+def _seconds(value) -> float:
+    """A machine.json duration: a number > 0, else 0 (absent in older files, or damaged)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
 
 
 def _runs(n: int) -> str:

@@ -50,7 +50,7 @@ from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
            "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
            "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
-           "export_runs", "state_note", "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES"]
+           "export_runs", "state_note", "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES", "dataset_args"]
 
 STATES = ("done", "running", "partial", "failed", "died", "corrupt", "missing")
 NOT_DONE = ("failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
@@ -178,6 +178,19 @@ def job_config(spec: RunSpec, preset: str, *, device: str = "auto", fast_kernels
         raise ValueError(f"run {spec.name}: {err}") from None
 
 
+def dataset_args(spec: RunSpec, cfg: TrainConfig | dict, cache_dir) -> dict:
+    """generate_dataset's keyword arguments (the device aside) for the data set a run of the sweep trains
+    on: its config's request (amg_fast.train.data.dataset_request: pde, nu, trajectories, seed, ns2d
+    options), its reading's KS options, out_dir cache_dir (the sweep's data/). cfg: a resolved
+    TrainConfig or its to_dict()."""
+    from amg_fast.experiments.readings import READINGS
+    from amg_fast.train.data import dataset_request
+
+    cfg = TrainConfig.from_dict(cfg) if isinstance(cfg, dict) else cfg
+    return {**dataset_request(cfg), "out_dir": str(cache_dir),
+            "ks_options": READINGS[spec.reading].options if spec.reading else None}
+
+
 def read_job(run_dir: Path) -> dict | None:
     """job.json as {"spec": RunSpec, "config": TrainConfig}; None when unreadable or not a job."""
     job = _read_json(Path(run_dir) / JOB_FILE)
@@ -297,13 +310,13 @@ def run_job(run_dir: str) -> str:
     the sweep's data lock, resumes from whatever the directory holds. An error (also an unreadable
     job.json) is written to error.json (message and traceback) and returns "failed"; it does not
     raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
-    machine.json records where it trains and, once training starts, the seconds spent before (SETUP_KEY).
+    machine.json records where it trains and, once training starts, the seconds spent before (SETUP_KEY),
+    of them on its data set (DATA_KEY: waiting for the sweep's data lock, generating or finding it) and
+    whether this run generated it (GENERATED_KEY).
     """
     started = time.monotonic()  # before the imports below (torch): they are part of a run's start-up
     from amg_fast.data.generate import generate_dataset
-    from amg_fast.experiments.estimate import SETUP_KEY
-    from amg_fast.experiments.readings import READINGS
-    from amg_fast.train.data import dataset_request
+    from amg_fast.experiments.estimate import DATA_KEY, GENERATED_KEY, SETUP_KEY
     from amg_fast.train.trainer import train
 
     run_dir = Path(run_dir).resolve()
@@ -332,18 +345,20 @@ def run_job(run_dir: str) -> str:
                 machine = _machine(cfg.device)
                 _write_json(run_dir / MACHINE_FILE, machine)
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
-                options = READINGS[spec.reading].options if spec.reading else None
+                data_started = time.monotonic()
                 with FileLock(str(Path(cfg.cache_dir) / ".generate.lock")):
-                    try:
-                        path, _ = generate_dataset(**dataset_request(cfg), out_dir=cfg.cache_dir, ks_options=options,
-                                                   device=cfg.device)  # on the run's GPU when it has one
+                    try:  # on the run's GPU when it has one
+                        path, summary = generate_dataset(**dataset_args(spec, cfg, cfg.cache_dir), device=cfg.device)
                     except FileExistsError as err:  # damaged (a copy cut short) or of other arguments
                         raise SweepError(f"the sweep's data set is unusable: {err}. In a sweep: delete that file "
                                          "and run the same command again (the next run generates it)") from None
                 if spec.reading:
                     cfg.data = str(path)
                 _relocate(run_dir, cfg, log)
-                _write_json(run_dir / MACHINE_FILE, {**machine, SETUP_KEY: round(time.monotonic() - started, 2)})
+                now = time.monotonic()
+                _write_json(run_dir / MACHINE_FILE, {**machine, SETUP_KEY: round(now - started, 2),
+                                                     DATA_KEY: round(now - data_started, 2),
+                                                     GENERATED_KEY: not summary["skipped"]})
                 train(cfg, log=log)
             except Exception as err:  # recorded; the sweep goes on and the next `run` retries it
                 log(traceback.format_exc())

@@ -3,6 +3,7 @@ and resume), export + continue elsewhere, the budget, repeated --where, the alph
 sweep moved or copied, truthful exit status and states, one preset under concurrent starts, and
 commands refused before they write anything. Every training run is at the smoke preset."""
 import json
+import math
 import os
 import re
 import shutil
@@ -413,18 +414,99 @@ def test_estimates_use_this_machines_finished_runs(trained):
     results = json.loads((trained / "runs" / FFNO / "results.json").read_text())
     here = Estimator(machine, "smoke", runner.run_dirs(trained))
     seconds, source = here.seconds(config)
-    assert source.startswith("measured here (1 finished run")
+    assert source.startswith("measured here on 1 finished run")
     # its epochs (training, evaluations, checkpoints) per epoch, and the rest of its wall time as the
     # start-up (formerly the whole wall time per epoch plus the default start-up: counted twice), plus
-    # the job's seconds before training (imports, data: machine.json's setup_s; formerly not counted)
+    # the job's seconds before training (imports: machine.json's setup_s; formerly not counted) less
+    # those on its data set (data_s: generating it is estimated apart, only for a run whose data are missing)
     in_epochs = results["train_time_s"] + results["eval_time_s"] + results["checkpoint_time_s"]
-    assert 0 < machine["setup_s"] < 600
-    assert pytest.approx(machine["setup_s"] + results["wall_time_s"] - in_epochs) in here.startups
+    assert 0 <= machine["data_s"] <= machine["setup_s"] < 600
+    assert pytest.approx(machine["setup_s"] - machine["data_s"] + results["wall_time_s"] - in_epochs) in here.startups
     assert seconds == pytest.approx(max(here.startups) + in_epochs)  # the longest start-up is taken
     assert Estimator({"device": machine["device"], "name": machine["name"]}, "smoke",
                      runner.run_dirs(trained)).startups == here.startups  # setup_s is not part of the machine
     elsewhere = Estimator({**machine, "name": "another CPU"}, "smoke", runner.run_dirs(trained))
     assert elsewhere.seconds(config)[1] == "default for preset smoke on cpu"
+
+
+def test_a_run_of_another_pde_is_estimated_as_its_own_kind(trained):
+    """Formerly a smoke Burgers run after KS runs read `needs ~2 s (measured here (2 finished runs of
+    its kind))`: the kind ignored the PDE, so the KS runs' seconds per epoch stood for Burgers'."""
+    from amg_fast.experiments.estimate import kind_of
+
+    machine = json.loads((trained / "runs" / FFNO / "machine.json").read_text())
+    here = Estimator(machine, "smoke", runner.run_dirs(trained))
+    ks = runner.job_config(RunSpec("ffno", "ks", 0.1, 32), "smoke").to_dict()
+    burgers = runner.job_config(RunSpec("ffno", "burgers", 0.001, 32), "smoke").to_dict()
+    assert here.seconds(ks)[1] == "measured here on 1 finished run of its kind"
+    assert kind_of(burgers) != kind_of(ks)
+    assert here.seconds(burgers)[1] == "default for preset smoke on cpu"
+    assert here.seconds({**burgers, "res": 128})[1].startswith("default")  # nor scaled from KS at f = 32
+
+
+def test_a_run_whose_data_are_missing_is_estimated_with_their_generation(trained, tmp_path):
+    """Formerly generating a run's data set was not foreseen (6.4 s of a smoke Burgers run's 7.7 s, ~231 s
+    at the paper's size on the 2-core CPU): a budget could start a run whose data overran it."""
+    from amg_fast.experiments.estimate import DEFAULT_DATA_SECONDS, data_file
+    from amg_fast.experiments.sweep import plan
+
+    machine = json.loads((trained / "runs" / FFNO / "machine.json").read_text())
+    here = Estimator(machine, "smoke", runner.run_dirs(trained))
+    spec = RunSpec("ffno", "burgers", 0.001, 32)
+    config = runner.job_config(spec, "smoke").to_dict()
+    data = runner.dataset_args(spec, config, trained / "data")
+    assert not data_file(data).exists()
+    training, training_source = here.seconds(config)
+    fixed, per_trajectory = DEFAULT_DATA_SECONDS[("burgers", "cpu")]  # measured at nu = 0.001, the default options
+    generating = fixed + per_trajectory * (config["n_train"] + config["n_test"])
+    seconds, source = here.seconds(config, data=data)
+    assert seconds == pytest.approx(training + generating)
+    assert source == f"{math.ceil(generating)} s generating its data, by the default for burgers on cpu; {training_source}"
+    budget = Budget(training + 1.0, here, {"b": config}, clock=lambda: 0.0, data={"b": data})
+    assert budget(Path("b")) == f"needs ~{math.ceil(training + generating)} s ({source}), " \
+        f"{math.floor(training + 1.0)} s of the budget left"  # one pair of parentheses
+    assert Budget(training + 1.0, here, {"b": config}, clock=lambda: 0.0)(Path("b")) is None  # without its data: fits
+    # the sweep's own KS data set exists: nothing to generate
+    ks = RunSpec("amgfno", "ks", 0.1, 32)
+    ks_config = runner.job_config(ks, "smoke").to_dict()
+    assert data_file(runner.dataset_args(ks, ks_config, trained / "data")).exists()
+    assert here.seconds(ks_config, data=runner.dataset_args(ks, ks_config, trained / "data")) == here.seconds(ks_config)
+    # a KS data set of another seed: as long as the one the sweep's first run generated (measured here)
+    assert json.loads((trained / "runs" / AMGFNO / "machine.json").read_text())["data_generated"] != \
+        json.loads((trained / "runs" / FFNO / "machine.json").read_text())["data_generated"]  # one run generated it
+    first = next(d for d in runner.run_dirs(trained) if json.loads((d / "machine.json").read_text())["data_generated"])
+    other_seed = runner.dataset_args(ks.with_seed(1), {**ks_config, "seed": 1}, trained / "data")
+    assert not data_file(other_seed).exists()
+    assert here.data_seconds(other_seed) == (json.loads((first / "machine.json").read_text())["data_s"],
+                                             "as measured here for ks")
+    # a plan: the first run of the three that share the Burgers data set pays for it, the others not
+    burgers = [RunSpec(model, "burgers", 0.001, 32) for model in ("ffno", "s4ffno", "amgfno")]
+    rows = plan(tmp_path / "new", burgers, "smoke", Estimator(machine, "smoke"))["runs"]
+    assert "generating its data" in rows[0][3] and all("generating" not in source for *_, source in rows[1:])
+    assert rows[0][2] == pytest.approx(rows[1][2] + generating)
+
+
+def test_old_machine_files_still_give_estimates(trained, tmp_path):
+    """machine.json before data_s (setup_s all start-up) and before setup_s (the committed results/cpu
+    trees) still give measured estimates."""
+    out = copy(trained, tmp_path / "old")
+    machine = json.loads((out / "runs" / FFNO / "machine.json").read_text())
+    for run_dir in runner.run_dirs(out):
+        old = json.loads((run_dir / "machine.json").read_text())
+        (run_dir / "machine.json").write_text(json.dumps({k: old[k] for k in ("device", "name", "setup_s")}))
+    results = json.loads((out / "runs" / FFNO / "results.json").read_text())
+    in_epochs = results["train_time_s"] + results["eval_time_s"] + results["checkpoint_time_s"]
+    here = Estimator(machine, "smoke", runner.run_dirs(out))
+    assert pytest.approx(machine["setup_s"] + results["wall_time_s"] - in_epochs) in here.startups
+    assert here.generations == {}
+    config = json.loads((out / "runs" / FFNO / "job.json").read_text())["config"]
+    assert here.seconds(config)[1] == "measured here on 1 finished run of its kind"
+    committed = Path(__file__).parents[2] / "results" / "cpu" / "ns2d"
+    if committed.is_dir():  # the committed tree (2026-11-27): machine.json with device and name only
+        run_dir = committed / "runs" / "ffno2d_ns2d_nu0.001_f32_seed0"
+        config = json.loads((run_dir / "job.json").read_text())["config"]
+        there = Estimator(json.loads((run_dir / "machine.json").read_text()), "cpu", runner.run_dirs(committed))
+        assert there.seconds(config)[1].startswith("measured here on ")  # both viscosities: one kind
 
 
 def test_estimates_scale_this_machines_runs_to_other_resolutions(trained):
