@@ -100,9 +100,9 @@ def _evaluate(args) -> int:
         field = cfg.field  # the run's field, where the file holds it (another file's only field otherwise)
     ds = TrajectoryDataset(args.data, res, split=args.split, limit=args.limit, field=field,
                            omega_per_trajectory=cfg.omega_mode == "batch", nonzero_rollout_frames=True)
-    if ds.spatial_dims != model.spatial_dims:
+    if ds.spatial_dims != model.spatial_dims or ds.pde != cfg.pde:  # another PDE: an nRMSE that means nothing
         raise ValueError(f"--data {args.data} holds {ds.spatial_dims}D {ds.pde} trajectories; the checkpoint's model "
-                         f"{cfg.model} is {model.spatial_dims}D (trained on --pde {cfg.pde}): evaluate it on "
+                         f"{cfg.model} is {model.spatial_dims}D, trained on --pde {cfg.pde}: evaluate it on "
                          f"{cfg.pde} data")
     model.to(device)
     check_model_runs(model, res, device)

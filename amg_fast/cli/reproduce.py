@@ -35,6 +35,7 @@ Example (CPU, about 10 minutes): reproduce.py run table2 --preset cpu --out swee
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections import Counter
@@ -367,6 +368,9 @@ def cmd_omega(args) -> int:
 
     if args.n < 1:
         raise ValueError(f"--n must be an integer >= 1, got {args.n}")
+    bad = [nu for nu in args.nu if not (math.isfinite(nu) and nu > 0)]
+    if bad:  # before the table's header (the generator would refuse it naming `nu`, mid-table)
+        raise ValueError(f"--nu must be finite numbers > 0, got {bad[0]!r}")
     print(f"omega_f over all saved frames of {args.n} trajectories (seed {args.seed}); paper: 0.584 / 0.083 / 0.0003")
     print("| nu | reading | omega_32 | omega_64 | omega_128 | energy-weighted omega_32 |")
     print("|---|---|---:|---:|---:|---:|")

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from amg_fast.data.generate import PDES
-from amg_fast.experiments.estimate import Estimator, data_file
+from amg_fast.experiments.estimate import STARTUP_SECONDS, Estimator, data_file
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, Experiment, get_experiment, grid_experiment
 from amg_fast.experiments.runner import (dataset_args, epochs_to_resume, job_config, read_job, run_dir_of, run_dirs,
                                         run_state)
@@ -267,7 +267,11 @@ def summary_lines(result: dict, by_experiment: dict[str, int], machine: dict, pr
                      f"({machine['name']}), ~{_hours(wall)} with {slots} at once; estimates: "
                      + "; ".join(f"{n} from {src}" for src, n in result["sources"].items()))
         if gpu_result is not None:
-            lines.append(f"  on one GPU (defaults from the committed H100/H200 timings): ~{_hours(gpu_result['estimate_s'])}")
+            startup = STARTUP_SECONDS["cuda"] * len(todo)  # per run: process, CUDA set-up, kernels, graph capture
+            mostly_startup = startup > gpu_result["estimate_s"] / 2  # a small preset: a GPU gains it nothing
+            lines.append(f"  on one GPU (defaults from the committed H100/H200 timings): ~{_hours(gpu_result['estimate_s'])}"
+                         f", of it ~{_hours(startup)} starting the {len(todo)} runs ({STARTUP_SECONDS['cuda']:.0f} s each"
+                         + (": at this preset a GPU gains nothing)" if mostly_startup else ")"))
         if machine["device"] == "cpu" and preset in ("paper", "quick") and result["estimate_s"] > 3 * 3600:
             lines.append(f"  preset {preset} on a CPU takes hours: for a CPU-sized sweep use --preset cpu (or smoke "
                          "to try the commands), or run this one on a GPU")

@@ -80,6 +80,13 @@ def test_bad_input_is_refused_with_a_message(tmp_path, args, message):
     assert not out.exists()  # nothing written, nothing started
 
 
+def test_omega_refuses_a_bad_nu_before_its_table():
+    """Formerly the table's header, then `error: nu must be ...` from the generator."""
+    proc = reproduce("omega", "--nu", "0.1", "-1", "--n", "2")
+    assert proc.returncode == 2 and "error: --nu must be finite numbers > 0, got -1.0" in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
 def test_a_sweep_directory_keeps_one_preset(tmp_path):
     runner.prepare_sweep(tmp_path, "smoke")
     with pytest.raises(runner.SweepError, match="holds runs of preset 'smoke'; run with --preset smoke"):

@@ -371,6 +371,18 @@ def test_evaluate_runs_with_device_auto_and_refuses_a_file_that_is_not_a_checkpo
                                          "or its run directory (a damaged one: train or resume the run again)")
 
 
+def test_evaluate_refuses_data_of_another_pde(finished_run, tmp_path):
+    """A KS run evaluated on a Burgers file gave an nRMSE without a word (only 1D / 2D was checked)."""
+    from amg_fast.data.h5 import write_amg_fast
+
+    run, _ = finished_run
+    burgers = tmp_path / "burgers.h5"
+    write_amg_fast(burgers, translating_waves(8, T=148), np.arange(64) / 64, np.arange(148) * 0.01,
+                   attrs={"pde": "burgers", "n_test": 2})
+    refused(cli("evaluate.py", run, "--data", burgers), f"error: --data {burgers} holds 1D burgers trajectories; the "
+            "checkpoint's model amgfno is 1D, trained on --pde ks: evaluate it on ks data")
+
+
 # -- the run-directory lock, stale temp files -------------------------------------------------
 def test_second_trainer_is_refused_while_the_first_trains(tiny_data, tmp_path):
     from filelock import FileLock

@@ -76,7 +76,7 @@ def test_a_2d_checkpoint_on_1d_data_is_refused(ns_run, tiny_data, capsys):
     run, _, _ = ns_run
     assert evaluate_cli.main([str(run), "--data", str(tiny_data)]) == 2
     err = capsys.readouterr().err
-    assert "holds 1D ks trajectories; the checkpoint's model amgfno2d is 2D (trained on --pde ns2d)" in err
+    assert "holds 1D ks trajectories; the checkpoint's model amgfno2d is 2D, trained on --pde ns2d" in err
 
 
 @pytest.mark.parametrize("args, message", [
