@@ -29,7 +29,7 @@ command (nothing written). Ctrl-C stops a local sweep (each run keeps its last c
 prints the command that continues it (exit 130); a Slurm job that reaches --time is requeued and
 resumes from its checkpoint.
 
-Example (CPU, about 10 minutes): reproduce.py run table2 --preset cpu --out sweeps/cpu
+Example (2-core CPU, about 1 minute): reproduce.py run table2 --preset cpu --out sweeps/cpu
     --where model=ffno,s4ffno,amgfno --where pde=ks nu=0.1 res=32 && reproduce.py report table2 --out sweeps/cpu
 """
 from __future__ import annotations
