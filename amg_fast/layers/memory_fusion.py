@@ -12,6 +12,7 @@ import math
 import torch
 from torch import nn
 
+from amg_fast._checks import ArgumentError
 from amg_fast.ops import gate_fusion
 from amg_fast.ops.gate import frequency_gate, gate_fusion_freq
 from amg_fast.ops.readout_gate import memory_gate, memory_gate_freq
@@ -29,14 +30,15 @@ class FixedFusion(nn.Module):
     def __init__(self, fusion: str = "residual", alpha: float | None = None):
         super().__init__()
         if fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
-        if fusion == "residual" and alpha is not None:
-            raise ValueError(f"alpha applies to fusion 'convex' or 'additive', not 'residual' (got alpha={alpha})")
+            raise ArgumentError(f"fusion must be one of {FUSIONS}, got {fusion!r}", "fusion")
+        if fusion == "residual" and alpha is not None:  # ArgumentError: a CLI names its flags (--alpha, --fusion)
+            raise ArgumentError(f"alpha applies to fusion 'convex' or 'additive', not 'residual' (got alpha={alpha})",
+                                "alpha", "fusion")
         alpha = 1.0 if alpha is None else float(alpha)
         if fusion == "convex" and not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1] for convex fusion, got {alpha}")
+            raise ArgumentError(f"alpha must be in [0, 1] for convex fusion, got {alpha}", "alpha")
         if not math.isfinite(alpha):
-            raise ValueError(f"alpha must be finite, got {alpha}")
+            raise ArgumentError(f"alpha must be finite, got {alpha}", "alpha")
         self.fusion, self.alpha = fusion, alpha
 
     def forward(self, h: torch.Tensor, z: torch.Tensor) -> torch.Tensor:

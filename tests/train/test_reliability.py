@@ -99,6 +99,11 @@ BAD_FLAGS = {
     "device-gpu0": (["--device", "gpu0"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
     "device-cuda-without-cuda": (["--device", "cuda"], "--device 'cuda': CUDA is not available here"),
     "nu-inf": (["--nu", "inf"], "--nu must be a finite number > 0, got inf"),
+    # the fusion layer's refusals name the flags (formerly `alpha applies to fusion ...`)
+    "alpha-with-residual-fusion": (["--model", "s4ffno", "--alpha", "0.5"],
+                                   "--alpha applies to --fusion 'convex' or 'additive', not 'residual' (got --alpha=0.5)"),
+    "convex-alpha-1.5": (["--model", "s4ffno", "--fusion", "convex", "--alpha", "1.5"],
+                         "--alpha must be in [0, 1] for convex fusion, got 1.5"),
     # the setting checks name the flag typed (formerly the setting: `batch_size must be ...`)
     "epochs-0": (["--epochs", 0], "error: --epochs must be an integer >= 1, got 0"),
     "batch-size-0": (["--batch-size", 0], "error: --batch-size must be an integer >= 1, got 0"),
