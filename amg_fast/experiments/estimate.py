@@ -255,10 +255,22 @@ class Estimator:
 
     def seconds(self, config: dict, epochs_done: int = 0, data: dict | None = None) -> tuple[float, str]:
         """(estimated seconds, where the estimate comes from) for a run with this resolved config dict:
-        start-up (the longest measured here -- imports, kernels compiled, graph capture, the final
-        evaluation -- else STARTUP_SECONDS) plus seconds per epoch x the epochs left (a partial run
-        resumes after epochs_done of them), plus data_seconds(data) when data (generate_dataset's
-        keyword arguments of the run's data set, runner.dataset_args) is given and its file is missing."""
+        training_seconds plus data_seconds(data) when data (generate_dataset's keyword arguments of the
+        run's data set, runner.dataset_args) is given and its file is missing (with_data)."""
+        return self.with_data(*self.training_seconds(config, epochs_done), data)
+
+    def with_data(self, seconds: float, source: str, data: dict | None) -> tuple[float, str]:
+        """(seconds, source) of a run's training, plus generating its data set when data is given and
+        its file is missing."""
+        generating, how = self.data_seconds(data) if data is not None and not data_file(data).exists() else (0.0, "")
+        if generating:
+            source = f"{math.ceil(generating)} s generating its data, {how}; {source}"
+        return seconds + generating, source
+
+    def training_seconds(self, config: dict, epochs_done: int = 0) -> tuple[float, str]:
+        """(seconds, source) of a run without its data set: start-up (the longest measured here --
+        imports, kernels compiled, graph capture, the final evaluation -- else STARTUP_SECONDS) plus
+        seconds per epoch x the epochs left (a partial run resumes after epochs_done of them)."""
         startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
         measured = self.per_epoch.get(kind_of(config))
         scaled = None if measured else self._scaled(config)
@@ -279,10 +291,7 @@ class Estimator:
         left = max(config["epochs"] - epochs_done, 0)
         if epochs_done:
             source += f"; resumes with {left} of {config['epochs']} epochs left"
-        generating, how = self.data_seconds(data) if data is not None and not data_file(data).exists() else (0.0, "")
-        if generating:
-            source = f"{math.ceil(generating)} s generating its data, {how}; {source}"
-        return startup + generating + per_epoch * left, source
+        return startup + per_epoch * left, source
 
     def _scaled(self, config: dict) -> tuple[float, str] | None:
         """(seconds per epoch, source) from this machine's finished runs of the same kind at the nearest

@@ -231,10 +231,11 @@ def plan(out: Path, specs: list[RunSpec], preset: str, estimator: Estimator, **j
         config = job_config(spec, preset, **job).to_dict()
         data = dataset_args(spec, config, Path(out) / "data")
         epochs_done = epochs_to_resume(run_dir) if state == "partial" else 0
-        seconds, source = estimator.seconds(config, epochs_done, data=None if data_file(data) in generated else data)
+        path = data_file(data)
+        training, training_source = estimator.training_seconds(config, epochs_done)
+        seconds, source = estimator.with_data(training, training_source, None if path in generated else data)
         if state != "done":
-            generated.add(data_file(data))
-            training, training_source = estimator.seconds(config, epochs_done)
+            generated.add(path)
             data_s += seconds - training
             sources[training_source] += 1
         rows.append((spec, state, seconds, source))
