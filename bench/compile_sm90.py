@@ -191,21 +191,33 @@ def gate_cases(quick: bool):
 
 def ffn_cases(quick: bool):
     """The fused feed-forward at x [B*T*S, 128], F = 512, with and without the residual; the
-    autocast case (bf16 x, fp32 weights and residual)."""
+    autocast case (bf16 x, fp32 weights and residual); the weight-gradient tilings probe_ffn.py times
+    (DW_ALTERNATIVES, fp32 / TF32 / bf16)."""
     from amg_fast.kernels import feed_forward as k
 
-    def run(x, residual):
+    def run(x, residual, dw_tiling=None):
         H, F = x.shape[-1], 4 * x.shape[-1]
         wd = torch.float64 if x.dtype == torch.float64 else torch.float32
         w1, b1, w2, b2 = _t(F, H, dtype=wd), _t(F, dtype=wd), _t(H, F, dtype=wd), _t(H, dtype=wd)
         res = _t(*x.shape, dtype=wd) if residual else None
         y = k.feed_forward_fwd(x, w1, b1, w2, b2, res)
-        k.feed_forward_bwd(torch.empty_like(y).to(x.dtype), x, w1, b1, w2)
+        policy = k.LAUNCH_POLICY["cuda"]
+        saved = dict(policy)
+        if dw_tiling:
+            policy.update(dw=k.DW_ALTERNATIVES[dw_tiling], dw_tf32x3=k.DW_ALTERNATIVES[dw_tiling])
+        try:
+            k.feed_forward_bwd(torch.empty_like(y).to(x.dtype), x, w1, b1, w2)
+        finally:
+            policy.clear()
+            policy.update(saved)
 
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])
         for residual in ((True,) if quick else (True, False)):
             yield f"ffn H128 {'residual ' if residual else ''}{mode}", lambda x=x, r=residual: run(x, r), mode
+        if not quick and mode != "fp64":
+            for tiling in k.DW_ALTERNATIVES:
+                yield f"ffn H128 residual {mode} dw={tiling}", lambda x=x, t=tiling: run(x, True, t), mode
 
 
 CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases}

@@ -6,7 +6,9 @@ precision mode: fp32 (matmul precision "highest": cuBLAS on the CUDA cores, the 
 dots tf32x3), tf32 (TF32 allowed) and bf16 (autocast). CUDA only; not a pytest file.
 
 What it decides (issue 19): kernels.limits.FFN_AUTO_METHOD, the path feed_forward's method="auto"
-takes per precision mode. The fused kernels can at best reach the "on-chip floor" (x, y, dy, dx and
+takes per precision mode; and the fused backward's weight-gradient tiling: "fused[dw=NAME]" is the
+fused path with kernels.feed_forward.DW_ALTERNATIVES[NAME] in place of the policy's "dw" and
+"dw_tf32x3" entries (the forward is the same kernel: only its fwd+bwd time and gradients differ). The fused kernels can at best reach the "on-chip floor" (x, y, dy, dx and
 the weights moved once, the [rows, F] hidden never written) but recompute two GEMMs in the backward;
 the epilogue path writes and reads the hidden. The H100 run of 2026-11-26 measured the first two
 paths in fp32 and tf32 (the fused one was written after it).
@@ -16,10 +18,13 @@ mean|got - ref| / mean|ref| against the same inputs in fp64 (bench/ffn_accuracy.
 expect from a CPU emulation of each mode's operand rounding; the gradients' max includes ReLU-kink
 flips, pre-activations within rounding of 0 that take the other branch).
 
-Usage: python bench/probe_ffn.py [--sizes 32 128] [--json OUT]   (rows = 32 * 25 * S, H = 128, F = 4H)
+Usage: python bench/probe_ffn.py [--sizes 128 32] [--json OUT]   (rows = 32 * 25 * S, H = 128, F = 4H)
+Rows in the order fp32, tf32, bf16, each at S = 128 first: the JSON is rewritten after every row, so a
+probe stopped by the campaign's time limit keeps the paper's mode at the paper's largest S.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -53,16 +58,44 @@ def floors_ms(rows: int, width: int, hidden: int, itemsize: int = 4) -> dict[str
                                                  ("floor_epilogue_fwd+bwd", epilogue_fwdbwd))}
 
 
-PATHS = ("reference", "epilogue", "fused")
+def _paths() -> tuple[str, ...]:
+    from amg_fast.kernels.feed_forward import DW_ALTERNATIVES
+
+    return ("reference", "epilogue", "fused", *(f"fused[dw={name}]" for name in DW_ALTERNATIVES))
+
+
+PATHS = _paths()
 
 
 def path_fn(name: str):
-    """The feed-forward of one path: (x, w1, b1, w2, b2) -> y."""
+    """The feed-forward of one path: (x, w1, b1, w2, b2) -> y (run it, and its backward, inside
+    tiling(name))."""
     from amg_fast.ops.ffn import feed_forward, feed_forward_ref
 
     if name == "reference":
         return feed_forward_ref
-    return lambda *a: feed_forward(*a, backend="triton", method=name)
+    method = name.split("[")[0]
+    return lambda *a: feed_forward(*a, backend="triton", method=method)
+
+
+@contextlib.contextmanager
+def tiling(name: str, device_type: str = "cuda"):
+    """For "fused[dw=NAME]": DW_ALTERNATIVES[NAME] as the device type's weight-gradient tiles (every
+    mode) while the block runs; other paths as they are."""
+    from amg_fast.kernels import feed_forward as kernels
+
+    if "[dw=" not in name:
+        yield
+        return
+    policy = kernels.LAUNCH_POLICY[device_type]
+    saved = dict(policy)
+    alternative = kernels.DW_ALTERNATIVES[name.split("[dw=")[1].rstrip("]")]
+    policy.update(dw=alternative, dw_tf32x3=alternative)
+    try:
+        yield
+    finally:
+        policy.clear()
+        policy.update(saved)
 
 
 def make_inputs(rows: int, width: int, device) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
@@ -88,8 +121,9 @@ def accuracy(params: tuple, dy: torch.Tensor) -> dict[str, float]:
         ref = (y64, *torch.autograd.grad(y64, [params64[i] for i in wrt], dy.double()))
     out = {}
     for name in PATHS:
-        y = path_fn(name)(*params)
-        grads = torch.autograd.grad(y, [params[i] for i in wrt], dy.to(y.dtype))
+        with tiling(name, dy.device.type):
+            y = path_fn(name)(*params)
+            grads = torch.autograd.grad(y, [params[i] for i in wrt], dy.to(y.dtype))
         errs = [rel_errors(got, want) for got, want in zip((y, *grads), ref)]
         out.update({f"{name}.y.max_rel": errs[0][0], f"{name}.y.mean_rel": errs[0][1],
                     f"{name}.grads.max_rel": max(e[0] for e in errs[1:]),
@@ -104,16 +138,18 @@ def timings(S: int, batch: int = 32, steps: int = 25, width: int = 128) -> dict:
     out = {"S": S, "rows": rows, "H": width, "F": hidden}
     for name in PATHS:
         fn = path_fn(name)
-        dy_mode = dy.to(fn(*params).dtype)  # bf16 under autocast
-        out[f"{name}.fwd"] = graph_replay(lambda: fn(*params))["graph_ms"]
-        out[f"{name}.fwd+bwd"] = graph_replay(lambda: torch.autograd.grad(fn(*params), params, dy_mode))["graph_ms"]
+        with tiling(name):
+            dy_mode = dy.to(fn(*params).dtype)  # bf16 under autocast
+            if "[dw=" not in name:  # the same forward kernel as "fused"
+                out[f"{name}.fwd"] = graph_replay(lambda: fn(*params))["graph_ms"]
+            out[f"{name}.fwd+bwd"] = graph_replay(lambda: torch.autograd.grad(fn(*params), params, dy_mode))["graph_ms"]
     out.update(accuracy(params, dy))
     out.update(floors_ms(rows, width, hidden))
     return out
 
 
 def main(argv=None) -> int:
-    return probe_main(argv, __doc__, [32, 128], "matmul", SETTINGS, timings)
+    return probe_main(argv, __doc__, [128, 32], "matmul", SETTINGS, timings)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,12 @@ Kernels (x [M, H_in], W1 [F, H_in], W2 [H_out, F], nn.Linear layout; H_in, H_out
   _ffn_bwd_dw_kernel  one program per (F slice, group of rows): recomputes h and dh over its rows and
                       writes partial sums of dW1[f], dW2[:, f], db1[f] (and db2 from the first F
                       slice) to one buffer, reduced over the row groups by one torch sum
-                      (deterministic: no atomics).
+                      (deterministic: no atomics). Both weight products put the channels on the MMA's
+                      M side (dW1[f]^T = x^T dh, dW2[:, f] = dy^T h: M = H, Hopper's wgmma); with
+                      RELOAD_T their x^T, dy^T operands are loaded again, transposed (from L1 / L2),
+                      instead of transposing the register tiles of the recompute: in fp32 mode
+                      (tf32x3 splits every operand) the register tiles then need not stay live
+                      across all four dots.
 Three launches forward + backward (plus the reduction), against two GEMMs forward and seven
 kernels backward on the epilogue path; the price is recomputing x W1^T (twice) and dy W2 (twice)
 in the backward.
@@ -32,26 +37,40 @@ import triton.language as tl
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels.limits import FFN_FUSED_MAX_H
 
-__all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH_POLICY"]
+__all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH_POLICY", "DW_ALTERNATIVES"]
 
-# Tiles per device type: "fwd" / "bwd" the kernels' BLOCK_M, BLOCK_F, num_warps and num_stages (untuned
-# on a GPU; "fwd_fp64" / "bwd_fp64" for fp64 inputs where given), "dw_programs" the (F slices) x (row
-# groups) aimed at for the weight-gradient kernel. Shared memory per program, compiled for sm_90 by
+# Tiles per device type: "fwd" / "bwd" (dx) / "dw" the kernels' BLOCK_M, BLOCK_F, num_warps and num_stages
+# (untuned on a GPU; "<kernel>_fp64" for fp64 inputs and "<kernel>_tf32x3" for fp32 mode's tf32x3 dots,
+# where given), "dw_programs" the (F slices) x (row groups) aimed at for the weight-gradient kernel. Shared memory per program, compiled for sm_90 by
 # triton 3.6 at H = 128 (bench/compile_sm90.py; an H100 block takes 227 KB): the backward at Triton's
 # default 3 stages needed 256 KB in fp32 (tf32x3 splits every operand) and 336 KB in fp64, so it
 # pipelines 2 stages (fp32 dx 208 KB) and fp64 runs half the rows on 4 warps without pipelining
-# (fwd / dx / dw 72 / 104 / 168 KB). On CPU (Triton's interpreter) every program and loop step costs a
+# (fwd / dx / dw 72 / 104 / 168 KB). The weight-gradient kernel, compiled the same way (2026-11-27): with
+# the dx kernel's 64 x 32 tiles it spilled 2.4 KB a thread in fp32 mode (255 registers; 72 bytes in TF32),
+# one of its four dots on mma.sync; with both weight products on the channels' side (wgmma) 1.9 KB in fp32,
+# none in TF32 / bf16 ("dw"); fp32 mode's "dw_tf32x3" (16 rows x 64 F columns, x^T and dy^T reloaded) is the
+# one tiling tried that spills nothing in fp32 (168 KB of shared memory; 8 F slices reading the rows twice,
+# as often as 16 slices of 32 columns read them once). Untimed: bench/probe_ffn.py times the alternatives
+# (DW_ALTERNATIVES). On CPU (Triton's interpreter) every program and loop step costs a
 # fixed overhead, so there the tiles are as large as the shapes allow; tests patch in the "cuda"
 # policy to run the GPU tiling.
 LAUNCH_POLICY = {
     "cuda": {"fwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8),
              "bwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8, num_stages=2),
+             "dw": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8, num_stages=2, RELOAD_T=False),
+             "dw_tf32x3": dict(BLOCK_M=16, BLOCK_F=64, num_warps=8, num_stages=2, RELOAD_T=True),
              "fwd_fp64": dict(BLOCK_M=32, BLOCK_F=32, num_warps=4, num_stages=1),
              "bwd_fp64": dict(BLOCK_M=32, BLOCK_F=32, num_warps=4, num_stages=1),
+             "dw_fp64": dict(BLOCK_M=32, BLOCK_F=32, num_warps=4, num_stages=1, RELOAD_T=False),
              "dw_programs": 256},
     "cpu": {"fwd": dict(BLOCK_M=256, BLOCK_F=128, num_warps=4), "bwd": dict(BLOCK_M=256, BLOCK_F=128, num_warps=4),
-            "dw_programs": 1},
+            "dw": dict(BLOCK_M=256, BLOCK_F=128, num_warps=4, RELOAD_T=False), "dw_programs": 1},
 }
+# The weight-gradient tilings bench/probe_ffn.py times on a GPU in every mode (fp32, TF32, bf16), each in
+# place of both "dw" and "dw_tf32x3": "dw"'s (the dx kernel's tiles, which the kernel took before 2026-11-27)
+# and "dw_tf32x3"'s.
+DW_ALTERNATIVES = {"64x32": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8, num_stages=2, RELOAD_T=False),
+                   "16x64-reload": dict(BLOCK_M=16, BLOCK_F=64, num_warps=8, num_stages=2, RELOAD_T=True)}
 
 
 @triton.jit
@@ -144,7 +163,7 @@ def _ffn_bwd_dx_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, dx_ptr, M, H_in, F
 def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in, F, H_out, rows_per_group,
                        part_stride,
                        BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_O: tl.constexpr,
-                       DOT_PRECISION: tl.constexpr):
+                       DOT_PRECISION: tl.constexpr, RELOAD_T: tl.constexpr):
     """Partial sums over one group of rows, into part[group] = [dW1 (F x H_in) | dW2 (H_out x F) |
     db1 (F) | db2 (H_out)] (db2 from the first F slice's programs only)."""
     pid_f = tl.program_id(0)
@@ -156,7 +175,7 @@ def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in,
     co = tl.arange(0, BLOCK_O)
     co_mask = co < H_out
     acc_t = tl.float64 if x_ptr.dtype.element_ty == tl.float64 else tl.float32
-    dw1 = tl.zeros((BLOCK_F, BLOCK_I), dtype=acc_t)
+    dw1t = tl.zeros((BLOCK_I, BLOCK_F), dtype=acc_t)  # dW1[fs]^T
     dw2 = tl.zeros((BLOCK_O, BLOCK_F), dtype=acc_t)
     db1 = tl.zeros((BLOCK_F,), dtype=acc_t)
     db2 = tl.zeros((BLOCK_O,), dtype=acc_t)
@@ -169,12 +188,18 @@ def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in,
         pre, dh = _masked_hidden_grad(x, dy, w1_ptr, b1_ptr, w2_ptr, fs, f_mask, ci, ci_mask, co, co_mask, H_in, F,
                                       tl.zeros((BLOCK_M, BLOCK_F), dtype=acc_t), DOT_PRECISION)
         h = _relu(pre).to(x.dtype)
-        dw1 = tl.dot(tl.trans(dh.to(x.dtype)), x, dw1, input_precision=DOT_PRECISION, out_dtype=acc_t)
-        dw2 = tl.dot(tl.trans(dy), h, dw2, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        if RELOAD_T:  # x^T [BLOCK_I, BLOCK_M], dy^T [BLOCK_O, BLOCK_M] loaded again (just read: L1 / L2)
+            xt = _tile(x_ptr, ci, ci_mask, rows, row_mask, 1, H_in)
+            dyt = _tile(dy_ptr, co, co_mask, rows, row_mask, 1, H_out).to(x.dtype)
+        else:
+            xt = tl.trans(x)
+            dyt = tl.trans(dy)
+        dw1t = tl.dot(xt, dh.to(x.dtype), dw1t, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        dw2 = tl.dot(dyt, h, dw2, input_precision=DOT_PRECISION, out_dtype=acc_t)
         db1 += tl.sum(dh, axis=0)
         db2 += tl.sum(dy.to(acc_t), axis=0)
     part = part_ptr + group * part_stride
-    tl.store(part + fs[:, None] * H_in + ci[None, :], dw1, mask=f_mask[:, None] & ci_mask[None, :])
+    tl.store(part + fs[None, :] * H_in + ci[:, None], dw1t, mask=ci_mask[:, None] & f_mask[None, :])
     tl.store(part + F * H_in + co[:, None] * F + fs[None, :], dw2, mask=co_mask[:, None] & f_mask[None, :])
     tl.store(part + F * H_in + H_out * F + fs, db1, mask=f_mask)
     db2_cols = tl.where(pid_f == 0, H_out, 0)  # db2 from the first F slice's programs only
@@ -198,11 +223,13 @@ def _policy(device: torch.device) -> dict:
     return LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
 
 
-def _blocks(device: torch.device, which: str, M: int, h_in: int, h_out: int, dtype: torch.dtype) -> dict:
-    """The launch tiles (the policy's which + "_fp64" entry for fp64 inputs, where it has one); BLOCK_M no
-    larger than M needs on CPU (the interpreter's cost grows with the tile)."""
+def _blocks(device: torch.device, which: str, M: int, h_in: int, h_out: int, dtype: torch.dtype, dots: str) -> dict:
+    """The launch tiles: the policy's which + "_fp64" entry for fp64 inputs, which + "_" + dots (e.g.
+    "dw_tf32x3") for fp32 inputs, where it has one, else which; BLOCK_M no larger than M needs on CPU
+    (the interpreter's cost grows with the tile)."""
     policy = _policy(device)
-    tiles = policy.get(f"{which}_fp64", policy[which]) if dtype == torch.float64 else policy[which]
+    special = f"{which}_fp64" if dtype == torch.float64 else f"{which}_{dots}"
+    tiles = policy.get(special, policy[which])
     cfg = dict(tiles, BLOCK_I=next_pow2(h_in), BLOCK_O=next_pow2(h_out))
     if device.type == "cpu":
         cfg["BLOCK_M"] = min(cfg["BLOCK_M"], next_pow2(M))
@@ -215,10 +242,11 @@ def feed_forward_fwd(x, w1, b1, w2, b2, residual=None) -> torch.Tensor:
     M, h_in, hidden, h_out = _check(x, w1, w2)
     y = new_output((M, h_out), dtype=x.dtype if residual is None else residual.dtype, device=x.device)
     if M > 0:
-        cfg = _blocks(x.device, "fwd", M, h_in, h_out, x.dtype)
+        dots = dot_precision(x.dtype, reduced=True)
+        cfg = _blocks(x.device, "fwd", M, h_in, h_out, x.dtype, dots)
         wrap_triton(_ffn_fwd_kernel)[(cdiv(M, cfg["BLOCK_M"]),)](
             x, w1, b1, w2, b2, y if residual is None else residual, y, M, h_in, hidden, h_out,
-            RESIDUAL=residual is not None, DOT_PRECISION=dot_precision(x.dtype, reduced=True), **cfg)
+            RESIDUAL=residual is not None, DOT_PRECISION=dots, **cfg)
     return y
 
 
@@ -233,12 +261,13 @@ def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Ten
     kernel not launched, without need_dx), and [dW1 | dW2 | db1 | db2] flattened in w1's dtype
     (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other)."""
     M, h_in, hidden, h_out = _check(x, w1, w2)
-    cfg = _blocks(x.device, "bwd", M, h_in, h_out, x.dtype)
     dots = dot_precision(x.dtype, reduced=True)
+    cfg = _blocks(x.device, "bwd", M, h_in, h_out, x.dtype, dots)
+    dw_cfg = _blocks(x.device, "dw", M, h_in, h_out, x.dtype, dots)
     dx = new_output((M, h_in) if need_dx else (0,), dtype=x.dtype, device=x.device)
-    n_f = cdiv(hidden, cfg["BLOCK_F"])
-    groups = max(1, min(cdiv(M, cfg["BLOCK_M"]), _policy(x.device)["dw_programs"] // n_f))
-    rows_per_group = cdiv(cdiv(M, groups), cfg["BLOCK_M"]) * cfg["BLOCK_M"]
+    n_f = cdiv(hidden, dw_cfg["BLOCK_F"])
+    groups = max(1, min(cdiv(M, dw_cfg["BLOCK_M"]), _policy(x.device)["dw_programs"] // n_f))
+    rows_per_group = cdiv(cdiv(M, groups), dw_cfg["BLOCK_M"]) * dw_cfg["BLOCK_M"]
     sizes = (hidden * h_in, h_out * hidden, hidden, h_out)
     part = new_output((groups, sum(sizes)), dtype=acc_dtype(x), device=x.device)
     if M > 0 and need_dx:
@@ -247,7 +276,7 @@ def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Ten
     if M > 0:
         wrap_triton(_ffn_bwd_dw_kernel)[(n_f, groups)](
             x, w1, b1, w2, dy, part, M, h_in, hidden, h_out, rows_per_group, part.stride(0),
-            DOT_PRECISION=dots, **cfg)
+            DOT_PRECISION=dots, **dw_cfg)
     else:
         part.zero_()
     return dx, part.sum(0).to(w1.dtype)

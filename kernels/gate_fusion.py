@@ -214,6 +214,8 @@ def _gate_fusion_bwd_kernel(
     g = s * chi[:, None]
     dout = _load_tile(dout_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
     dg = dout * (z - h)
+    if READOUT:  # z's last use: saved now, not kept live through the readout's backward dots
+        tl.store(zsave_ptr + offsets, z.to(zsave_ptr.dtype.element_ty), mask=mask)
     if HAS_DG:
         dg += _load_tile(dg_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
     dlogits = tl.where(mask, dg * chi[:, None] * s * (1.0 - s), 0.0)
@@ -230,8 +232,9 @@ def _gate_fusion_bwd_kernel(
     dot_dtype = h_ptr.dtype.element_ty
     if READOUT:  # full-width dots on dlogits in registers, then back through the GLU and the Linear
         dl = dlogits.to(dot_dtype)
-        dz += _times_w(dl, wz_ptr, cols, col_mask, H, dz.dtype, DOT_PRECISION)
         dh += _times_w(dl, wh_ptr, cols, col_mask, H, dh.dtype, DOT_PRECISION)
+        tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)  # done: not kept live
+        dz += _times_w(dl, wz_ptr, cols, col_mask, H, dz.dtype, DOT_PRECISION)
         dp1 = dz * sg
         dp2 = dz * p1 * sg * (1.0 - sg)
         da = _times_w(dp1.to(dot_dtype), wout_ptr, cols, col_mask, H, dz.dtype, DOT_PRECISION)
@@ -239,8 +242,7 @@ def _gate_fusion_bwd_kernel(
         dp_offsets = rows[:, None] * (2 * H) + cols[None, :]
         tl.store(dp_ptr + dp_offsets, dp1, mask=mask)
         tl.store(dp_ptr + dp_offsets + H, dp2, mask=mask)
-        tl.store(zsave_ptr + offsets, z.to(zsave_ptr.dtype.element_ty), mask=mask)
-        dz = da
+        tl.store(dz_ptr + offsets, da.to(dz_ptr.dtype.element_ty), mask=mask)
     else:  # dlogits @ w in chunks n of its columns, read back from memory (this program just wrote them)
         tl.debug_barrier()
         for n0 in range(0, H, BLOCK_N):
@@ -251,8 +253,8 @@ def _gate_fusion_bwd_kernel(
             w_h = _load_tile(wh_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)
             dz = tl.dot(dl_n, w_z, dz, input_precision=DOT_PRECISION, out_dtype=dz.dtype)
             dh = tl.dot(dl_n, w_h, dh, input_precision=DOT_PRECISION, out_dtype=dh.dtype)
-    tl.store(dz_ptr + offsets, dz.to(dz_ptr.dtype.element_ty), mask=mask)
-    tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)
+        tl.store(dz_ptr + offsets, dz.to(dz_ptr.dtype.element_ty), mask=mask)
+        tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -323,7 +325,8 @@ def check_width(H: int, readout: bool = False) -> None:
 # (fp32, the paper preset) takes 64-row tiles: compiled for sm_90 by triton 3.6 (bench/compile_sm90.py)
 # the 32-row tiles ran the products as mma.sync with every [H, H] weight (split in two) held in
 # registers, and ptxas fell back to 32 registers with a 12.3 KB (forward) / 15.3 KB (backward) stack
-# per thread; 64 rows put them on wgmma with the weights in shared memory (1.8 / 4.4 KB of stack).
+# per thread; 64 rows put them on wgmma with the weights in shared memory (1.8 / 4.4 KB of stack; the
+# backward 3.9 KB since it stores z and dh as soon as they are final, 2026-11-27).
 # Under TF32 and bf16 the 32-row tiles spill less than 64-row ones (0.2 / 0.9 KB against 0.2 / 2.8 KB),
 # so they keep them (KB = 1024 bytes). Untimed: bench/test_bench_gate_fusion.py on a GPU decides.
 

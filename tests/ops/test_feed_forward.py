@@ -59,22 +59,33 @@ def test_fused_gradcheck(function, gen, kdev):
         assert torch.autograd.gradcheck(function.apply, (*inputs, residual))
 
 
-def test_fused_kernels_reduce_over_several_row_groups(gen, kdev, monkeypatch):
-    """The GPU tiling (whatever device runs the test), with more rows than one group holds: the
-    weight gradients are the sum of several programs' partial sums (dw_programs lowered so that even
-    a small M splits), each program looping over one or more row blocks (the last one partial), and
-    still the reference's."""
+DW_TILINGS = ["policy", "64x32", "16x64-reload"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("dw_tiling", DW_TILINGS)
+def test_fused_kernels_reduce_over_several_row_groups(dw_tiling, dtype, gen, kdev, monkeypatch):
+    """The GPU tiling (whatever device runs the test; fp32 takes the policy's tf32x3 entries), with
+    more rows than one group holds and F over several slices (the last one partial): the weight
+    gradients are the sum of several programs' partial sums (dw_programs lowered so that even a small M
+    splits), each program looping over one or more row blocks (the last one partial), and still the
+    reference's; for the policy's weight-gradient tilings and each one probe_ffn.py times
+    (DW_ALTERNATIVES, in every dtype: x^T, dy^T from registers or reloaded)."""
     from amg_fast.kernels import feed_forward as kernels
 
-    for programs, rows in ((8, 200), (3, 333)):  # 4 groups of one row block; 3 groups of 2 blocks (2nd partial)
-        # F = 32: one F slice, `programs` row groups
-        monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], dw_programs=programs))
-        inputs = make_inputs((rows,), 16, 32, 16, gen, torch.float64, kdev)
-        dy = torch.randn(rows, 16, generator=gen, dtype=torch.float64).to(kdev)
+    policy = dict(kernels.LAUNCH_POLICY["cuda"])
+    if dw_tiling != "policy":
+        policy.update(dict.fromkeys(("dw", "dw_tf32x3", "dw_fp64"), kernels.DW_ALTERNATIVES[dw_tiling]))
+    hidden = 80  # 3 F slices of 32 (the last half full), 2 of 64
+    for programs, rows in ((12, 200), (5, 333)):  # several row groups of one or more row blocks
+        monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(policy, dw_programs=programs))
+        inputs = make_inputs((rows,), 16, hidden, 24, gen, dtype, kdev)
+        dy = torch.randn(rows, 24, generator=gen, dtype=torch.float64).to(kdev)
         got = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method="fused"), inputs, dy)
-        want = value_and_grads(feed_forward_ref, inputs, dy)
-        for a, b in zip((got[0], *got[1]), (want[0], *want[1])):
-            assert rel_err(a, b) <= 1e-12
+        want = value_and_grads(feed_forward_ref, [t.detach().double().requires_grad_() for t in inputs], dy)
+        tol = 1e-12 if dtype == torch.float64 else 1e-5
+        for name, a, b in zip(("y", "dx", "dw1", "db1", "dw2", "db2"), (got[0], *got[1]), (want[0], *want[1])):
+            assert rel_err(a, b) <= tol, f"{name} ({programs} programs, {rows} rows): {rel_err(a, b):.2e}"
 
 
 @pytest.mark.parametrize("method", ["epilogue", "fused"])
