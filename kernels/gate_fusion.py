@@ -135,14 +135,15 @@ def _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wo_ptr, bo_ptr, rows, row_
     holds a and z = GLU(a W_o^T + b_o) is formed here (p1, sigmoid(p2) for the backward); else z is
     read (p1, sigmoid(p2) are then z and 1, unused)."""
     acc_t = tl.float64 if h_ptr.dtype.element_ty == tl.float64 else tl.float32
-    h_in = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H)
-    if READOUT:
+    if READOUT:  # h loaded after the readout's dots: not live through them
         a = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H)
         z, p1, sg = _glu_readout(a, wo_ptr, bo_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
-        logits = _times_wt(z.to(h_in.dtype), wz_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
+        logits = _times_wt(z.to(a.dtype), wz_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
+        h_in = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H)
         logits += _times_wt(h_in, wh_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
         logits += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
     else:
+        h_in = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H)
         logits = _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
                               BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
         z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
@@ -325,8 +326,9 @@ def check_width(H: int, readout: bool = False) -> None:
 # (fp32, the paper preset) takes 64-row tiles: compiled for sm_90 by triton 3.6 (bench/compile_sm90.py)
 # the 32-row tiles ran the products as mma.sync with every [H, H] weight (split in two) held in
 # registers, and ptxas fell back to 32 registers with a 12.3 KB (forward) / 15.3 KB (backward) stack
-# per thread; 64 rows put them on wgmma with the weights in shared memory (1.8 / 4.4 KB of stack; the
-# backward 3.9 KB since it stores z and dh as soon as they are final, 2026-11-27).
+# per thread; 64 rows put them on wgmma with the weights in shared memory (1.8 / 4.4 KB of stack; 1.4 / 3.7
+# KB since h is loaded after the readout's dots and the backward stores z and dh as soon as they are final,
+# 2026-11-27).
 # Under TF32 and bf16 the 32-row tiles spill less than 64-row ones (0.2 / 0.9 KB against 0.2 / 2.8 KB),
 # so they keep them (KB = 1024 bytes). Untimed: bench/test_bench_gate_fusion.py on a GPU decides.
 
