@@ -8,10 +8,11 @@ dots tf32x3), tf32 (TF32 allowed) and bf16 (autocast). CUDA only; not a pytest f
 What it decides (issue 19): kernels.limits.FFN_AUTO_METHOD, the path feed_forward's method="auto"
 takes per precision mode; and the fused backward's weight-gradient tiling: "fused[dw=NAME]" is the
 fused path with kernels.feed_forward.DW_ALTERNATIVES[NAME] in place of the policy's "dw" and
-"dw_tf32x3" entries (the forward is the same kernel: only its fwd+bwd time and gradients differ). The fused kernels can at best reach the "on-chip floor" (x, y, dy, dx and
-the weights moved once, the [rows, F] hidden never written) but recompute two GEMMs in the backward;
-the epilogue path writes and reads the hidden. The H100 run of 2026-11-26 measured the first two
-paths in fp32 and tf32 (the fused one was written after it).
+"dw_tf32x3" entries (the forward is the same kernel: only its fwd+bwd time and gradients differ).
+The fused kernels can at best reach the "on-chip floor" (x, y, dy, dx and the weights moved once,
+the [rows, F] hidden never written) but recompute two GEMMs in the backward; the epilogue path
+writes and reads the hidden. The H100 run of 2026-11-26 measured the first two paths in fp32 and
+tf32 (the fused one was written after it).
 
 Errors: for y and the worst of (dx, dW1, dW2), max_rel = max|got - ref| / max|ref| and mean_rel =
 mean|got - ref| / mean|ref| against the same inputs in fp64 (bench/ffn_accuracy.py states what to

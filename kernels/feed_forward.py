@@ -41,19 +41,19 @@ __all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH
 
 # Tiles per device type: "fwd" / "bwd" (dx) / "dw" the kernels' BLOCK_M, BLOCK_F, num_warps and num_stages
 # (untuned on a GPU; "<kernel>_fp64" for fp64 inputs and "<kernel>_tf32x3" for fp32 mode's tf32x3 dots,
-# where given), "dw_programs" the (F slices) x (row groups) aimed at for the weight-gradient kernel. Shared memory per program, compiled for sm_90 by
-# triton 3.6 at H = 128 (bench/compile_sm90.py; an H100 block takes 227 KB): the backward at Triton's
-# default 3 stages needed 256 KB in fp32 (tf32x3 splits every operand) and 336 KB in fp64, so it
-# pipelines 2 stages (fp32 dx 208 KB) and fp64 runs half the rows on 4 warps without pipelining
-# (fwd / dx / dw 72 / 104 / 168 KB). The weight-gradient kernel, compiled the same way (2026-11-27): with
-# the dx kernel's 64 x 32 tiles it spilled 2.4 KB a thread in fp32 mode (255 registers; 72 bytes in TF32),
-# one of its four dots on mma.sync; with both weight products on the channels' side (wgmma) 1.9 KB in fp32,
-# none in TF32 / bf16 ("dw"); fp32 mode's "dw_tf32x3" (16 rows x 64 F columns, x^T and dy^T reloaded) is the
-# one tiling tried that spills nothing in fp32 (168 KB of shared memory; 8 F slices reading the rows twice,
-# as often as 16 slices of 32 columns read them once). Untimed: bench/probe_ffn.py times the alternatives
-# (DW_ALTERNATIVES). On CPU (Triton's interpreter) every program and loop step costs a
-# fixed overhead, so there the tiles are as large as the shapes allow; tests patch in the "cuda"
-# policy to run the GPU tiling.
+# where given), "dw_programs" the (F slices) x (row groups) aimed at for the weight-gradient kernel.
+# Shared memory per program, compiled for sm_90 by triton 3.6 at H = 128 (bench/compile_sm90.py; an H100
+# block takes 227 KB): the backward at Triton's default 3 stages needed 256 KB in fp32 (tf32x3 splits
+# every operand) and 336 KB in fp64, so it pipelines 2 stages (fp32 dx 208 KB) and fp64 runs half the
+# rows on 4 warps without pipelining (fwd / dx / dw 72 / 104 / 136 KB). The weight-gradient kernel,
+# compiled the same way (2026-11-27): with the dx kernel's 64 x 32 tiles it spilled 2.4 KB a thread in
+# fp32 mode (255 registers; 72 bytes in TF32), one of its four dots on mma.sync; with both weight
+# products on the channels' side (wgmma) 1.9 KB in fp32, none in TF32 / bf16 ("dw"); fp32 mode's
+# "dw_tf32x3" (16 rows x 64 F columns, x^T and dy^T reloaded) is the one tiling tried that spills
+# nothing in fp32 (168 KB of shared memory; 8 F slices reading the rows twice, as often as 16 slices of
+# 32 columns read them once). Untimed: bench/probe_ffn.py times the alternatives (DW_ALTERNATIVES).
+# On CPU (Triton's interpreter) every program and loop step costs a fixed overhead, so there the tiles
+# are as large as the shapes allow; tests patch in the "cuda" policy to run the GPU tiling.
 LAUNCH_POLICY = {
     "cuda": {"fwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8),
              "bwd": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8, num_stages=2),
