@@ -51,7 +51,8 @@ __all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH
 # products on the channels' side (wgmma) 1.9 KB in fp32, none in TF32 / bf16 ("dw"); fp32 mode's
 # "dw_tf32x3" (16 rows x 64 F columns, x^T and dy^T reloaded) spills nothing in fp32 (of ~40 tilings
 # tried only it and 32 x 16 did; 168 KB of shared memory; its 8 F slices read the rows twice, as often
-# as 16 slices of 32 columns read them once, a quarter of 32 x 16's reads). Untimed: bench/probe_ffn.py times the alternatives (DW_ALTERNATIVES).
+# as 16 slices of 32 columns read them once, a quarter of 32 x 16's reads). Untimed: bench/probe_ffn.py
+# times the alternatives (DW_ALTERNATIVES).
 # On CPU (Triton's interpreter) every program and loop step costs a fixed overhead, so there the tiles
 # are as large as the shapes allow; tests patch in the "cuda" policy to run the GPU tiling.
 LAUNCH_POLICY = {
