@@ -201,15 +201,8 @@ def ffn_cases(quick: bool):
         w1, b1, w2, b2 = _t(F, H, dtype=wd), _t(F, dtype=wd), _t(H, F, dtype=wd), _t(H, dtype=wd)
         res = _t(*x.shape, dtype=wd) if residual else None
         y = k.feed_forward_fwd(x, w1, b1, w2, b2, res)
-        policy = k.LAUNCH_POLICY["cuda"]
-        saved = dict(policy)
-        if dw_tiling:
-            policy.update(dw=k.DW_ALTERNATIVES[dw_tiling], dw_tf32x3=k.DW_ALTERNATIVES[dw_tiling])
-        try:
+        with k.use_dw_tiling(dw_tiling) if dw_tiling else contextlib.nullcontext():
             k.feed_forward_bwd(torch.empty_like(y).to(x.dtype), x, w1, b1, w2)
-        finally:
-            policy.clear()
-            policy.update(saved)
 
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])

@@ -82,21 +82,14 @@ def path_fn(name: str):
 @contextlib.contextmanager
 def tiling(name: str, device_type: str = "cuda"):
     """For "fused[dw=NAME]": DW_ALTERNATIVES[NAME] as the device type's weight-gradient tiles (every
-    mode) while the block runs; other paths as they are."""
-    from amg_fast.kernels import feed_forward as kernels
+    mode) while the block runs (kernels.feed_forward.use_dw_tiling); other paths as they are."""
+    from amg_fast.kernels.feed_forward import use_dw_tiling
 
     if "[dw=" not in name:
         yield
         return
-    policy = kernels.LAUNCH_POLICY[device_type]
-    saved = dict(policy)
-    alternative = kernels.DW_ALTERNATIVES[name.split("[dw=")[1].rstrip("]")]
-    policy.update(dw=alternative, dw_tf32x3=alternative)
-    try:
+    with use_dw_tiling(name.split("[dw=")[1].rstrip("]"), device_type):
         yield
-    finally:
-        policy.clear()
-        policy.update(saved)
 
 
 def make_inputs(rows: int, width: int, device) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:

@@ -30,6 +30,8 @@ in the backward.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -37,7 +39,8 @@ import triton.language as tl
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels.limits import FFN_FUSED_MAX_H
 
-__all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH_POLICY", "DW_ALTERNATIVES"]
+__all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH_POLICY", "DW_ALTERNATIVES",
+           "use_dw_tiling"]
 
 # Tiles per device type: "fwd" / "bwd" (dx) / "dw" the kernels' BLOCK_M, BLOCK_F, num_warps and num_stages
 # (untuned on a GPU; "<kernel>_fp64" for fp64 inputs and "<kernel>_tf32x3" for fp32 mode's tf32x3 dots,
@@ -72,6 +75,20 @@ LAUNCH_POLICY = {
 # and "dw_tf32x3"'s.
 DW_ALTERNATIVES = {"64x32": dict(BLOCK_M=64, BLOCK_F=32, num_warps=8, num_stages=2, RELOAD_T=False),
                    "16x64-reload": dict(BLOCK_M=16, BLOCK_F=64, num_warps=8, num_stages=2, RELOAD_T=True)}
+
+
+@contextlib.contextmanager
+def use_dw_tiling(name: str, device_type: str = "cuda"):
+    """Within the block, DW_ALTERNATIVES[name] as the device type's weight-gradient tiles in every mode
+    (in place of its "dw" and "dw_tf32x3" entries); the policy restored afterwards."""
+    policy = LAUNCH_POLICY[device_type]
+    saved = dict(policy)
+    policy.update(dw=DW_ALTERNATIVES[name], dw_tf32x3=DW_ALTERNATIVES[name])
+    try:
+        yield
+    finally:
+        policy.clear()
+        policy.update(saved)
 
 
 @triton.jit
