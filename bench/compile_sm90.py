@@ -191,14 +191,14 @@ def gate_cases(quick: bool):
 
 def ffn_cases(quick: bool):
     """The fused feed-forward at x [B*T*S, 128], F = 512, with and without the residual; the
-    autocast case (bf16 x, fp32 weights and residual); the weight-gradient tilings probe_ffn.py times
+    autocast case (bf16 x and weights, as the op casts them; fp32 residual); the weight-gradient tilings probe_ffn.py times
     (DW_ALTERNATIVES, fp32 / TF32 / bf16)."""
     from amg_fast.kernels import feed_forward as k
 
     def run(x, residual, dw_tiling=None):
         H, F = x.shape[-1], 4 * x.shape[-1]
         wd = torch.float64 if x.dtype == torch.float64 else torch.float32
-        w1, b1, w2, b2 = _t(F, H, dtype=wd), _t(F, dtype=wd), _t(H, F, dtype=wd), _t(H, dtype=wd)
+        w1, b1, w2, b2 = (_t(*shape, dtype=x.dtype) for shape in ((F, H), (F,), (H, F), (H,)))  # as the op casts them
         res = _t(*x.shape, dtype=wd) if residual else None
         y = k.feed_forward_fwd(x, w1, b1, w2, b2, res)
         with k.use_dw_tiling(dw_tiling) if dw_tiling else contextlib.nullcontext():

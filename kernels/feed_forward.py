@@ -225,9 +225,15 @@ def _ffn_bwd_dw_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, dy_ptr, part_ptr, M, H_in,
 
 
 # ----------------------------------------------------------------------------- launchers
-def _check(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> tuple[int, int, int, int]:
+def _check(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, **same_dtype: torch.Tensor) -> tuple[int, int, int, int]:
     """(M, H_in, F, H_out) of contiguous 2-D x [M, H_in] and nn.Linear weights; refuses widths the
-    register tiles cannot hold."""
+    register tiles cannot hold and weights (w1, w2 and same_dtype's) of another dtype than x's: with
+    fp32 weights and bf16 x triton 3.6 compiled the dx kernel for sm_90 into one that read out of
+    bounds (or, with fp32 dy, returned garbage; H200, 2026-11-27), so the op casts them first."""
+    for name, t in dict(w1=w1, w2=w2, **same_dtype).items():
+        if t.dtype != x.dtype:
+            raise TypeError(f"feed_forward kernels: {name} is {t.dtype}, x is {x.dtype}; the kernels take the "
+                            "weights in x's dtype (cast them first, as ops.ffn.feed_forward does)")
     M, h_in = x.shape
     hidden, h_out = w1.shape[0], w2.shape[0]
     for name, width in (("H_in", h_in), ("H_out", h_out)):
@@ -257,7 +263,7 @@ def _blocks(device: torch.device, which: str, M: int, h_in: int, h_out: int, dty
 def feed_forward_fwd(x, w1, b1, w2, b2, residual=None) -> torch.Tensor:
     """y [M, H_out] = relu(x W1^T + b1) W2^T + b2 (+ residual [M, H_out]) for contiguous x [M, H_in] and
     weights in x's dtype; y in the residual's dtype when given (it may be wider than x's), else x's."""
-    M, h_in, hidden, h_out = _check(x, w1, w2)
+    M, h_in, hidden, h_out = _check(x, w1, w2, b1=b1, b2=b2)
     y = new_output((M, h_out), dtype=x.dtype if residual is None else residual.dtype, device=x.device)
     if M > 0:
         dots = dot_precision(x.dtype, reduced=True)
@@ -278,7 +284,7 @@ def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Ten
     """(dx, flat weight gradients) for dy [M, H_out]: dx [M, H_in] in x's dtype (empty, and its
     kernel not launched, without need_dx), and [dW1 | dW2 | db1 | db2] flattened in w1's dtype
     (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other)."""
-    M, h_in, hidden, h_out = _check(x, w1, w2)
+    M, h_in, hidden, h_out = _check(x, w1, w2, b1=b1)
     dots = dot_precision(x.dtype, reduced=True)
     cfg = _blocks(x.device, "bwd", M, h_in, h_out, x.dtype, dots)
     dw_cfg = _blocks(x.device, "dw", M, h_in, h_out, x.dtype, dots)

@@ -82,8 +82,7 @@ class FeedForwardFn(torch.autograd.Function):
 
 
 class FusedFeedForwardFn(torch.autograd.Function):
-    """x [M, H_in] (2-D), weights as feed_forward's (any float dtype: rounded to x's in the kernels;
-    gradients in the weights' dtype), residual [M, H_out] or None -> y [M, H_out]
+    """x [M, H_in] (2-D), weights as feed_forward's in x's dtype, residual [M, H_out] or None -> y [M, H_out]
     (+ residual), in the residual's dtype when there is one (fp32 under bf16 autocast: x + y promotes,
     as in the reference), else x's; H_in, H_out <= kernels.limits.FFN_FUSED_MAX_H. Saves x and the
     weights only: the backward kernels recompute the hidden activation (torch.ops.amg_fast.feed_forward_{fwd,bwd});
@@ -130,9 +129,10 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
         x2 = x_.reshape(-1, x_.shape[-1])
         res2 = None if residual is None else residual.reshape(-1, w2.shape[0])  # its own dtype: x + y promotes
         if ffn_method(method, dtype, (w1.shape[1], w2.shape[0])) == "fused":
-            # weights in their own dtype: the kernels round their tiles to x's dtype (as a cast would)
-            # and return fp32 gradients for fp32 weights (no cast kernels under autocast)
-            y = FusedFeedForwardFn.apply(x2, w1, b1, w2, b2, res2)
+            # weights cast to x's dtype first (as nn.Linear under autocast): the kernels take one dtype.
+            # Fed fp32 weights with bf16 x, triton 3.6's sm_90 code of the dx kernel read out of bounds
+            # or returned garbage (H200, 2026-11-27: results/gpu/20261127-1354-h200/README.md)
+            y = FusedFeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)), res2)
         else:
             y = FeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)))
             y = y if res2 is None else res2 + y

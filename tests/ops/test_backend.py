@@ -43,6 +43,7 @@ def test_an_interpreter_that_cannot_run_with_this_numpy_is_named(triton_version,
     import numpy
     monkeypatch.setattr(importlib.metadata, "version", lambda name: {"triton": triton_version}[name])
     monkeypatch.setattr(numpy, "__version__", numpy_version)
+    monkeypatch.setattr(_backend, "triton_interpreter_on", lambda: True)  # as on CPU, also on a GPU machine
     _backend.interpreter_blocker.cache_clear()
     try:
         reason = _backend.triton_unavailable_reason(torch.device("cpu"))
@@ -60,9 +61,11 @@ def test_an_interpreter_that_cannot_run_with_this_numpy_is_named(triton_version,
         _backend.interpreter_blocker.cache_clear()
 
 
-def test_interpreted_kernels_launch_directly_and_jit_ones_through_torch_wrap_triton(monkeypatch):
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter only: with a GPU, conftest leaves TRITON_INTERPRET "
+                    "unset and triton.jit gives no interpreted kernels")
+def test_interpreted_kernels_launch_directly():
     """kernels._common.wrap_triton: torch 2.11's wrap_triton refuses the interpreter's kernels (2.13
-    returns them), so the shim returns them itself; any other kernel goes to torch.library.wrap_triton."""
+    returns them), so the shim returns them itself."""
     import triton
     import triton.language as tl
 
@@ -77,6 +80,12 @@ def test_interpreted_kernels_launch_directly_and_jit_ones_through_torch_wrap_tri
     x, y = torch.randn(16), torch.zeros(16)
     wrap_triton(copy_kernel)[(1,)](x, y, BLOCK=16)
     assert torch.equal(x, y)
+
+
+def test_other_kernels_go_through_torch_wrap_triton(monkeypatch):
+    """kernels._common.wrap_triton: anything but an interpreted kernel goes to torch.library.wrap_triton."""
+    from amg_fast.kernels._common import wrap_triton
+
     calls = []
     monkeypatch.setattr(torch.library, "wrap_triton", lambda kernel: calls.append(kernel) or "wrapped")
     jit_like = object()

@@ -235,3 +235,16 @@ def test_nan_in_an_input_row_stays_in_its_output_row(method, gen, kdev):
     x[2, 3] = float("nan")
     y = feed_forward(x, *weights, backend="triton", method=method)
     assert torch.isnan(y[2]).all() and torch.isfinite(y[[0, 1, 3, 4, 5]]).all()
+
+
+def test_fused_kernels_refuse_weights_of_another_dtype(gen, kdev):
+    """The kernels take the weights in x's dtype (triton 3.6 miscompiled the dx kernel for fp32 weights with
+    bf16 x on sm_90); the op casts them, so under autocast they never see mixed dtypes."""
+    from amg_fast.kernels.feed_forward import feed_forward_bwd, feed_forward_fwd
+
+    x, w1, b1, w2, b2 = (t.detach() for t in make_inputs((6,), 16, 32, 16, gen, torch.float32, kdev))
+    with pytest.raises(TypeError, match=r"w1 is torch.float64, x is torch.float32; the kernels take the weights in "
+                                        r"x's dtype"):
+        feed_forward_fwd(x, w1.double(), b1, w2, b2)
+    with pytest.raises(TypeError, match=r"b1 is torch.float64, x is torch.float32"):
+        feed_forward_bwd(torch.randn(6, 16, device=kdev), x, w1, b1.double(), w2)
