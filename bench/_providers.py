@@ -420,8 +420,10 @@ def op_call(op: Callable, name: str, inputs: dict, mode: str, provider: str, sha
 # -- checks: a timed call's result against the float64 reference -------------------------------------
 # Relative error ||got - expected|| / ||expected|| (all tensors of a result as one vector) allowed in
 # each precision mode. Measured on CPU for AMGFNO's training step (H = 128, S = 32 and 128): fp32
-# 1e-6, bf16 autocast 5e-3 (TF32 rounds 8x finer than bf16); a wrong op is off by O(1).
-TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 5e-2}
+# 1e-6, bf16 autocast 5e-3 (TF32 rounds 8x finer than bf16); a wrong op is off by O(1). fp32 allows
+# 5e-4: the H200 (2026-11-27) measured the feed-forward op at S = 128 (102,400 rows) 1.8e-4 off in fp32,
+# the reference and the Triton path alike (ReLU masks that flip between fp32 and fp64 near zero).
+TOLERANCE = {"fp32": 5e-4, "tf32": 1e-2, "bf16": 5e-2}
 
 
 def effective_precision(precision: str) -> str:

@@ -5,9 +5,11 @@ The alternative to ops/ffn.py's cuBLASLt epilogue path (which writes the hidden 
 back): on an H100 the FFN was bound by fp32 arithmetic under cuBLAS (2.40 ms fwd+bwd at S = 128),
 which these kernels run on tensor cores with fp32-accurate tf32x3 dots, and under TF32 it was
 2.4x its HBM floor with the hidden through memory (bench/probe_ffn.py). Dots: tf32x3 in fp32 mode,
-tf32 when TF32 matmuls are allowed, bf16 operands for bf16 (_common.dot_precision). Which path is
-faster is for a GPU to measure; "auto" takes these kernels in fp32 / TF32 / bf16 until one has
-(kernels/limits.py, FFN_AUTO_METHOD).
+tf32 when TF32 matmuls are allowed, bf16 operands for bf16 (_common.dot_precision). Measured on an
+H200 (2026-11-27), fwd + bwd at S = 128: 6.10 ms in fp32 against the epilogue's 2.30, 3.28 against
+0.858 under TF32 (the recompute and the weight-gradient kernel's partial sums cost more than the
+hidden's round trip saves), so "auto" takes the epilogue (kernels/limits.py, FFN_AUTO_METHOD) and
+these kernels run only for method="fused" / AMG_FAST_FFN_METHOD=fused.
 
 Kernels (x [M, H_in], W1 [F, H_in], W2 [H_out, F], nn.Linear layout; H_in, H_out <= FFN_FUSED_MAX_H):
   _ffn_fwd_kernel     one program per BLOCK_M rows: x tile and the [BLOCK_M, H_out] accumulator in

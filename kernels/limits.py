@@ -58,18 +58,16 @@ MEMORY_READOUT_METHODS = ("fused", "separate")
 # first one's epilogue) or "fused" (kernels/feed_forward.py: the hidden activation kept on chip,
 # recomputed in the backward; tl.dot in tf32x3 for fp32 accuracy, tf32 when TF32 is allowed, bf16
 # operands under bf16). "auto" = $AMG_FAST_FFN_METHOD when set, else FFN_AUTO_METHOD[precision mode]
-# (precision_mode()). The table is a documented default, not a measurement: the H100 (2026-11-26)
-# timed only the epilogue path (fwd+bwd at S = 128: 2.40 ms in fp32, where cuBLAS runs fp32 on the
-# CUDA cores at 67 TFLOP/s, 1.10 ms under TF32 against an HBM floor of 0.45 with the hidden through
-# memory); the fused kernels put the fp32 mode on tensor cores (tf32x3, 1.5x the GEMM work for the
-# recompute, 3 MMAs per product) and never write the [rows, 4H] hidden, so they are the estimated
-# winner in fp32 and TF32 and the default in every mode that trains on a GPU; fp64 and fp16 keep cuBLAS.
-# bench/probe_ffn.py times both per mode (and their error against fp64); change the table by what it says.
+# (precision_mode()). Measured on an H200 (2026-11-27, bench/probe_ffn.py, x [B*T*S, 128], F = 512,
+# fwd + bwd, graph replays; results/gpu/20261127-1354-h200): the epilogue 2.30 ms against the fused
+# kernels' 6.10 in fp32 at S = 128 (0.655 / 1.72 at S = 32), 0.858 / 3.28 under TF32; the whole Triton
+# step with the fused kernels 1.7x slower in fp32, TF32 and bf16 alike. So the epilogue in every mode;
+# the fused kernels stay as method="fused" (tested, and the place to tune a recompute-free FFN).
 # The fused kernels hold [BLOCK_M, H] tiles of x, y, dy and dx on chip, so they take H_in, H_out <=
 # FFN_FUSED_MAX_H (estimated: at H = 256 the dx kernel would need ~400 KB of shared memory with these
 # blocks; raise it once a GPU has compiled and tuned a wider case); "auto" uses the epilogue beyond.
 FFN_METHODS = ("auto", "epilogue", "fused")
-FFN_AUTO_METHOD = {"fp32": "fused", "tf32": "fused", "bf16": "fused", "fp16": "epilogue", "fp64": "epilogue"}
+FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "fp16": "epilogue", "fp64": "epilogue"}
 FFN_FUSED_MAX_H = 128  # the paper's width
 
 

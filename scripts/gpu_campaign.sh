@@ -62,7 +62,7 @@ BUDGET=${CAMPAIGN_BUDGET_S:-540} RESERVE=${CAMPAIGN_RESERVE_S:-30}
 PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
 SWEEPS=${CAMPAIGN_SWEEPS:-headline:headline:paper:0,1,2 precision:precision:quick:0,1,2}
-VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue spectral_four:AMG_FAST_SPECTRAL_MIX=four \
+VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused spectral_four:AMG_FAST_SPECTRAL_MIX=four \
 spectral_reduced:AMG_FAST_SPECTRAL_REDUCED_DOTS=1 spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch \
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
 gate_cublas:AMG_FAST_GATE_WGRAD=cublas spectral_wview:AMG_FAST_SPECTRAL_WEIGHT_PLANES=0}
@@ -79,7 +79,7 @@ if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'
     TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py) BENCH_FLAGS=() TEST_WORKERS=8  # 16 cores
 elif [[ $DRY == 1 ]]; then
     GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
-    VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue}  # one: each is a process
+    VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused}  # one: each is a process
     TREES=${CAMPAIGN_TREES:-}  # the committed trees are paper / quick sweeps: a smoke run cannot continue them
 else
     echo "gpu_campaign: no usable CUDA GPU (torch.cuda.is_available() is False); CAMPAIGN_DRY_RUN=1 tries this script on a CPU" >&2
