@@ -5,7 +5,7 @@ and write DIR/summary.json and DIR/summary.md (issue 19's summary; the schema: d
 Usage:
   python bench/gpu_summary.py --out DIR [--budget-s 240] [--sizes 32,64,128] [--modes fp32,tf32,bf16]
       [--variant NAME:ENV=VAL[,ENV=VAL...]]... [--parts triton,eager,ops,kernels,compiled,variants]
-      [--op-size 128] [--dry-run]
+      [--op-size 128] [--dry-run] [--resume]
 
 At B = 32, T = 25, H = 128, K = S/2, N = 32 (bench/_step.py's step, bench/_ops.py's ops), in each
 precision mode of amg_fast.train.precision (fp32: matmul precision "highest"; tf32: "high"; bf16:
@@ -26,7 +26,10 @@ kernels; then the other modes' steps, ops and kernels; compiled; variants; compi
 Each part's first call is checked against the float64 reference (summary "checks"; a miss is an error).
 A part that would overrun --budget-s (its estimate: the last part of its kind, else an H100 figure)
 is skipped and listed in "skipped"; a part that fails is listed in "errors" and the rest still runs.
-Both files are rewritten atomically after every part, so a killed run keeps what finished.
+Both files are rewritten atomically after every part, so a killed run keeps what finished. A part
+that leaves the CUDA context broken (a kernel faulted: every later CUDA call of the process would
+fail, as the H200's bf16 step did on 2026-11-27) is recorded with that error, and the script restarts
+itself with --resume: the remaining parts run in a fresh process, within the same budget.
 
 --dry-run: on the CPU (GPUs hidden), tiny shapes (B = 2, T = 4, H = 16), no CUDA graphs (the graph
 providers run eagerly), torch.compile with backend "eager" (tracing only); the Triton provider runs
@@ -175,6 +178,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="S of the per-op table (default 128)")
     p.add_argument("--dry-run", action="store_true",
                    help="CPU, tiny shapes, no CUDA graphs: checks the script and the schema, not the GPU")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the summary.json in --out: the parts it records are not run again and the "
+                        "budget counts on from its elapsed time (the script restarts itself so after a CUDA "
+                        "fault, which breaks a process's CUDA context for good)")
     args = p.parse_args(argv)
     if len(args.op_size) != 1:
         p.error(f"--op-size takes one S, got {','.join(map(str, args.op_size))}")
@@ -399,13 +406,36 @@ class Session:
     """One run of the command: the summary, the clock, and the parts."""
 
     def __init__(self, args: argparse.Namespace, argv: list[str]):
-        self.args, self.dry = args, args.dry_run
+        self.args, self.dry, self.argv = args, args.dry_run, argv
         self.start = time.monotonic()
         self.device = torch.device("cpu" if self.dry else "cuda")
         self.out = args.out
-        self.summary = new_summary(args, P.machine_info(), self.device, argv)
+        command = ["python", str(Path(__file__).resolve().relative_to(HERE.parent)), *argv]
+        self.summary = new_summary(args, P.machine_info(), self.device, command)
+        self.recorded: set[str] = set()  # parts an earlier process of this run recorded (--resume)
         self.last_s: dict[str, float] = {}
         self.part = "setup"
+        if args.resume and (self.out / "summary.json").exists():
+            self.resume(json.loads((self.out / "summary.json").read_text()))
+
+    def resume(self, earlier: dict) -> None:
+        """Continue an earlier process's summary: its cells, checks and errors stay, the parts it
+        recorded are not run again, the clock goes on from its elapsed time; the parts it listed as
+        skipped without recording them (interrupted) are planned again."""
+        self.summary = earlier
+        self.recorded = {p["part"] for p in earlier["budget"]["parts"]}
+        earlier["skipped"] = [s for s in earlier["skipped"] if s["part"] in self.recorded]
+        self.start -= earlier["budget"]["elapsed_s"]
+        earlier["budget"]["processes"] = earlier["budget"].get("processes", 1) + 1
+
+    def restart(self) -> None:
+        """Run the remaining parts in a fresh process (os.execv: the same PID, so a timeout's signal still
+        reaches it) that resumes this summary: a CUDA fault leaves this process's context unusable."""
+        argv = [a for a in self.argv if a != "--resume"] + ["--resume"]
+        print(f"[{self.elapsed():6.1f} s] the CUDA context is broken (a fault is sticky): the remaining parts "
+              f"run in a fresh process", flush=True)
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv])
 
     # bookkeeping
     def elapsed(self) -> float:
@@ -587,6 +617,8 @@ class Session:
         self.write()
         parts = self.plan()
         for i, part in enumerate(parts):
+            if part.name in self.recorded:
+                continue
             self.part = part.name
             remaining, estimate = self.args.budget_s - self.elapsed(), self.estimate(part.cost_key)
             record = {"part": part.name, "estimate_s": round(estimate, 1)}
@@ -613,14 +645,19 @@ class Session:
                 self.error(_message(err))
                 traceback.print_exc()
             finally:
-                _release()
+                usable = _release()
             seconds = time.monotonic() - t0
             if status == "done":
                 status = "failed" if len(self.summary["errors"]) > errors_before else "done"
                 self.last_s[part.cost_key] = seconds
             self.summary["budget"]["parts"].append({**record, "status": status, "seconds": round(seconds, 1),
                                                     **({"note": note} if note else {})})
+            if not usable:
+                self.error("the CUDA context broke in this part (a CUDA fault: the parts after it ran in a "
+                           "fresh process)")
             self.write()
+            if not usable and i + 1 < len(parts):
+                self.restart()
         self.part = "end"
         self.write()
         return 1 if self.summary["errors"] else 0
@@ -631,15 +668,17 @@ def _message(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0][:300] if text else ''}"
 
 
-def _release() -> None:
-    """Free what a part left (models, graphs, their memory pools) before the next one."""
+def _release() -> bool:
+    """Free what a part left (models, graphs, their memory pools) before the next one; False when the
+    CUDA context is broken (a kernel faulted: every later CUDA call of this process fails)."""
     gc.collect()
     if torch.cuda.is_available():
         try:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
-        except RuntimeError:  # a broken context: the next part reports it
-            pass
+        except RuntimeError:  # torch.AcceleratorError too
+            return False
+    return True
 
 
 def _on_signal(signum, frame):
@@ -655,7 +694,7 @@ def main(argv=None) -> int:
         return 3
     P.raise_recompile_limits()
     signal.signal(signal.SIGTERM, _on_signal)
-    session = Session(args, ["python", str(Path(__file__).resolve().relative_to(HERE.parent)), *argv])
+    session = Session(args, argv)
     try:
         code = session.run()
     except (Interrupted, KeyboardInterrupt) as err:  # between parts: what finished is written already

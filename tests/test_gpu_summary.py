@@ -148,6 +148,41 @@ def test_budget_skips_what_does_not_fit(tmp_path):
                for v in summary["train_step_ms"][mode][provider].values())
 
 
+class Restarted(Exception):
+    """Raised by the test's stand-in for os.execv."""
+
+
+def test_a_broken_cuda_context_restarts_the_script_which_resumes_without_repeating_parts(tmp_path, monkeypatch):
+    """After a part that leaves the CUDA context broken (faked: _release says so once), the part is
+    recorded with the error and the script re-executes itself with --resume; the resumed process runs
+    only the parts not recorded, on the same clock, and keeps the first process's cells."""
+    module = load_gpu_summary()
+    argv = ["--dry-run", "--out", str(tmp_path / "out"), "--parts", "eager", "--modes", "fp32", "--sizes", "32,64"]
+    health = iter([False])
+    monkeypatch.setattr(module, "_release", lambda: next(health, True))
+
+    def execv(path, args):
+        raise Restarted(args)
+
+    monkeypatch.setattr(module.os, "execv", execv)
+    with pytest.raises(Restarted) as restarted:
+        module.Session(module.parse_args(argv), argv).run()
+    assert restarted.value.args[0][1:] == [str(SCRIPT), *argv, "--resume"]
+    first = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [p["part"] for p in first["budget"]["parts"]] == ["eager fp32 S=32"]
+    assert [e["message"] for e in first["errors"]] == [
+        "the CUDA context broke in this part (a CUDA fault: the parts after it ran in a fresh process)"]
+    assert is_ms(first["train_step_ms"]["fp32"]["eager"]["32"])
+
+    resumed = module.Session(module.parse_args(argv + ["--resume"]), argv + ["--resume"])
+    assert resumed.run() == 1  # the first process's error stays
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [p["part"] for p in summary["budget"]["parts"]] == ["eager fp32 S=32", "eager fp32 S=64"]
+    assert summary["budget"]["processes"] == 2 and summary["budget"]["elapsed_s"] >= first["budget"]["elapsed_s"]
+    assert summary["train_step_ms"]["fp32"]["eager"]["32"] == first["train_step_ms"]["fp32"]["eager"]["32"]
+    assert is_ms(summary["train_step_ms"]["fp32"]["eager"]["64"]) and summary["command"] == first["command"]
+
+
 def fabricated(module, tmp_path):
     """A summary as new_summary builds it for the GPU run's defaults (no machine needed)."""
     args = module.parse_args(["--out", str(tmp_path)])
