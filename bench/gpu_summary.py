@@ -10,7 +10,7 @@ Usage:
 At B = 32, T = 25, H = 128, K = S/2, N = 32 (bench/_step.py's step, bench/_ops.py's ops), in each
 precision mode of amg_fast.train.precision (fp32: matmul precision "highest"; tf32: "high"; bf16:
 autocast with fp32 master weights), these parts, the most needed first (the paper's fp32: its steps, ops and
-kernels; then the other modes' steps, ops and kernels; compiled; variants; compiled at the other sizes):
+kernels; then the other modes' steps, ops and kernels; variants; compiled; compiled at the other sizes):
   triton    the Triton step replayed from a CUDA graph (train_step_ms[mode]["triton_graph"]; the same
             step run eagerly goes to train_step_other_ms[mode]["triton_eager"]), every mode and S;
   eager     the eager reference step (train_step_ms[mode]["eager"]; replayed from a CUDA graph:
@@ -18,11 +18,11 @@ kernels; then the other modes' steps, ops and kernels; compiled; variants; compi
   ops       spectral conv, feed-forward, S4D, gate, fwd + bwd, Triton and reference, each replayed from
             a CUDA graph at S = --op-size, beside its floor (bench/_roofline.py); op_ms holds fp32's;
   kernels   CUDA kernels of one eager step, reference and Triton (bench/_kernel_count.py), per mode;
-  compiled  the reference's forward + loss under torch.compile, the step replayed from a CUDA graph
-            (train_step_ms[mode]["compiled_graph"]): S = 32 and 128 first (the targets need them);
   variants  per --variant, the triton part again in a subprocess with the variant's environment
             variables (read at import), e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused;
-  and last, compiled at the other sizes.
+  compiled  the reference's forward + loss under torch.compile, the step replayed from a CUDA graph
+            (train_step_ms[mode]["compiled_graph"]): S = 32 and 128 first (the targets need them),
+            and last the other sizes.
 Each part's first call is checked against the float64 reference (summary "checks"; a miss is an error).
 A part that would overrun --budget-s (its estimate: the last part of its kind, else an H100 figure)
 is skipped and listed in "skipped"; a part that fails is listed in "errors" and the rest still runs.
@@ -584,7 +584,7 @@ class Session:
     def plan(self) -> list[Part]:
         """The parts, the most needed first: the paper's mode (fp32: the step at every S, then its ops
         and kernel count, the issue's per-op table), the other modes' steps, their ops and kernels,
-        torch.compile at the target sizes, the variants, torch.compile at the other sizes."""
+        the variants (which choose the defaults), torch.compile at the target sizes, then at the others."""
         parts, args = [], self.args
         steps, ops_kernels = {}, {}
         for mode in args.modes:
@@ -607,9 +607,9 @@ class Session:
         compiled = [Part(f"compiled_graph {mode} S={S}", "compiled",
                          lambda m=mode, s=S: self.run_step("compiled_graph", m, s))
                     for mode in args.modes for S in args.sizes] if "compiled" in args.parts else []
-        parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) in TARGET_SIZES]
-        if "variants" in args.parts:
+        if "variants" in args.parts:  # before compiled: they choose defaults, compiled is a comparison
             parts += [Part(f"variant {v.name}", "variant", lambda v=v: self.run_variant(v)) for v in args.variant]
+        parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) in TARGET_SIZES]
         parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) not in TARGET_SIZES]
         return parts
 
