@@ -58,6 +58,9 @@ __all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH
 # tried only it and 32 x 16 did; 168 KB of shared memory; its 8 F slices read the rows twice, as often
 # as 16 slices of 32 columns read them once, a quarter of 32 x 16's reads). Untimed: bench/probe_ffn.py
 # times the alternatives (DW_ALTERNATIVES).
+# On the H200 (2026-11-27, results/gpu/20261127-1354-h200/probes/ffn_fault*) triton 3.6 compiled the bf16
+# dx kernel with num_stages=1 into one that returned garbage (relative error 21.6; right with 2 or 3
+# stages): keep bf16 entries pipelined (the fp64 entries' single stage passed the CUDA tests).
 # On CPU (Triton's interpreter) every program and loop step costs a fixed overhead, so there the tiles
 # are as large as the shapes allow; tests patch in the "cuda" policy to run the GPU tiling.
 LAUNCH_POLICY = {
