@@ -34,9 +34,9 @@
 #                       for each of the two accuracy probes)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
-#                       "headline:headline:paper:0,1,2 precision:precision:quick:0,1,2" (issue 21, then issue 19's
-#                       nRMSE per precision mode: quick runs of ~1.5 minutes that fill the end of a budget
-#                       too short for another paper-preset run)
+#                       "precision:precision:quick:0,1,2 headline:headline:paper:0,1,2" (issue 19's nRMSE per
+#                       precision mode first, seed by seed: it decides the paper preset's precision, so the
+#                       mode the headline's remaining runs train in; then issue 21's headline sweep)
 #   CAMPAIGN_VARIANTS   --variant words for gpu_summary.py (default: the kernel switches of docs/kernels.md)
 #   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>; in a dry run none,
 #                       unless set: its smoke preset cannot continue a committed paper or quick sweep)
@@ -61,7 +61,7 @@ START=$(date +%s)
 BUDGET=${CAMPAIGN_BUDGET_S:-540} RESERVE=${CAMPAIGN_RESERVE_S:-30}
 PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
-SWEEPS=${CAMPAIGN_SWEEPS:-headline:headline:paper:0,1,2 precision:precision:quick:0,1,2}
+SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:paper:0,1,2}
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused spectral_four:AMG_FAST_SPECTRAL_MIX=four \
 spectral_reduced:AMG_FAST_SPECTRAL_REDUCED_DOTS=1 spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch \
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \

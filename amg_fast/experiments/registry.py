@@ -185,10 +185,11 @@ register(Experiment("fidelity", "docs/fidelity.md's variants on KS nu = 0.1, f =
                     "(normalize, increment), fourierflow's options, the S4FFNO authors' data readings; one-step "
                     "error, amplitude, train vs test",
                     lambda omega: [_variant_run(model, variant, omega) for model, variant in _FIDELITY_RUNS]))
-register(Experiment("precision", "AMGFNO on KS nu = 0.1, f = 32 in fp32 / tf32 / bf16 (--precision); the GPU "
-                    "campaign ran it with --preset quick",
+register(Experiment("precision", "AMGFNO on KS nu = 0.1, f = 32 in fp32 / tf32 / bf16 (--precision), seed by seed; "
+                    "the GPU campaign runs it with --preset quick",
                     lambda omega: [dataclasses.replace(_amgfno("ks", 0.1, 32, omega), overrides={"precision": p})
-                                   for p in PRECISIONS]))
+                                   for p in PRECISIONS],
+                    stage=lambda spec: 0))  # one stage: the three modes of a seed together, a session may stop
 
 
 # -- 2D Navier-Stokes (issue 22) ----------------------------------------------------------------------

@@ -227,6 +227,13 @@ def test_the_headline_runs_in_issue_21s_order_stage_by_stage_seed_by_seed():
     assert len(select_runs(["headline"])) == 12 and not any(s.overrides for s in specs[-6:])
 
 
+def test_the_precision_runs_go_seed_by_seed():
+    """fp32 / tf32 / bf16 of a seed together: a GPU session that stops part way leaves whole comparisons."""
+    names = [s.name for s in select_runs(["precision"], seeds=(0, 1))]
+    assert names == [f"amgfno_ks_nu0.1_f32{mode}_seed{seed}" for seed in (0, 1)
+                     for mode in ("", "+precision=tf32", "+precision=bf16")]
+
+
 # -- a user's grid ------------------------------------------------------------------------------
 def test_a_user_grid_trains_resumes_after_kill_9_and_reports(tmp_path):
     """Two axes (lr, width) x two seeds; the sweep killed -9 while a run trains, run again, reported."""
