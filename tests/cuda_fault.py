@@ -47,7 +47,7 @@ class CudaFaultGuard:
             return
         message = (f"the CUDA context is broken since {self.broken_by} failed (a CUDA fault is sticky: every "
                    "later test of this process would fail with it)")
-        if os.environ.get("PYTEST_XDIST_WORKER"):
+        if hasattr(item.config, "workerinput"):  # an xdist worker (the environment may be a parent's)
             sys.stderr.write(f"\n{message}; this worker exits, xdist starts a fresh one\n")
             sys.stderr.flush()
             os._exit(EXIT_STATUS)
