@@ -10,8 +10,9 @@
 #   tests    the CUDA tests (8 workers): tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
 #            `-m gpu` over the rest of tests/
 #   bench    bench/gpu_summary.py (every precision mode, per-op floors, kernels per step, the kernel
-#            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the accuracy probes
-#            (bench/probe_spectral_accuracy.py, bench/probe_ffn.py) -> RESULTS_DIR/probes/
+#            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the probes
+#            (bench/probe_spectral_stages.py at S = 128 and 32, bench/probe_spectral_accuracy.py,
+#            bench/probe_ffn.py) -> RESULTS_DIR/probes/
 #   runs     for each sweep of CAMPAIGN_SWEEPS, in order: a copy of its committed tree (results/<NAME>: the
 #            runs earlier sessions finished) in CAMPAIGN_WORK, or the sweep an earlier call on this machine
 #            left there (its finished runs are not trained again, a run it stopped resumes from its
@@ -31,7 +32,7 @@
 #   CAMPAIGN_BUDGET_S   seconds for the whole script (default 540: one device call of at most 10 minutes)
 #   CAMPAIGN_PHASES     which phases run, comma-separated (default install,tests,bench,runs)
 #   CAMPAIGN_T_TESTS, CAMPAIGN_T_BENCH, CAMPAIGN_T_PROBES   caps in seconds (default 150, 240, 120; T_PROBES
-#                       for each of the two accuracy probes)
+#                       for each of the three probes)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
 #                       "precision:precision:quick:0,1,2 headline:headline:paper:0,1,2" (issue 19's nRMSE per
@@ -140,6 +141,11 @@ phase_bench() {
     pack
     [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
     mkdir -p "$RESULTS/probes"
+    # the spectral conv's variants op by op at the paper's S (the defaults they choose: mixing, transform, W's
+    # layout), then its accuracy, then the feed-forward's paths
+    timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_stages.py --sizes 128 32 \
+        --json "$RESULTS/probes/spectral_stages.json" > "$RESULTS/probes/spectral_stages.log" 2>&1 || rc=1
+    tail -n 12 "$RESULTS/probes/spectral_stages.log"
     timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_accuracy.py --json "$RESULTS/probes/spectral_accuracy.json" \
         > "$RESULTS/probes/spectral_accuracy.log" 2>&1 || rc=1
     tail -n 12 "$RESULTS/probes/spectral_accuracy.log"
