@@ -30,22 +30,23 @@ def graph_ms(fn) -> float | None:
     return graph_replay(fn)["graph_ms"]
 
 
-def fwd_and_fwd_bwd(fn, x, w) -> dict[str, float | None]:
-    y = fn(x, w)
-    dy = torch.randn_like(y)
-    return {"fwd": graph_ms(lambda: fn(x, w)),
-            "fwd+bwd": graph_ms(lambda: torch.autograd.grad(fn(x, w), (x, w), dy))}
+def fwd_and_fwd_bwd(fn, x, w, modes=("fwd", "fwd+bwd")) -> dict[str, float | None]:
+    """{mode: ms} of fn(x, w) ("fwd") and with its gradients ("fwd+bwd"), each of modes only."""
+    dy = torch.randn_like(fn(x, w))
+    calls = {"fwd": lambda: fn(x, w), "fwd+bwd": lambda: torch.autograd.grad(fn(x, w), (x, w), dy)}
+    return {mode: graph_ms(calls[mode]) for mode in modes}
 
 
-def stages(S: int, rows: int = 800, width: int = 128) -> dict:
+def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda") -> dict:
+    """The probe's row for one S (device "cpu": Triton's interpreter, for the tests: its times mean nothing)."""
     from amg_fast.kernels import spectral_conv as k
     from amg_fast.kernels.limits import spectral_transform
     from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref
 
     reduced = torch.backends.cuda.matmul.allow_tf32
     K = S // 2
-    x = torch.randn(rows, S, width, device="cuda", requires_grad=True)
-    w = (torch.randn(K, width, width, 2, device="cuda") / width).requires_grad_()
+    x = torch.randn(rows, S, width, device=device, requires_grad=True)
+    w = (torch.randn(K, width, width, 2, device=device) / width).requires_grad_()
     out: dict = {"S": S, "K": K, "auto_transform": spectral_transform("auto", S)}
     for name in VARIANTS:
         with k.use_variant(name, reduced) as transform:
@@ -56,13 +57,13 @@ def stages(S: int, rows: int = 800, width: int = 128) -> dict:
         for name in ("dft-gauss", "fft-gauss", "dft-torchgemm"):
             with k.use_variant(name, True) as transform:
                 out[f"bf16.{name}.fwd+bwd"] = fwd_and_fwd_bwd(
-                    lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb)["fwd+bwd"]
+                    lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb, ("fwd+bwd",))["fwd+bwd"]
     for mode, ms in fwd_and_fwd_bwd(spectral_conv1d_ref, x, w).items():
         out[f"reference.{mode}"] = ms
 
     # the default variant's stages at this S (auto transform), on [R, S, 1, H] rows
     fft = out["auto_transform"] == "fft"
-    x4, dy4 = x.detach()[:, :, None], torch.randn(rows, S, 1, width, device="cuda")
+    x4, dy4 = x.detach()[:, :, None], torch.randn(rows, S, 1, width, device=device)
     A, G = k.spectral_bases(S, K, torch.float32, x.device)
     planes = k.weight_planes(w.detach(), torch.float32)
     spec_x = k._spectrum(x4, A, fft)
@@ -74,8 +75,8 @@ def stages(S: int, rows: int = 800, width: int = 128) -> dict:
         "stage.dweight": graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False)),
         "stage.weight_planes": graph_ms(lambda: k.weight_planes(w.detach(), torch.float32)),
     })
-    mixed = (torch.empty(rows, S // 2 + 1, 1, width, 2, device="cuda") if fft else  # the layouts _mix writes
-             k.dft_spectrum_parts(torch.empty(rows, 2 * K, 1, width, device="cuda")))
+    mixed = (torch.empty(rows, S // 2 + 1, 1, width, 2, device=device) if fft else  # the layouts _mix writes
+             k.dft_spectrum_parts(torch.empty(rows, 2 * K, 1, width, device=device)))
     out["stage.mix"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
     xh = torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]
     wc = torch.view_as_complex(w.detach())

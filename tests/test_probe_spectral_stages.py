@@ -1,0 +1,36 @@
+"""bench/probe_spectral_stages.py (the GPU campaign's spectral probe) runs against the current kernels:
+every variant and stage it times is called, on CPU tensors in Triton's interpreter, with the timer
+replaced by one call (its numbers need a GPU; what is checked is that each timed call runs)."""
+import pytest
+import torch
+from helpers import load_bench
+
+
+@pytest.mark.parametrize("transform", ["dft", "fft"])
+@pytest.mark.parametrize("tf32", [False, True], ids=["dots=tf32x3", "dots=tf32"])
+def test_every_variant_and_stage_runs(transform, tf32, monkeypatch):
+    from amg_fast.kernels import limits
+
+    probe = load_bench("probe_spectral_stages")
+    timed = []
+
+    def call_once(fn):
+        fn()
+        timed.append(fn)
+        return 1.0
+
+    monkeypatch.setattr(probe, "graph_ms", call_once)
+    monkeypatch.setattr(limits, "TRANSFORM_FFT_MIN_S", 16 if transform == "fft" else 512)  # the stages' transform
+    matmul, allowed = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
+    try:
+        matmul.allow_tf32 = tf32  # the probe's "dots=tf32" rows
+        row = probe.stages(16, rows=2, width=16, device="cpu")
+    finally:
+        matmul.allow_tf32 = allowed
+    assert row["auto_transform"] == transform
+    variants = [f"{v}.{m}" for v in probe.VARIANTS for m in ("fwd", "fwd+bwd")]
+    bf16 = [f"bf16.{v}.fwd+bwd" for v in ("dft-gauss", "fft-gauss", "dft-torchgemm")] if tf32 else []
+    stages = ["stage.analysis", "stage.mix+synthesis", "stage.dweight", "stage.weight_planes", "stage.mix"]
+    references = [f"reference.{k}" for k in ("fwd", "fwd+bwd", "rfft", "einsum", "irfft")]
+    assert sorted(k for k, v in row.items() if v == 1.0) == sorted(variants + bf16 + stages + references)
+    assert len(timed) == len(variants) + len(bf16) + len(stages) + len(references)
