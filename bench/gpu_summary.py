@@ -646,17 +646,17 @@ class Session:
                 traceback.print_exc()
             finally:
                 usable = _release()
-            seconds = time.monotonic() - t0
+            seconds, restart = time.monotonic() - t0, not usable and i + 1 < len(parts)
+            if not usable:
+                self.error("the CUDA context broke in this part (a CUDA fault)"
+                           + ("; the parts after it ran in a fresh process" if restart else ""))
             if status == "done":
                 status = "failed" if len(self.summary["errors"]) > errors_before else "done"
                 self.last_s[part.cost_key] = seconds
             self.summary["budget"]["parts"].append({**record, "status": status, "seconds": round(seconds, 1),
                                                     **({"note": note} if note else {})})
-            if not usable:
-                self.error("the CUDA context broke in this part (a CUDA fault: the parts after it ran in a "
-                           "fresh process)")
             self.write()
-            if not usable and i + 1 < len(parts):
+            if restart:
                 self.restart()
         self.part = "end"
         self.write()

@@ -171,9 +171,9 @@ def test_a_broken_cuda_context_restarts_the_script_which_resumes_without_repeati
         module.Session(module.parse_args(argv), argv).run()
     assert restarted.value.args[0][1:] == [str(SCRIPT), *argv, "--resume"]
     first = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert [p["part"] for p in first["budget"]["parts"]] == ["eager fp32 S=32"]
+    assert [(p["part"], p["status"]) for p in first["budget"]["parts"]] == [("eager fp32 S=32", "failed")]
     assert [e["message"] for e in first["errors"]] == [
-        "the CUDA context broke in this part (a CUDA fault: the parts after it ran in a fresh process)"]
+        "the CUDA context broke in this part (a CUDA fault); the parts after it ran in a fresh process"]
     assert is_ms(first["train_step_ms"]["fp32"]["eager"]["32"])
 
     resumed = module.Session(module.parse_args(argv + ["--resume"]), argv + ["--resume"])
