@@ -2,8 +2,9 @@
 every variant and stage it times is called, on CPU tensors in Triton's interpreter, with the timer
 replaced by one call (its numbers need a GPU; what is checked is that each timed call runs)."""
 import pytest
-import torch
 from helpers import load_bench
+
+from amg_fast.train.precision import precision_scope
 
 
 @pytest.mark.parametrize("transform", ["dft", "fft"])
@@ -21,12 +22,8 @@ def test_every_variant_and_stage_runs(transform, tf32, monkeypatch):
 
     monkeypatch.setattr(probe, "graph_ms", call_once)
     monkeypatch.setattr(limits, "TRANSFORM_FFT_MIN_S", 16 if transform == "fft" else 512)  # the stages' transform
-    matmul, allowed = torch.backends.cuda.matmul, torch.backends.cuda.matmul.allow_tf32
-    try:
-        matmul.allow_tf32 = tf32  # the probe's "dots=tf32" rows
+    with precision_scope("tf32" if tf32 else "fp32"):  # TF32 allowed: the probe's "dots=tf32" rows
         row = probe.stages(16, rows=2, width=16, device="cpu")
-    finally:
-        matmul.allow_tf32 = allowed
     assert row["auto_transform"] == transform
     variants = [f"{v}.{m}" for v in probe.VARIANTS for m in ("fwd", "fwd+bwd")]
     bf16 = [f"bf16.{v}.fwd+bwd" for v in ("dft-gauss", "fft-gauss", "dft-torchgemm")] if tf32 else []
