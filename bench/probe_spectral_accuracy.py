@@ -1,7 +1,7 @@
 """Where the spectral conv's error comes from on a GPU: every stage and variant against fp64 (CUDA only).
 
-For each precision mode (tf32: plain TF32 dots, bf16: bf16 inputs and MMAs -- both opt-in through
-kernels.spectral_conv.REDUCED_PRECISION_DOTS, set here -- and tf32x3, the default), S, rows R
+For each precision mode (tf32: plain TF32 dots, bf16: bf16 inputs and MMAs -- both the defaults of
+kernels.spectral_conv.REDUCED_PRECISION_DOTS, set here -- and tf32x3, fp32's and the opt-out's), S, rows R
 (H = 128, K = S/2 + 1) and variant (transform dft with Triton or cuBLAS GEMMs, or fft; mixing gauss or
 four), prints one line: the relative error of the analysis, the mixing and the synthesis alone (each
 fed the exact fp64 input of its stage), of y, dx and dweight, against an explicit-DFT-matrix fp64

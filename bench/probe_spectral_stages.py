@@ -7,8 +7,8 @@ triton.testing.do_bench median, ms):
   planes or read in place (AMG_FAST_SPECTRAL_WEIGHT_PLANES) -- keys "<variant>.fwd", "<variant>.fwd+bwd";
 - the stages of the default variant at this S (analysis, mixing, synthesis, dweight, adjoint mixing);
 - the eager reference (rfft, complex einsum, irfft), forward and forward + backward.
-Rows "dots=tf32x3": fp32 with fp32-accurate dots (the default, TF32 off); "dots=tf32": TF32 allowed and
-REDUCED_PRECISION_DOTS on (plain TF32 MMAs), plus the bf16-input path ("bf16.<variant>.fwd+bwd").
+Rows "dots=tf32x3": fp32 with fp32-accurate dots (TF32 off); "dots=tf32": TF32 allowed and
+REDUCED_PRECISION_DOTS on (plain TF32 MMAs, the default), plus the bf16-input path ("bf16.<variant>.fwd+bwd").
 
 Usage: python bench/probe_spectral_stages.py [--sizes 32 128 1024] [--json OUT]   (~1-2 min on an H100)
 """

@@ -46,8 +46,8 @@ def dot_precision(dtype: torch.dtype, *, reduced: bool = True) -> str:
     matmuls (torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision("high")) and
     reduced is True, then "tf32" -- plain TF32 truncates inputs on Hopper, a biased ~5e-4 error per
     operand that adds up to ~3e-3 over the spectral conv's three chained GEMMs (measured on an
-    H200). reduced=False keeps fp32 at "tf32x3" whatever the TF32 setting (the spectral conv's
-    default). bf16/fp16 run natively with fp32 accumulation (the argument is ignored for them).
+    H200). reduced=False keeps fp32 at "tf32x3" whatever the TF32 setting (the spectral conv with
+    AMG_FAST_SPECTRAL_REDUCED_DOTS=0). bf16/fp16 run natively with fp32 accumulation (the argument is ignored for them).
     """
     if dtype == torch.float64:
         return "ieee"

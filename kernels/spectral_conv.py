@@ -33,9 +33,9 @@ mixing kernel with conj(W)^T, and a dweight kernel (a reduction over rows, optio
 SPLIT_R partial sums added by torch; deterministic).
 
 Precision per mode (see work_dtype, _dots): fp64 -> fp64 dots; fp32 -> tf32x3 (three TF32 MMAs,
-fp32-accurate); with REDUCED_PRECISION_DOTS and TF32 allowed -> plain TF32; bf16 inputs -> fp32
-intermediates and tf32x3 by default, bf16 intermediates and bf16 MMA operands (fp32 accumulation)
-with REDUCED_PRECISION_DOTS. Accumulation is always fp32 (fp64 for fp64).
+fp32-accurate), plain TF32 when TF32 is allowed; bf16 inputs -> bf16 intermediates and bf16 MMA
+operands (fp32 accumulation). Without REDUCED_PRECISION_DOTS (on by default): fp32 intermediates and
+tf32x3 in every case. Accumulation is always fp32 (fp64 for fp64).
 
 Why no fused analysis + mixing + synthesis kernel (docs/kernels.md): the mixing needs many rows per
 program (the MMA's M dimension, and W[k] read once per row tile instead of once per row), while the
@@ -55,16 +55,19 @@ import triton.language as tl
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton, tracing
 from amg_fast.kernels.limits import _choice, _env_choice
 
-# Reduced-precision MMAs: on an H200 (2026-11-26, results/gpu/20261126-h200/) these kernels with plain
-# TF32 dots were 3-9% off the fp32 *reference* at S = 128 and 1024 with 100 rows -- the rows and sizes at
-# which cuFFT's C2R transform, inside that reference, was 2-6% off on an H100 (the imaginary DC part,
-# fixed since by kernels._common.irfft_ortho); tf32x3 passed only in tests with 2-6 rows. A CPU
-# emulation of the plain-TF32 algorithm (bench/spectral_precision.py) is 2e-3 off, so the kernels are
-# not the suspect. Until a GPU run against an fp64 reference (bench/probe_spectral_accuracy.py) shows the
-# reduced paths right, the spectral conv computes in fp32 with tf32x3 dots whatever the input dtype and
-# the TF32 setting. AMG_FAST_SPECTRAL_REDUCED_DOTS=1 (read at import) or REDUCED_PRECISION_DOTS = True
-# opts in: plain TF32 dots for fp32 inputs when TF32 is allowed, bf16 intermediates and MMAs for bf16.
-REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1")) == "1"  # other values refused
+# Reduced-precision MMAs (the mode's own precision), on by default since an H200 run against an fp64
+# reference (2026-11-27, results/gpu/20261127-1354-h200/probes/spectral_accuracy.json, S = 128, 800 rows)
+# showed them right: plain TF32 dots 0.77-2.0e-3 off (dft-gauss 2.0e-3, fft-gauss 8.3e-4, the fp32 reference
+# under TF32 8.3e-4), bf16 operands 4.6e-3 (dft-gauss), each within 1.1x of the CPU emulation of the
+# algorithm (bench/spectral_precision.py). The 3-9% of 2026-11-26 was the fp32 *reference's* cuFFT C2R
+# error (the imaginary DC part; fixed since by kernels._common.irfft_ortho); S = 1024 (the "fft" transform:
+# only the mixing's dots are reduced) is left to the GPU tests (tests/ops/test_spectral_conv_triton.py). So
+# fp32 inputs take plain TF32 dots when TF32 is allowed (torch.backends.cuda.matmul.allow_tf32) and tf32x3
+# (fp32-accurate) otherwise; bf16 inputs take bf16 intermediates and bf16 MMAs (fp32 accumulation).
+# AMG_FAST_SPECTRAL_REDUCED_DOTS=0 (read at import) or REDUCED_PRECISION_DOTS = False keeps fp32
+# intermediates and tf32x3 dots whatever the input dtype and the TF32 setting (how a GPU session times
+# the fp32-accurate paths in TF32 / bf16 mode).
+REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1")) != "0"  # other values refused
 
 # The mixing's complex product: "gauss" (3 real dots) or "four" (4). AMG_FAST_SPECTRAL_MIX, read at import.
 MIX_METHODS = ("gauss", "four")

@@ -64,7 +64,7 @@ PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
 SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:paper:0,1,2}
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused spectral_four:AMG_FAST_SPECTRAL_MIX=four \
-spectral_reduced:AMG_FAST_SPECTRAL_REDUCED_DOTS=1 spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch \
+spectral_tf32x3:AMG_FAST_SPECTRAL_REDUCED_DOTS=0 spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch \
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
 gate_cublas:AMG_FAST_GATE_WGRAD=cublas spectral_wview:AMG_FAST_SPECTRAL_WEIGHT_PLANES=0}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results}

@@ -252,28 +252,32 @@ def _ref64(x, w):
     return spectral_conv1d_ref(x.detach().double(), w.detach().double())
 
 
-def test_reduced_precision_dots_are_off_by_default(allow_tf32, monkeypatch):
-    """Plain TF32 / bf16 MMAs are opt-in (kernels.spectral_conv.REDUCED_PRECISION_DOTS) until a GPU run
-    against an fp64 reference shows them right: by default the spectral conv keeps fp32 intermediates
-    and tf32x3 dots whatever TF32 and the input dtype say; the opt-in restores the reduced paths."""
+def test_reduced_precision_dots_follow_the_mode_by_default(allow_tf32, monkeypatch):
+    """By default (kernels.spectral_conv.REDUCED_PRECISION_DOTS) the spectral conv computes in the mode's
+    precision: plain TF32 dots for fp32 inputs when TF32 is allowed, tf32x3 when it is not, bf16
+    intermediates and bf16 MMAs for bf16 inputs; the opt-out (AMG_FAST_SPECTRAL_REDUCED_DOTS=0) keeps fp32
+    intermediates and tf32x3 dots whatever TF32 and the input dtype say."""
     allow_tf32(True)
-    assert not kernels.REDUCED_PRECISION_DOTS
-    assert [kernels.work_dtype(t) for t in (torch.bfloat16, torch.float32, torch.float64)] == [torch.float32] * 2 + [
-        torch.float64]
-    assert [kernels._dots(t) for t in (torch.float32, torch.float64)] == ["tf32x3", "ieee"]
-    assert not kernels._bf16_operands(torch.bfloat16)
-    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", True)
+    assert kernels.REDUCED_PRECISION_DOTS
     assert kernels.work_dtype(torch.bfloat16) == torch.bfloat16 and kernels._dots(torch.float32) == "tf32"
     assert kernels._bf16_operands(torch.bfloat16) and not kernels._bf16_operands(torch.float32)
     allow_tf32(False)
     assert kernels._dots(torch.float32) == "tf32x3"
+    allow_tf32(True)
+    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)
+    assert [kernels.work_dtype(t) for t in (torch.bfloat16, torch.float32, torch.float64)] == [torch.float32] * 2 + [
+        torch.float64]
+    assert [kernels._dots(t) for t in (torch.float32, torch.float64)] == ["tf32x3", "ieee"]
+    assert not kernels._bf16_operands(torch.bfloat16)
 
 
 @pytest.mark.parametrize("S,K,transform", [(128, 64, "dft"), (96, 48, "fft")], ids=["S128-dft", "S96-fft"])
-def test_bf16_inputs_run_the_fp32_path(S, K, transform, kdev, gen, poisoned):
-    """bf16 x and weight: bf16 out, within bf16 input rounding of the fp64 reference of the same bf16
-    values, gradients in bf16 (S = 1024, the H200's failing size: test_bf16_inputs_gpu). On CPU the
-    interpreter only converts bf16 to fp32 here (its bf16 arithmetic is broken, none runs on this path)."""
+def test_bf16_inputs_run_the_fp32_path(S, K, transform, kdev, gen, poisoned, monkeypatch):
+    """bf16 x and weight with REDUCED_PRECISION_DOTS off (fp32 intermediates, tf32x3): bf16 out, within
+    bf16 input rounding of the fp64 reference of the same bf16 values, gradients in bf16 (the default
+    bf16 path, bf16 intermediates and MMAs: test_bf16_inputs_gpu). On CPU the interpreter only converts
+    bf16 to fp32 here (its bf16 arithmetic is broken, none runs on this path)."""
+    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)
     x, w = _inputs((2,), S, K, 16, 16, torch.float32, "cpu", gen)
     xb, wb = x.detach().bfloat16().to(kdev).requires_grad_(), w.detach().bfloat16().to(kdev).requires_grad_()
     y = spectral_conv1d(xb, wb, backend="triton", transform=transform)
@@ -285,9 +289,10 @@ def test_bf16_inputs_run_the_fp32_path(S, K, transform, kdev, gen, poisoned):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("S", [32, 48, 128, 1024], ids=lambda s: f"S{s}")
-def test_tf32_allowed_stays_fp32_accurate_gpu(S, gen, allow_tf32):
-    """With TF32 allowed the spectral conv still meets the fp32 tolerance against an fp64 reference
-    (its plain-TF32 path is opt-in; see REDUCED_PRECISION_DOTS)."""
+def test_tf32_allowed_stays_fp32_accurate_without_reduced_dots_gpu(S, gen, allow_tf32, monkeypatch):
+    """With REDUCED_PRECISION_DOTS off (AMG_FAST_SPECTRAL_REDUCED_DOTS=0) and TF32 allowed, the spectral
+    conv still meets the fp32 tolerance against an fp64 reference (tf32x3 dots)."""
+    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)
     allow_tf32(True)
     x, w = _inputs((4, 25), S, S // 2 + 1, 128, 128, torch.float32, "cuda", gen)
     y = SpectralConv1dFn.apply(x, w, "auto")
@@ -298,10 +303,11 @@ def test_tf32_allowed_stays_fp32_accurate_gpu(S, gen, allow_tf32):
 @pytest.mark.parametrize("S", [32, 128, 1024], ids=lambda s: f"S{s}")
 @pytest.mark.parametrize("mix", ["gauss", "four"])
 def test_reduced_precision_paths_gpu(S, mix, gen, allow_tf32, monkeypatch):
-    """The opt-in reduced paths against an fp64 reference, 100 rows: plain TF32 (the CPU emulation of the
-    algorithm, bench/spectral_precision.py, is ~2e-3 off: truncated operands in three chained GEMMs) and
-    bf16 operands (~4-5e-3 for bf16 inputs, whose own rounding is ~2e-3)."""
-    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", True)
+    """The default reduced paths (REDUCED_PRECISION_DOTS) against an fp64 reference, 100 rows: plain TF32
+    (the CPU emulation of the algorithm, bench/spectral_precision.py, is ~2e-3 off: truncated operands in
+    three chained GEMMs; the H200 measured 2.0e-3 at S = 128, 800 rows) and bf16 operands (~4-5e-3 for bf16
+    inputs, whose own rounding is ~2e-3), and the fp32 path when TF32 is not allowed (tf32x3)."""
+    assert kernels.REDUCED_PRECISION_DOTS  # the default under test
     monkeypatch.setattr(kernels, "MIX_METHOD", mix)
     allow_tf32(True)
     x, w = _inputs((4, 25), S, S // 2 + 1, 128, 128, torch.float32, "cuda", gen)
@@ -309,6 +315,8 @@ def test_reduced_precision_paths_gpu(S, mix, gen, allow_tf32, monkeypatch):
     xb, wb = x.detach().bfloat16().requires_grad_(), w.detach().bfloat16().requires_grad_()
     y = spectral_conv1d(xb, wb, backend="triton")
     assert y.dtype == torch.bfloat16 and rel_err(y, _ref64(xb, wb)) <= 2e-2
+    allow_tf32(False)
+    assert rel_err(SpectralConv1dFn.apply(x, w, "auto"), _ref64(x, w)) <= RTOL[torch.float32]
 
 
 @pytest.mark.gpu
