@@ -106,8 +106,14 @@ def _marked_interpreter_launches():
         GridExecutor.__call__ = launch
 
 
+def is_device_activity(event) -> bool:
+    """True for a profiler event that is GPU work (a kernel, memcpy or memset), not a CPU op nor the
+    GPU-side copy of a record_function range (a user annotation)."""
+    return event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False)
+
+
 def _is_cuda_kernel(event) -> bool:
-    if event.device_type != DeviceType.CUDA or getattr(event, "is_user_annotation", False):
+    if not is_device_activity(event):
         return False
     kind = getattr(event, "activity_type", None)  # "kernel", "gpu_memcpy", "gpu_memset" (newer torch)
     return kind == "kernel" if kind else not event.name.startswith(("Memcpy", "Memset"))
@@ -130,8 +136,9 @@ class _Counted(collections.Counter):
     shapes: list
 
 
-def _profile(fn: Callable[[], object], device: torch.device | str, *, record_shapes: bool) -> _Counted:
-    """Run fn() once under the profiler and count what it launches (see the module docstring)."""
+def profiled_events(fn: Callable[[], object], device: torch.device | str, *, record_shapes: bool = False):
+    """Run fn() once under torch.profiler (CPU activity, and CUDA's when device is a GPU; on CPU each
+    interpreted Triton launch in a "triton::<kernel>" range) -> its events (a torch EventList)."""
     device_type = torch.device(device).type
     if device_type not in ("cuda", "cpu"):
         raise ValueError(f"device must be a cuda or cpu device, got {device!r}")
@@ -146,17 +153,29 @@ def _profile(fn: Callable[[], object], device: torch.device | str, *, record_sha
         fn()
         if on_gpu:
             torch.cuda.synchronize()
-    events = prof.events()
+    return prof.events()
+
+
+def launching_events(events) -> list:
+    """The CPU events of a CPU profile that would each launch a GPU kernel (see the module docstring:
+    the outermost aten ops that are neither composite nor kernel-free, and the marked Triton launches)."""
+    launching = []
+    for root in (e for e in events if e.cpu_parent is None):
+        _collect_launching(root, launching)
+    return launching
+
+
+def _profile(fn: Callable[[], object], device: torch.device | str, *, record_shapes: bool) -> _Counted:
+    """Run fn() once under the profiler and count what it launches (see the module docstring)."""
+    events = profiled_events(fn, device, record_shapes=record_shapes)
     counted = _Counted()
     counted.shapes = []
-    if on_gpu:
+    if torch.device(device).type == "cuda":
         counted.kind = "cuda_kernels"
         counted.update(e.name for e in events if _is_cuda_kernel(e))
         return counted
     counted.kind = "cpu_aten_kernel_ops"
-    launching = []
-    for root in (e for e in events if e.cpu_parent is None):
-        _collect_launching(root, launching)
+    launching = launching_events(events)
     counted.update(e.name for e in launching)
     counted.shapes = [(e.name, e.input_shapes) for e in launching]
     return counted

@@ -4,13 +4,14 @@ and write DIR/summary.json and DIR/summary.md (issue 19's summary; the schema: d
 
 Usage:
   python bench/gpu_summary.py --out DIR [--budget-s 240] [--sizes 32,64,128] [--modes fp32,tf32,bf16]
-      [--variant NAME:ENV=VAL[,ENV=VAL...]]... [--parts triton,eager,ops,kernels,compiled,variants]
+      [--variant NAME:ENV=VAL[,ENV=VAL...]]... [--parts triton,eager,ops,kernels,profile,compiled,variants]
       [--op-size 128] [--dry-run] [--resume]
 
 At B = 32, T = 25, H = 128, K = S/2, N = 32 (bench/_step.py's step, bench/_ops.py's ops), in each
 precision mode of amg_fast.train.precision (fp32: matmul precision "highest"; tf32: "high"; bf16:
-autocast with fp32 master weights), these parts, the most needed first (the paper's fp32: its steps, ops and
-kernels; then the other modes' steps, ops and kernels; variants; compiled; compiled at the other sizes):
+autocast with fp32 master weights), these parts, the most needed first (the paper's fp32: its steps, ops,
+kernels and profile; then the other modes' steps, ops, kernels and profiles; variants; compiled; compiled
+at the other sizes):
   triton    the Triton step replayed from a CUDA graph (train_step_ms[mode]["triton_graph"]; the same
             step run eagerly goes to train_step_other_ms[mode]["triton_eager"]), every mode and S;
   eager     the eager reference step (train_step_ms[mode]["eager"]; replayed from a CUDA graph:
@@ -18,6 +19,9 @@ kernels; then the other modes' steps, ops and kernels; variants; compiled; compi
   ops       spectral conv, feed-forward, S4D, gate, fwd + bwd, Triton and reference, each replayed from
             a CUDA graph at S = --op-size, beside its floor (bench/_roofline.py); op_ms holds fp32's;
   kernels   CUDA kernels of one eager step, reference and Triton (bench/_kernel_count.py), per mode;
+  profile   where the GPU time of the Triton step goes: torch.profiler over 3 eager steps (after 2 warm-up
+            steps) at S = --op-size, kernel time per step by phase (forward, backward, optimizer), op
+            and kernel (bench/_profile_step.py; profile[mode]), per mode, after its kernels part;
   variants  per --variant, the triton part again in a subprocess with the variant's environment
             variables (read at import), e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused;
   compiled  the reference's forward + loss under torch.compile, the step replayed from a CUDA graph
@@ -34,7 +38,8 @@ itself with --resume: the remaining parts run in a fresh process, within the sam
 --dry-run: on the CPU (GPUs hidden), tiny shapes (B = 2, T = 4, H = 16), no CUDA graphs (the graph
 providers run eagerly), torch.compile with backend "eager" (tracing only); the Triton provider runs
 only under TRITON_INTERPRET=1 (Triton's interpreter; never in bf16), else its cells stay null. It
-exercises the same code and writes a schema-valid summary; its times mean nothing.
+exercises the same code and writes a schema-valid summary; its times mean nothing (the profile part
+records the CPU self time of the ops that would launch kernels, over 2 steps after 1 warm-up).
 
 Exit status: 0 when every part that ran succeeded, 1 when a part failed or a check missed, 2 for bad
 arguments, 3 without a GPU (and no --dry-run), 130 when interrupted (SIGINT / SIGTERM).
@@ -68,6 +73,7 @@ import torch  # noqa: E402
 import _providers as P  # noqa: E402
 from _kernel_count import count_kernels  # noqa: E402
 from _ops import OP_CASES  # noqa: E402
+from _profile_step import STEPS as PROFILE_STEPS, profile_step  # noqa: E402
 from _roofline import PRECISIONS, TRAIN_STEP, floor_ms, gpu_spec  # noqa: E402
 from _step import build_step, reference_step64, step_result  # noqa: E402
 from amg_fast._files import atomic_write_text  # noqa: E402
@@ -82,18 +88,19 @@ TARGET_SIZES = (32, 128)
 OPS = {"spectral_conv": "spectral_conv1d", "feed_forward": "feed_forward", "s4d": "s4d_scan", "gate": "gate_fusion"}
 OP_PROVIDERS = ("triton", "reference")
 OP_PRECISION = "fp32"  # the mode of op_ms and kernels_per_step: the paper preset's (--precision fp32)
-PARTS = ("triton", "eager", "ops", "kernels", "compiled", "variants")
+PARTS = ("triton", "eager", "ops", "kernels", "profile", "compiled", "variants")
 DEFAULT_BUDGET_S = 240.0
 # Seconds a part is expected to take on an H100 until one of its kind has run (then: the last one's).
 # From the 2026-11-26 H100 session (its bench log, in git history at ed6e4ea;
 # results/gpu/20261126-h100/followup/): a step case ~2 s warm; Triton's JIT
 # ~10-20 s per precision mode on a cold cache; compiling the step 15-25 s per mode and size.
-PRIOR_S = {"triton/first": 25.0, "triton": 4.0, "eager": 4.0, "ops": 5.0, "kernels": 6.0, "compiled": 35.0,
-           "variant": 30.0}
+PRIOR_S = {"triton/first": 25.0, "triton": 4.0, "eager": 4.0, "ops": 5.0, "kernels": 6.0, "profile": 10.0,
+           "compiled": 35.0, "variant": 30.0}  # profile: an estimate (5 eager steps, the profiler's parse)
 # Issue 19 item 5.
 STEP_TARGETS_MS = (("tf32", 128, 7.0), ("fp32", 128, 9.0), ("bf16", 128, 5.0), ("tf32", 32, 2.0))
 SPEEDUP_OVER_COMPILED = 1.5
 OP_FLOOR_FACTOR = 3.0
+PROFILE_TABLE_ROWS = 15  # by_op rows per mode in summary.md (summary.json holds them all)
 NEXT_BY_OP = {
     "spectral_conv": "python bench/probe_spectral_stages.py (each stage: analysis, mixing, synthesis)",
     "feed_forward": "python bench/probe_ffn.py (reference, cuBLASLt epilogue, fused Triton MLP), and "
@@ -231,6 +238,7 @@ def new_summary(args: argparse.Namespace, info: dict, device: torch.device, argv
         "kernels_per_step": {"reference": None, "triton": None},
         "kernels_per_step_by_precision": {m: {"reference": None, "triton": None} for m in PRECISIONS},
         "kernel_count_kind": None,
+        "profile": {m: None for m in PRECISIONS},
         "variants": {v.name: {"env": v.env, "train_step_ms": {m: {S: None for S in sizes} for m in PRECISIONS},
                               "out": f"variants/{v.name}", "exit_code": None, "errors": [], "skipped": [],
                               "checks": []} for v in args.variant},
@@ -360,6 +368,7 @@ def render_markdown(summary: dict) -> str:
     for mode, counts in summary["kernels_per_step_by_precision"].items():
         lines.append(f"| {mode} | {counts['reference'] if counts['reference'] is not None else '-'} "
                      f"| {counts['triton'] if counts['triton'] is not None else '-'} |")
+    lines += _profile_markdown(summary["profile"])
     if summary["variants"]:
         lines += ["", "## Variants: the Triton step, graph replay (ms)", "",
                   "| variant | environment | mode | S | ms | vs default triton graph |", "|---|---|---|---:|---:|---:|"]
@@ -384,6 +393,27 @@ def render_markdown(summary: dict) -> str:
         if summary[key]:
             lines += ["", f"## {title}", ""] + [f"- {e['part']}: {e[field]}" for e in summary[key]]
     return "\n".join(lines) + "\n"
+
+
+def _profile_markdown(profile: dict, top: int = PROFILE_TABLE_ROWS) -> list[str]:
+    """The profile part's table: per mode the time per step by phase, and the top ops with their share."""
+    done = {mode: p for mode, p in profile.items() if p is not None}
+    if not done:
+        return []
+    kind = next(iter(done.values()))["time_kind"]
+    lines = ["", "## Where the Triton step's time goes (torch.profiler, eager steps; ms per step"
+             + ("; a dry run: CPU self time of the ops that would launch kernels)" if kind == "cpu_self"
+                else ": kernel time on the GPU)"), ""]
+    for mode, p in done.items():
+        phases = ", ".join(f"{phase} {_ms(ms)}" for phase, ms in p["by_phase"].items() if ms)
+        lines.append(f"- {mode}, S = {p['S']}: {_ms(p['device_ms_per_step'])} ms per step over {p['steps']} "
+                     f"steps ({phases}); {len(p['by_op'])} ops, the top {min(top, len(p['by_op']))} below")
+    lines += ["", "| mode | phase | op | ms | % of step | kernels |", "|---|---|---|---:|---:|---:|"]
+    for mode, p in done.items():
+        for row in p["by_op"][:top]:
+            share = f"{100 * row['ms'] / p['device_ms_per_step']:.1f}" if p["device_ms_per_step"] else "-"
+            lines.append(f"| {mode} | {row['phase']} | `{row['op']}` | {_ms(row['ms'])} | {share} | {row['kernels']} |")
+    return lines
 
 
 # -- the parts ---------------------------------------------------------------------------------------
@@ -550,6 +580,25 @@ class Session:
             self.summary["kernels_per_step"] = counts
         return "; ".join(notes + [f"S = {S}"])
 
+    # where the Triton step's time goes
+    def run_profile(self, mode: str) -> str | None:
+        if reason := self.triton_skip_reason(mode):
+            raise PartSkipped(reason)
+        S = self.args.op_size
+        warm_up, steps = (1, 2) if self.dry else (2, PROFILE_STEPS)  # the interpreter: ~1 s a step
+        with precision_scope(mode):
+            case = build_step(self.shape(S), "triton", mode, self.device)
+            expected = reference_step64(case, self.shape(S))
+            step = EagerTrainStep(case.model, case.optimizer, case.loss_fn)
+            loss, _ = step(case.u, case.w)  # the first warm-up step (JIT, optimizer state), checked
+            self.check(f"profile {mode} triton S={S}", step_result(case, loss), expected, mode)
+            del expected, loss
+            for _ in range(warm_up - 1):
+                step(case.u, case.w)
+            record = profile_step(lambda: step(case.u, case.w), self.device, steps)
+        self.summary["profile"][mode] = {"S": S, **record}
+        return f"S = {S}, {steps} eager steps"
+
     # variants, each in a subprocess
     def run_variant(self, variant: Variant) -> str | None:
         entry = self.summary["variants"][variant.name]
@@ -583,8 +632,9 @@ class Session:
     # the plan
     def plan(self) -> list[Part]:
         """The parts, the most needed first: the paper's mode (fp32: the step at every S, then its ops
-        and kernel count, the issue's per-op table), the other modes' steps, their ops and kernels,
-        the variants (which choose the defaults), torch.compile at the target sizes, then at the others."""
+        and kernel count, the issue's per-op table, and its profile), the other modes' steps, their ops,
+        kernels and profiles, the variants (which choose the defaults), torch.compile at the target
+        sizes, then at the others."""
         parts, args = [], self.args
         steps, ops_kernels = {}, {}
         for mode in args.modes:
@@ -600,6 +650,8 @@ class Session:
                                  for key in OPS] if "ops" in args.parts else []
             if "kernels" in args.parts:
                 ops_kernels[mode].append(Part(f"kernels {mode}", "kernels", lambda m=mode: self.run_kernels(m)))
+            if "profile" in args.parts:
+                ops_kernels[mode].append(Part(f"profile {mode}", "profile", lambda m=mode: self.run_profile(m)))
         first = OP_PRECISION if OP_PRECISION in args.modes else args.modes[0]
         others = [mode for mode in args.modes if mode != first]
         parts += steps[first] + ops_kernels[first]

@@ -49,8 +49,8 @@ def is_ms(value) -> bool:
 
 def assert_schema(summary: dict) -> None:
     """The keys and types every summary has, whatever ran (a missing cell is null, never absent)."""
-    for key in ("gpu", "torch", "triton", "date", "train_step_ms", "op_ms", "kernels_per_step", "variants",
-                "targets", "errors", "skipped", "checks", "command", "budget"):
+    for key in ("gpu", "torch", "triton", "date", "train_step_ms", "op_ms", "kernels_per_step", "profile",
+                "variants", "targets", "errors", "skipped", "checks", "command", "budget"):
         assert key in summary, key
     assert isinstance(summary["torch"], str) and summary["triton"] is None or isinstance(summary["triton"], str)
     assert datetime.datetime.fromisoformat(summary["date"]).tzinfo is not None
@@ -67,11 +67,31 @@ def assert_schema(summary: dict) -> None:
         assert all(cell[p] is None or is_ms(cell[p]) for p in ("triton", "reference"))
     assert set(summary["kernels_per_step"]) == {"reference", "triton"}
     assert all(v is None or isinstance(v, int) for v in summary["kernels_per_step"].values())
+    assert set(summary["profile"]) == set(MODES)
+    for record in summary["profile"].values():
+        if record is not None:
+            assert_profile(record)
     assert isinstance(summary["budget"]["budget_s"], float) and isinstance(summary["budget"]["parts"], list)
     for target in summary["targets"]:
         assert {"name", "measured", "target", "met", "missed_by"} <= set(target)
     assert all({"part", "message"} <= set(e) for e in summary["errors"])
     assert all({"part", "reason"} <= set(s) for s in summary["skipped"])
+
+
+def assert_profile(record: dict) -> None:
+    """A profile part's record: ms per step by phase, op and kernel, whose rows add up to the total."""
+    assert {"S", "steps", "time_kind", "device_ms_per_step", "by_phase", "by_op", "by_kernel",
+            "by_kernel_left_off"} <= set(record)
+    assert record["time_kind"] in ("cuda_device", "cpu_self") and record["steps"] >= 1
+    assert set(record["by_phase"]) == {"forward", "backward", "optimizer", "unattributed"}
+    total = record["device_ms_per_step"]
+    assert sum(record["by_phase"].values()) == pytest.approx(total, abs=1e-3)
+    assert sum(r["ms"] for r in record["by_op"]) == pytest.approx(total, abs=1e-3)
+    kernel_ms = sum(r["ms"] for r in record["by_kernel"]) + record["by_kernel_left_off"]["ms"]
+    assert kernel_ms == pytest.approx(total, abs=1e-3)
+    for key, fields in (("by_op", {"phase", "op", "ms", "kernels"}), ("by_kernel", {"phase", "op", "kernel", "ms", "calls"})):
+        assert all(set(r) == fields and r["phase"] in record["by_phase"] for r in record[key])
+        assert [r["ms"] for r in record[key]] == sorted((r["ms"] for r in record[key]), reverse=True)
 
 
 @pytest.mark.slow
@@ -99,6 +119,8 @@ def test_dry_run_writes_the_schema_with_nulls_where_nothing_ran(tmp_path):
     assert summary["op_ms"] == summary["op_ms_by_precision"]["fp32"]
     assert isinstance(summary["kernels_per_step"]["reference"], int) and summary["kernels_per_step"]["triton"] is None
     assert summary["kernel_count_kind"] == "cpu_aten_kernel_ops"
+    assert summary["profile"] == {"fp32": None, "tf32": None, "bf16": None}  # the Triton step's, skipped
+    assert "TRITON_INTERPRET=1" in skipped["profile fp32"] and "profile bf16" in skipped
     variant = summary["variants"]["fused"]
     assert variant["env"] == {"AMG_FAST_FFN_METHOD": "fused", "AMG_X": "1"} and variant["exit_code"] == 0
     assert variant["train_step_ms"]["fp32"]["32"] is None and len(variant["skipped"]) == 2  # fp32, bf16 at S = 32
@@ -128,6 +150,28 @@ def test_dry_run_times_triton_in_the_interpreter(tmp_path):
     assert [p["status"] for p in summary["budget"]["parts"]] == ["done", "skipped"]
 
 
+@pytest.mark.slow
+def test_dry_run_profiles_the_triton_step_in_the_interpreter(tmp_path):
+    """The profile part on CPU: the ops that would launch kernels (the Triton launches among them),
+    grouped by phase and op; its first step checked against the float64 reference; bf16 skipped."""
+    code, summary, output = dry_run(tmp_path, "--parts", "profile", "--modes", "fp32,bf16", "--op-size", "8",
+                                    interpret=True)  # about 5 s of interpreted kernels
+    assert code == 0, output
+    assert_schema(summary)
+    record = summary["profile"]["fp32"]
+    assert record["S"] == 8 and record["steps"] == 2 and record["time_kind"] == "cpu_self"
+    assert all(record["by_phase"][phase] > 0 for phase in ("forward", "backward", "optimizer"))
+    ops = {(r["phase"], r["op"]) for r in record["by_op"]}
+    assert {("forward", "amg_fast::spectral_conv1d_fwd"), ("backward", "SpectralConv1dFnBackward"),
+            ("optimizer", "aten::_fused_adam_")} <= ops
+    assert any(r["kernel"].startswith("triton::") for r in record["by_kernel"])
+    assert summary["profile"]["bf16"] is None and "bf16" in {s["part"]: s["reason"] for s in summary["skipped"]}["profile bf16"]
+    [check] = summary["checks"]
+    assert check["what"] == "profile fp32 triton S=8" and check["ok"]
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "## Where the Triton step's time goes" in md and "| fp32 | backward | `SpectralConv1dFnBackward` |" in md
+
+
 def test_budget_skips_what_does_not_fit(tmp_path):
     """A zero budget starts no part: each is listed as skipped with the budget as the reason, every
     cell stays null, and the summary is still complete."""
@@ -136,14 +180,16 @@ def test_budget_skips_what_does_not_fit(tmp_path):
     assert_schema(summary)
     assert summary["budget"]["budget_s"] == 0.0 and summary["checks"] == [] and summary["errors"] == []
     parts = summary["budget"]["parts"]
-    assert len(parts) == 3 * 3 * 2 + 3 * 4 + 3 + 3 * 3 + 1 and all(p["status"] == "skipped" for p in parts)
+    assert len(parts) == 3 * 3 * 2 + 3 * 4 + 3 + 3 + 3 * 3 + 1 and all(p["status"] == "skipped" for p in parts)
     assert all("of the budget left" in s["reason"] for s in summary["skipped"])
     assert [p["part"] for p in parts[:2]] == ["triton_graph fp32 S=32", "eager fp32 S=32"]  # most important first
-    # the paper's mode complete (steps, then the per-op table and kernel count) before the other modes
-    assert [p["part"] for p in parts[6:12]] == ["ops fp32 spectral_conv", "ops fp32 feed_forward", "ops fp32 s4d",
-                                               "ops fp32 gate", "kernels fp32", "triton_graph tf32 S=32"]
+    # the paper's mode complete (steps, then the per-op table, kernel count and profile) before the other modes
+    assert [p["part"] for p in parts[6:13]] == ["ops fp32 spectral_conv", "ops fp32 feed_forward", "ops fp32 s4d",
+                                               "ops fp32 gate", "kernels fp32", "profile fp32",
+                                               "triton_graph tf32 S=32"]
     # the variants (they choose defaults) before the compiled step (a comparison), its target sizes first
-    assert [p["part"] for p in parts[-11:-8]] == ["kernels bf16", "variant v", "compiled_graph fp32 S=32"]
+    assert [p["part"] for p in parts[-12:-8]] == ["kernels bf16", "profile bf16", "variant v",
+                                                 "compiled_graph fp32 S=32"]
     assert [p["part"] for p in parts[-4:]] == ["compiled_graph bf16 S=128", "compiled_graph fp32 S=64",
                                                "compiled_graph tf32 S=64", "compiled_graph bf16 S=64"]
     assert all(v is None for mode in MODES for provider in STEP_PROVIDERS
