@@ -179,7 +179,9 @@ class Estimator:
 
     def __init__(self, machine: dict, preset: str, run_dirs=()):
         self.machine, self.preset = machine, preset
-        self.per_epoch: dict[tuple, list[float]] = {}
+        self.per_epoch: dict[tuple, list[float]] = {}  # a finished run's seconds an epoch, checkpoints apart
+        self.per_checkpoint: dict[tuple, list[float]] = {}  # its seconds a checkpoint (counted apart: the
+        # presets write them at different cadences, --checkpoint-every)
         self.startups: list[float] = []  # measured: a finished run's wall time outside its epochs and data
         self.generations: dict[str, list[tuple[float, float]]] = {}  # pde: (data_work, seconds) measured here
         for run_dir in run_dirs:
@@ -216,11 +218,15 @@ class Estimator:
         in_epochs = results.train_time_s + results.eval_time_s + results.checkpoint_time_s
         setup = _seconds(machine.get(SETUP_KEY))  # the job's time before training: imports, the data
         data = _seconds(machine.get(DATA_KEY))  # of it on the data set (machine.json since 2026-11-27)
+        kind, written = kind_of(config), checkpoints(config, 0)
         if 0 < in_epochs <= wall:
             self.startups.append(wall - in_epochs + max(setup - data, 0.0))
+            if written and results.checkpoint_time_s > 0:
+                in_epochs -= results.checkpoint_time_s
+                self.per_checkpoint.setdefault(kind, []).append(results.checkpoint_time_s / written)
         else:  # the split is missing or inconsistent: all of the wall time per epoch
             in_epochs = wall
-        self.per_epoch.setdefault(kind_of(config), []).append(in_epochs / epochs)
+        self.per_epoch.setdefault(kind, []).append(in_epochs / epochs)
         if machine.get(GENERATED_KEY) is True and data > 0:
             self._observe_generation(run_dir, config, data)
 
@@ -270,15 +276,18 @@ class Estimator:
     def training_seconds(self, config: dict, epochs_done: int = 0) -> tuple[float, str]:
         """(seconds, source) of a run without its data set: start-up (the longest measured here --
         imports, kernels compiled, graph capture, the final evaluation -- else STARTUP_SECONDS) plus
-        seconds per epoch x the epochs left (a partial run resumes after epochs_done of them)."""
+        seconds per epoch x the epochs left (a partial run resumes after epochs_done of them), plus
+        seconds per checkpoint x the checkpoints left (at the run's --checkpoint-every) where measured."""
         startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
         measured = self.per_epoch.get(kind_of(config))
         scaled = None if measured else self._scaled(config)
+        per_checkpoint = 0.0
         if measured:
-            per_epoch = sum(measured) / len(measured)
+            per_epoch = _mean(measured)
+            per_checkpoint = _mean(self.per_checkpoint.get(kind_of(config), [0.0]))
             source = f"measured here on {_runs(len(measured))} of its kind"
         elif scaled:
-            per_epoch, source = scaled
+            per_epoch, per_checkpoint, source = scaled
         else:
             key = (self.preset, self.machine["device"])
             if config.get("pde") == "ns2d":
@@ -291,13 +300,14 @@ class Estimator:
         left = max(config["epochs"] - epochs_done, 0)
         if epochs_done:
             source += f"; resumes with {left} of {config['epochs']} epochs left"
-        return startup + per_epoch * left, source
+        return startup + per_epoch * left + per_checkpoint * checkpoints(config, epochs_done), source
 
-    def _scaled(self, config: dict) -> tuple[float, str] | None:
-        """(seconds per epoch, source) from this machine's finished runs of the same kind at the nearest
-        other resolution f0: times (f / f0) ** d going up (d = 1 in 1D, 2 in 2D: the points per frame;
-        measured steps grow a little slower: 3.9 / 14.4 ms at f = 32 / 128), (f / f0) ** (d / 2) going
-        down (steps shrink slower than the points: launches and fixed costs). None when there is none."""
+    def _scaled(self, config: dict) -> tuple[float, float, str] | None:
+        """(seconds per epoch, seconds per checkpoint, source) from this machine's finished runs of the same
+        kind at the nearest other resolution f0: times (f / f0) ** d going up (d = 1 in 1D, 2 in 2D: the
+        points per frame; measured steps grow a little slower: 3.9 / 14.4 ms at f = 32 / 128), (f / f0) **
+        (d / 2) going down (steps shrink slower than the points: launches and fixed costs); a checkpoint
+        by the same factor (its spectral weights grow with the modes, f / 2). None when there is none."""
         res_at = KIND_KEYS.index("res")
         kind = kind_of(config)
         at_other_res = {k[res_at]: v for k, v in self.per_epoch.items()
@@ -310,8 +320,22 @@ class Estimator:
         ratio = res / nearest
         factor = ratio ** dims if ratio >= 1 else ratio ** (dims / 2)
         measured = at_other_res[nearest]
-        return (factor * sum(measured) / len(measured),
+        per_checkpoint = _mean(self.per_checkpoint.get(kind[:res_at] + (nearest,) + kind[res_at + 1:], [0.0]))
+        return (factor * _mean(measured), factor * per_checkpoint,
                 f"scaled from {_runs(len(measured))} of its kind at f = {nearest} here")
+
+
+def checkpoints(config: dict, epochs_done: int = 0) -> int:
+    """How many checkpoints a run with this resolved config writes after epoch epochs_done: every
+    checkpoint_every epochs and after the last (trainer.run_epoch)."""
+    epochs, every = config["epochs"], config.get("checkpoint_every") or 1
+    if epochs <= epochs_done:
+        return 0
+    return epochs // every - epochs_done // every + (epochs % every != 0)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _seconds(value) -> float:

@@ -449,6 +449,26 @@ def test_estimates_use_this_machines_finished_runs(trained):
     assert elsewhere.seconds(config)[1] == "default for preset smoke on cpu"
 
 
+def test_checkpoints_are_estimated_at_the_runs_own_cadence(trained):
+    """A finished run's checkpoint time is counted per checkpoint, so a run of its kind that checkpoints
+    every 10 epochs (the paper preset's, 2026-11-27) is estimated with a tenth of them (formerly its
+    per-epoch checkpoints, 12% of a paper run on the H200, were charged to every epoch)."""
+    from amg_fast.experiments.estimate import checkpoints
+
+    assert [checkpoints({"epochs": 200, "checkpoint_every": e}) for e in (1, 10, 7)] == [200, 20, 29]
+    assert checkpoints({"epochs": 200, "checkpoint_every": 10}, 45) == 16  # 50, 60, ..., 200
+    assert checkpoints({"epochs": 5}, 5) == 0 and checkpoints({"epochs": 5}) == 5  # unset: every epoch (older runs)
+    machine = json.loads((trained / "runs" / FFNO / "machine.json").read_text())
+    config = json.loads((trained / "runs" / FFNO / "job.json").read_text())["config"]
+    results = json.loads((trained / "runs" / FFNO / "results.json").read_text())
+    here = Estimator(machine, "smoke", runner.run_dirs(trained))
+    written = checkpoints(config)
+    assert written == config["epochs"] and results["checkpoint_time_s"] > 0  # smoke: every epoch
+    per_checkpoint = results["checkpoint_time_s"] / written
+    every, seconds = here.seconds(config)[0], here.seconds({**config, "checkpoint_every": config["epochs"]})[0]
+    assert every - seconds == pytest.approx(per_checkpoint * (written - 1))  # only the last one left
+
+
 def test_a_run_of_another_pde_is_estimated_as_its_own_kind(trained):
     """Formerly a smoke Burgers run after KS runs read `needs ~2 s (measured here (2 finished runs of
     its kind))`: the kind ignored the PDE, so the KS runs' seconds per epoch stood for Burgers'."""
