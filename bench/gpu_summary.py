@@ -23,7 +23,8 @@ at the other sizes):
             steps) at S = --op-size, kernel time per step by phase (forward, backward, optimizer), op
             and kernel (bench/_profile_step.py; profile[mode]), per mode, after its kernels part;
   variants  per --variant, the triton part again in a subprocess with the variant's environment
-            variables (read at import), e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused;
+            variables (read at import), e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused, at the target sizes
+            (S = 32 and 128) among --sizes (all of them when none is), which the defaults are chosen at;
   compiled  the reference's forward + loss under torch.compile, the step replayed from a CUDA graph
             (train_step_ms[mode]["compiled_graph"]): S = 32 and 128 first (the targets need them),
             and last the other sizes.
@@ -200,6 +201,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 # -- the summary -------------------------------------------------------------------------------------
+def variant_sizes(sizes) -> list[int]:
+    """The sizes a variant's step is timed at: the target sizes among sizes (a variant chooses a default,
+    judged where the targets are; a third less GPU time than S = 32, 64, 128), else all of sizes."""
+    return [S for S in sizes if S in TARGET_SIZES] or list(sizes)
+
+
 def _sizes(sizes) -> list[str]:
     return [str(S) for S in sorted(set(STANDARD_SIZES) | set(sizes))]
 
@@ -606,7 +613,7 @@ class Session:
         out.mkdir(parents=True, exist_ok=True)
         remaining = self.args.budget_s - self.elapsed()
         cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(out), "--parts", "triton",
-               "--modes", ",".join(self.args.modes), "--sizes", ",".join(map(str, self.args.sizes)),
+               "--modes", ",".join(self.args.modes), "--sizes", ",".join(map(str, variant_sizes(self.args.sizes))),
                "--budget-s", f"{max(remaining - 5.0, 0.0):.0f}"] + (["--dry-run"] if self.dry else [])
         log = out / "log.txt"
         try:

@@ -172,6 +172,14 @@ def test_dry_run_profiles_the_triton_step_in_the_interpreter(tmp_path):
     assert "## Where the Triton step's time goes" in md and "| fp32 | backward | `SpectralConv1dFnBackward` |" in md
 
 
+def test_variants_are_timed_at_the_target_sizes():
+    """A variant chooses a default where the targets are judged (S = 32, 128): S = 64 is left out when
+    asked for beside them; sizes without a target size are all kept."""
+    gs = load_gpu_summary()
+    assert gs.variant_sizes([32, 64, 128]) == [32, 128] and gs.variant_sizes([128]) == [128]
+    assert gs.variant_sizes([64, 256]) == [64, 256]
+
+
 def test_budget_skips_what_does_not_fit(tmp_path):
     """A zero budget starts no part: each is listed as skipped with the budget as the reason, every
     cell stays null, and the summary is still complete."""
