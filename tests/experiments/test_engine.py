@@ -167,14 +167,14 @@ def test_repeated_where_combines_its_filters(capsys):
 
 def test_plan_says_how_much_of_a_gpu_estimate_is_the_runs_start_up(capsys):
     """A CPU plan's GPU line read as if a GPU were slower than this CPU for a small preset (~3.9 h against
-    ~52 min for `all --preset smoke`): it now names the 60 s start-up of each run, and says so when that
+    ~52 min for `all --preset smoke`): it now names the default start-up of each run (30 s), and says so when that
     is most of it."""
     smoke = in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", "/nonexistent/sweep", "--where",
                        "model=ffno", "pde=ks", "nu=0.1")
     assert re.search(r"on one GPU \(defaults from the committed H100/H200 timings\): ~\d+ min, of it ~\d+ min "
-                     r"starting the 3 runs \(60 s each: at this preset a GPU gains nothing\)", smoke.stdout), smoke.stdout
+                     r"starting the 3 runs \(30 s each: at this preset a GPU gains nothing\)", smoke.stdout), smoke.stdout
     paper = in_process(capsys, "plan", "headline", "--preset", "paper", "--out", "/nonexistent/sweep")
-    assert re.search(r"on one GPU .*: ~\d+ min, of it ~\d+ min starting the 12 runs \(60 s each\)\n", paper.stdout), \
+    assert re.search(r"on one GPU .*: ~\d+ min, of it ~\d+ min starting the 12 runs \(30 s each\)\n", paper.stdout), \
         paper.stdout
 
 
