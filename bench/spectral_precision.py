@@ -1,9 +1,13 @@
 """The spectral conv's error per precision mode, from its algorithm alone: operand rounding emulated.
 
 Every tl.dot of the Triton kernels rounds its operands and accumulates in fp32: "tf32" keeps 10
-explicit mantissa bits (Hopper's MMA reads the top 19 bits of each fp32 register: truncation),
-"tf32x3" splits each fp32 operand into big = rna_tf32(a) and small = a - big and sums big*big +
-big*small + small*big (Triton's F32DotTC pass), bf16 operands keep 7 bits (round to nearest even).
+explicit mantissa bits (Hopper's MMA reads the top 19 bits of each fp32 register: truncation), and
+the kernels round to nearest (ties away) what they form for such dots -- the cached bases, the spectra
+the analysis and the mixing store for the next stage on the "dft" path, the Gauss sums -- so only the
+op's inputs (x, dy) and W reach the MMA unrounded ("tf32-trunc": every operand truncated, the kernels
+before 2026-11-27 evening; "tf32-rn": every operand rounded, a bound); "tf32x3" splits each fp32
+operand into big = rna_tf32(a) and small = a - big and sums big*big + big*small + small*big (Triton's
+F32DotTC pass), bf16 operands keep 7 bits (round to nearest even).
 This module computes each stage of the op with the operands rounded as the kernels' dots round them
 and everything else in fp64, so it gives the error the algorithm itself has in each mode (rounding
 and the 3-multiplication product's cancellation), apart from any kernel or compiler defect. It runs
@@ -27,7 +31,7 @@ import sys
 
 import torch
 
-MODES = ("fp32", "tf32x3", "tf32", "tf32-rn", "bf16")
+MODES = ("fp32", "tf32x3", "tf32", "tf32-trunc", "tf32-rn", "bf16")
 MIX_METHODS = ("four", "gauss")
 F64 = torch.float64
 
@@ -60,7 +64,7 @@ def operand(t: torch.Tensor, mode: str) -> torch.Tensor:
     (tf32x3 handled by dot(), which needs both halves)."""
     if mode in ("fp32", "tf32x3"):
         return t.to(torch.float32).to(F64)
-    if mode == "tf32":
+    if mode in ("tf32", "tf32-trunc"):
         return round_mantissa(t, 10, nearest=False).to(F64)
     if mode == "tf32-rn":
         return round_mantissa(t, 10, nearest=True).to(F64)
@@ -83,7 +87,10 @@ def dot(a: torch.Tensor, b: torch.Tensor, mode: str) -> torch.Tensor:
 
 
 def stored(t: torch.Tensor, mode: str) -> torch.Tensor:
-    """An intermediate as the kernels store it: bf16 in bf16 mode, else fp32 (values in fp64)."""
+    """An intermediate as the kernels store it for the next stage's dots: bf16 in bf16 mode, rounded to
+    TF32 in tf32 mode, else fp32 (values in fp64)."""
+    if mode == "tf32":
+        return round_away(t, 10).to(F64)
     return t.to(torch.bfloat16 if mode == "bf16" else torch.float32).to(F64)
 
 
@@ -95,9 +102,12 @@ def complex_product(a, b, c, d, mode: str, method: str) -> tuple[torch.Tensor, t
     if method != "gauss":
         raise ValueError(f"method must be one of {MIX_METHODS}, got {method!r}")
     f32 = torch.float32
-    k1 = dot(a.to(f32) + b.to(f32), c, mode)
-    k2 = dot(a, d.to(f32) - c.to(f32), mode)
-    k3 = dot(b, c.to(f32) + d.to(f32), mode)
+    sums = [a.to(f32) + b.to(f32), d.to(f32) - c.to(f32), c.to(f32) + d.to(f32)]
+    if mode == "tf32":  # the kernels round the sums they form to TF32
+        sums = [round_away(t, 10) for t in sums]
+    k1 = dot(sums[0], c, mode)
+    k2 = dot(a, sums[1], mode)
+    k3 = dot(b, sums[2], mode)
     return k1 - k3, k1 + k2
 
 
@@ -118,7 +128,10 @@ def spectral_conv_emulated(x: torch.Tensor, w: torch.Tensor, mode: str, method: 
     "y" [R, S, H_out] (the whole chain)}, in fp64. transform "fft": fp32 FFTs for the transforms."""
     R, S, _ = x.shape
     K = w.shape[0]
-    A, G = bases(S, K, x.device)
+    A_exact, G = bases(S, K, x.device)
+    A = A_exact
+    if mode == "tf32":  # the kernels' cached bases, rounded to TF32
+        A, G = round_away(A, 10).to(F64), round_away(G, 10).to(F64)
     if transform == "fft":
         spec = torch.view_as_real(torch.fft.rfft(x.float(), dim=1, norm="ortho")[:, :K]).to(F64)
         spectrum = spec.permute(0, 1, 3, 2).reshape(R, 2 * K, -1)
@@ -131,8 +144,8 @@ def spectral_conv_emulated(x: torch.Tensor, w: torch.Tensor, mode: str, method: 
         re, im = complex_product(z[:, 0], z[:, 1], c, d, mode, method)
         return torch.stack([re, im], dim=1).permute(2, 0, 1, 3).reshape(R, 2 * K, -1)
 
-    exact_spectrum = torch.stack([A @ x[r].to(F64) for r in range(R)])
-    mixed_alone = mix(exact_spectrum)
+    exact_spectrum = torch.stack([A_exact @ x[r].to(F64) for r in range(R)])
+    mixed_alone = stored(mix(exact_spectrum), mode if transform == "dft" else "fp32")  # as the kernel stores it
     mixed = stored(mix(spectrum), mode if transform == "dft" else "fp32")  # fft: complex64 buffers
     if transform == "fft":
         z = mixed.reshape(R, K, 2, -1)

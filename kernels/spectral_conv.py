@@ -63,7 +63,8 @@ from amg_fast.kernels.limits import _choice, _env_choice
 # error (the imaginary DC part; fixed since by kernels._common.irfft_ortho); S = 1024 (the "fft" transform:
 # only the mixing's dots are reduced) is left to the GPU tests (tests/ops/test_spectral_conv_triton.py). So
 # fp32 inputs take plain TF32 dots when TF32 is allowed (torch.backends.cuda.matmul.allow_tf32) and tf32x3
-# (fp32-accurate) otherwise; bf16 inputs take bf16 intermediates and bf16 MMAs (fp32 accumulation).
+# (fp32-accurate) otherwise; bf16 inputs take bf16 intermediates and bf16 MMAs (fp32 accumulation). Since,
+# what the kernels form for a plain-TF32 dot is rounded to TF32 (plain_tf32, _round_tf32): 8.8e-4 emulated.
 # AMG_FAST_SPECTRAL_REDUCED_DOTS=0 (read at import) or REDUCED_PRECISION_DOTS = False keeps fp32
 # intermediates and tf32x3 dots whatever the input dtype and the TF32 setting (how a GPU session times
 # the fp32-accurate paths in TF32 / bf16 mode).
@@ -152,14 +153,27 @@ def _store_complex(ptr, row_offs, chans, mask, re, im, stride_c, stride_p, PAIRE
 
 
 @triton.jit
+def _round_tf32(x):
+    """fp32 tile x rounded to TF32's 10 explicit mantissa bits, to nearest with ties away from zero (PTX
+    cvt.rna.tf32.f32): a plain-TF32 MMA, which drops an fp32 operand's low 13 bits (truncation), then reads
+    it exactly. Done where a value is formed or stored for such a dot: rounding instead of truncating
+    halves each operand's error and removes its bias (round_to_tf32 is the host version)."""
+    bits = x.to(tl.int32, bitcast=True)
+    return ((bits + 0x1000) & -8192).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _complex_dot(a, b, c, d, acc1, acc2, acc3, GAUSS: tl.constexpr, BF16_OPERANDS: tl.constexpr,
                  DOT_PRECISION: tl.constexpr):
     """Accumulate (a + ib) @ (c + id) (tiles in the accumulators' dtype) into (acc1, acc2, acc3); the
     product is _complex_result(acc1, acc2, acc3). GAUSS: 3 dots, acc1 += (a + b) c, acc2 += a (d - c),
-    acc3 += b (c + d), the sums formed before the operands are rounded; else 4 dots, acc1 += a c - b d,
-    acc2 += a d + b c (acc3 unused). BF16_OPERANDS: bf16 MMAs (fp32 accumulation)."""
+    acc3 += b (c + d), the sums formed before the operands are rounded (to TF32 by _round_tf32 for
+    plain-TF32 dots); else 4 dots, acc1 += a c - b d, acc2 += a d + b c (acc3 unused). BF16_OPERANDS:
+    bf16 MMAs (fp32 accumulation)."""
     if GAUSS:
         s, dc, cd = a + b, d - c, c + d
+        if DOT_PRECISION == "tf32" and not BF16_OPERANDS:  # fp32 sums for plain-TF32 dots: round, not truncate
+            s, dc, cd = _round_tf32(s), _round_tf32(dc), _round_tf32(cd)
         if BF16_OPERANDS:
             s, a, b, c, dc, cd = (s.to(tl.bfloat16), a.to(tl.bfloat16), b.to(tl.bfloat16), c.to(tl.bfloat16),
                                   dc.to(tl.bfloat16), cd.to(tl.bfloat16))
@@ -194,9 +208,11 @@ def _spectral_conv1d_transform_kernel(
     stride_io, stride_ij, stride_iq, stride_in,
     stride_oo, stride_om, stride_oq, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    ROUND_OUT: tl.constexpr,
 ):
     """out[r, m, n] = sum_j basis[m, j] * inp[r, j, n], one row r = p * INNER + q per program (grid
-    axis 0); inp [P, J, Q, N] and out [P, M, Q, N] addressed by (outer, j|m, inner, n) strides."""
+    axis 0); inp [P, J, Q, N] and out [P, M, Q, N] addressed by (outer, j|m, inner, n) strides. ROUND_OUT:
+    out rounded to TF32 (_round_tf32; an fp32 spectrum that plain-TF32 dots read next)."""
     r = tl.program_id(0)
     n_tiles_n = tl.cdiv(N, BLOCK_N)
     pid_m = tl.program_id(1) // n_tiles_n
@@ -215,6 +231,8 @@ def _spectral_conv1d_transform_kernel(
         b = tl.load(inp_row + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
                     mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
         acc = tl.dot(a, b.to(a.dtype), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
+    if ROUND_OUT:
+        acc = _round_tf32(acc)
     out_row = out_ptr + outer * stride_oo + inner * stride_oq
     tl.store(out_row + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
              acc.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
@@ -230,9 +248,11 @@ def _spectral_conv1d_mix_kernel(
     CONJ: tl.constexpr, GAUSS: tl.constexpr, PAIRED_IN: tl.constexpr, PAIRED_OUT: tl.constexpr,
     BF16_OPERANDS: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    ROUND_OUT: tl.constexpr,
 ):
     """out[r, k, o] = sum_i inp[r, k, i] w[k, i, o] (complex; conj(w) with CONJ) for modes k < K, 0 for
     K <= k < the grid's mode count; the imaginary parts of modes 0 and NYQ (S/2, or -1) are set to 0.
+    ROUND_OUT: out rounded to TF32 (_round_tf32: the synthesis's plain-TF32 dots read it next).
 
     inp [P, K, Q, C_IN] / out [P, modes, Q, C_OUT] complex, addressed by (outer, mode, inner, channel,
     part) strides (PAIRED_*: view_as_real layout); w: real, imaginary planes [2, K, C_IN, C_OUT] by
@@ -263,6 +283,8 @@ def _spectral_conv1d_mix_kernel(
                                             DOT_PRECISION)
     re, im = _complex_result(acc1, acc2, acc3, GAUSS)
     im = tl.where((k == 0) | (k == NYQ), 0.0, im)  # a real signal's spectrum (irfft input)
+    if ROUND_OUT:
+        re, im = _round_tf32(re), _round_tf32(im)
     out_rows = _row_offsets(rows, INNER, s_oo, s_oq) + k64 * s_ok
     out_ty = out_ptr.dtype.element_ty
     _store_complex(out_ptr, out_rows, offs_o, row_mask[:, None] & (offs_o[None, :] < C_OUT),
@@ -350,6 +372,19 @@ def _dots(dtype: torch.dtype) -> str:
     return dot_precision(dtype, reduced=REDUCED_PRECISION_DOTS)
 
 
+def plain_tf32(dtype: torch.dtype) -> bool:
+    """Whether fp32 values of this dtype meet plain-TF32 dots (TF32 allowed, REDUCED_PRECISION_DOTS): then
+    what feeds them is rounded to TF32 where it is formed -- the bases, the spectra the analysis and the
+    mixing store for the next stage, the Gauss sums -- rather than truncated by the MMA (docs/kernels.md)."""
+    return dtype == torch.float32 and _dots(dtype) == "tf32"
+
+
+def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """fp32 t rounded to TF32's 10 mantissa bits, to nearest with ties away from zero (as _round_tf32)."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & -8192).view(torch.float32)
+
+
 def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:
     """input_precision of the mixing / dweight dots on dtype tiles: _dots(dtype), or "tf32" (the value
     bf16 dots have always compiled with; ignored for them) when the operands are rounded to bf16."""
@@ -370,13 +405,15 @@ _BASES_CACHE: collections.OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] 
 
 
 def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(A [2K, S], G [S, 2K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)).
+    """(A [2K, S], G [S, 2K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)); rounded to TF32
+    when plain_tf32(dtype) at the call.
 
     A: the ortho rFFT analysis basis, rows 2k and 2k+1 = cos and -sin of mode k: X = A x gives mode
     k's (re, im) in rows (2k, 2k+1). G = (A * a_k)^T, a_k = 1 for k = 0 and k = S/2, else 2: the
     synthesis, irfft(Y, n=S, norm="ortho") = G Y (the imaginary parts of modes 0 and S/2 dropped).
-    Cached per (S, K, dtype, device) in eager mode, so a call launches no basis work."""
-    key = (S, K, dtype, device)
+    Cached per (S, K, dtype, device, rounding) in eager mode, so a call launches no basis work."""
+    rounded = plain_tf32(dtype)
+    key = (S, K, dtype, device, rounded)
     if key in _BASES_CACHE and not tracing():
         _BASES_CACHE.move_to_end(key)
         return _BASES_CACHE[key]
@@ -386,7 +423,7 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> 
     A = torch.stack([torch.cos(angle), -torch.sin(angle)], dim=1).reshape(2 * K, S) / math.sqrt(S)
     a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64).repeat_interleave(2)
     G = (A * a[:, None]).t().contiguous()
-    bases = (A.to(dtype), G.to(dtype))
+    bases = tuple(round_to_tf32(B.to(dtype)) if rounded else B.to(dtype) for B in (A, G))
     if not tracing():
         _BASES_CACHE[key] = bases
         while len(_BASES_CACHE) > BASES_CACHE_SIZE:
@@ -464,10 +501,11 @@ def weight_planes(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # Launchers
 # ---------------------------------------------------------------------------------------------
 
-def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype, round_out: bool = False) -> torch.Tensor:
     """out[p, m, q, n] = sum_j basis[m, j] inp[p, j, q, n]: inp [P, J, Q, N] (any strides) -> out [P, M, Q, N]
     (contiguous, out_dtype). DFT_GEMM "torch": one cuBLAS batched GEMM (inp reshaped to [P, J, Q N], a copy
-    only when Q and N do not merge) in basis.dtype, then cast."""
+    only when Q and N do not merge) in basis.dtype, then cast. round_out: out (a spectrum the next
+    stage's dots read) rounded to TF32 when those are plain TF32 (plain_tf32; the Triton kernel only)."""
     P, J, Q, N = inp.shape
     M = basis.shape[0]
     if _dft_gemm() == "torch":
@@ -477,16 +515,17 @@ def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype) -
     grid = (P * Q, cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]))
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
         basis, inp, out, M, J, N, Q, basis.stride(0), basis.stride(1), *inp.stride(), *out.stride(),
-        DOT_PRECISION=_dots(basis.dtype), **cfg,
+        DOT_PRECISION=_dots(basis.dtype), ROUND_OUT=round_out and plain_tf32(out_dtype), **cfg,
     )
     return out
 
 
 def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool,
-         bf16_operands: bool) -> None:
+         bf16_operands: bool, round_out: bool = False) -> None:
     """out[p, k, q, :] = spec[p, k, q, :] @ W[k] (adjoint: @ W[k]^H) for k < K, zeros for the other modes of
     out, imaginary parts of modes 0 and S/2 zeroed. spec [P, >=K, Q, C_in, 2], out [P, modes, Q, C_out, 2]
-    (real views of complex values, any strides), planes [2, K, H_in, H_out]."""
+    (real views of complex values, any strides), planes [2, K, H_in, H_out]. round_out: out rounded to
+    TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input)."""
     P, _, Q, C_in, _ = spec.shape
     C_out = out.shape[3]
     s_wp, s_wk, s_wi, s_wo = planes.stride()
@@ -500,7 +539,8 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
         spec, planes, out, P * Q, Q, K, C_in, C_out, S // 2 if S % 2 == 0 else -1,
         *in_strides, s_wp, s_wk, s_wi, s_wo, *out_strides,
         CONJ=adjoint, GAUSS=_mix_is_gauss(), PAIRED_IN=paired_in, PAIRED_OUT=paired_out,
-        BF16_OPERANDS=bf16_operands, DOT_PRECISION=_operand_precision(planes.dtype, bf16_operands), **cfg,
+        BF16_OPERANDS=bf16_operands, DOT_PRECISION=_operand_precision(planes.dtype, bf16_operands),
+        ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, **cfg,
     )
 
 
@@ -535,7 +575,7 @@ def _spectrum(x4: torch.Tensor, analysis: torch.Tensor, fft: bool) -> torch.Tens
     fft: rfft's complex output, all S//2+1 modes; dft: the analysis GEMM's [P, 2K, Q, C] buffer."""
     if fft:
         return torch.view_as_real(torch.fft.rfft(x4.to(acc_dtype(analysis.dtype)), dim=1, norm="ortho"))
-    return dft_spectrum_parts(_transform(analysis, x4, analysis.dtype))
+    return dft_spectrum_parts(_transform(analysis, x4, analysis.dtype, round_out=True))
 
 
 def _mix_and_synthesize(spec: torch.Tensor, planes: torch.Tensor, synthesis: torch.Tensor, S: int, C_out: int,
@@ -550,7 +590,7 @@ def _mix_and_synthesize(spec: torch.Tensor, planes: torch.Tensor, synthesis: tor
         y = torch.fft.irfft(torch.view_as_complex(mixed), n=S, dim=1, norm="ortho")
         return y.to(out_dtype)
     mixed = new_output((P, 2 * K, Q, C_out), dtype=spec.dtype, device=spec.device)
-    _mix(spec, planes, dft_spectrum_parts(mixed), K, S, adjoint, bf16_operands)
+    _mix(spec, planes, dft_spectrum_parts(mixed), K, S, adjoint, bf16_operands, round_out=True)
     return _transform(synthesis, mixed, out_dtype)
 
 

@@ -271,6 +271,72 @@ def test_reduced_precision_dots_follow_the_mode_by_default(allow_tf32, monkeypat
     assert not kernels._bf16_operands(torch.bfloat16)
 
 
+def _tf32_low_bits(t: torch.Tensor) -> torch.Tensor:
+    """The 13 mantissa bits of fp32 t that a TF32 operand drops (0 where t is a TF32 value)."""
+    return t.detach().float().contiguous().view(torch.int32) & 0x1FFF
+
+
+def test_round_to_tf32_is_round_to_nearest_ties_away_on_ten_mantissa_bits(gen):
+    """kernels.round_to_tf32 against an independent formula in fp64: the nearest multiple of TF32's ulp
+    at t's binade (2^(e - 10), e = floor(log2 |t|)), ties away from zero; and its exact ties."""
+    t = torch.randn(4096, generator=gen) * torch.logspace(-3, 3, 4096).float()
+    ulp = torch.exp2(torch.floor(torch.log2(t.double().abs())) - 10)
+    expected = torch.sign(t.double()) * torch.floor(t.double().abs() / ulp + 0.5) * ulp
+    assert torch.equal(kernels.round_to_tf32(t).double(), expected)
+    half = 2.0 ** -11  # half a TF32 ulp at 1
+    ties = torch.tensor([1 + half, -(1 + half), 1 + half - 2 ** -23, 1 + 3 * half], dtype=torch.float32)
+    assert kernels.round_to_tf32(ties).tolist() == [1 + 2 * half, -(1 + 2 * half), 1.0, 1 + 4 * half]
+    assert not _tf32_low_bits(kernels.round_to_tf32(t)).any()
+
+
+def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, gen, poisoned):
+    """With TF32 allowed (plain-TF32 dots) the bases and the spectrum the analysis stores are TF32 values
+    (rounded to nearest, not truncated by the MMA), y -- the op's output -- is not; the fp32-accurate path
+    (TF32 off) rounds nothing. The result stays within TF32 error of the fp64 reference."""
+    x, w = _inputs((3,), 64, 32, 32, 32, torch.float32, "cpu", gen)
+    for tf32 in (True, False):
+        allow_tf32(tf32)
+        assert kernels.plain_tf32(torch.float32) is tf32 and not kernels.plain_tf32(torch.float64)
+        A, G = kernels.spectral_bases(64, 32, torch.float32, x.device)
+        planes = kernels.weight_planes(w.detach(), torch.float32)
+        y, spec = kernels.spectral_conv1d_fwd(x.detach(), planes, A, G, False, 1, kernels.row_split(x, 1))
+        rounded = [not _tf32_low_bits(t).any() for t in (A, G, spec)]
+        assert rounded == [tf32] * 3, (tf32, rounded)
+        assert _tf32_low_bits(y).count_nonzero() > y.numel() // 2  # the output keeps fp32 precision
+        assert rel_err(y, _ref64(x, w)) <= (2e-3 if tf32 else RTOL[torch.float32])
+
+
+@pytest.mark.parametrize("mix", ["gauss", "four"])
+def test_plain_tf32_mixing_rounds_its_sums_and_its_output(mix, allow_tf32, gen, monkeypatch):
+    """The mixing kernel under plain TF32 equals the fp64 product of its operands as it rounds them: the
+    Gauss sums (a + b, d - c, c + d) rounded to TF32 before the dots, the result rounded to TF32 at the
+    store (the interpreter's fp32 dots are exact, so only those roundings remain); with the Gauss sums
+    unrounded the result differs by more than the tolerance (the check can fail)."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", mix)
+    allow_tf32(True)
+    R, K, C = 24, 5, 32
+    spec = torch.randn(R, K, 1, C, 2, generator=gen)
+    planes = torch.randn(2, K, C, C, generator=gen) / C ** 0.5
+    out = torch.full((R, K, 1, C, 2), float("nan"))
+    kernels._mix(spec, planes, out, K, 2 * K + 2, False, False, round_out=True)
+    a, b = (spec[:, :, 0, :, p].permute(1, 0, 2).double() for p in (0, 1))  # [K, R, C]
+    c, d = planes[0].double(), planes[1].double()
+    r = lambda t: kernels.round_to_tf32(t.float()).double()  # noqa: E731
+    if mix == "gauss":
+        k1, k2, k3 = r(a + b) @ c, a @ r(d - c), b @ r(c + d)
+        re, im = k1 - k3, k1 + k2
+        unrounded_sums = r((a + b) @ c - b @ (c + d))  # the real part, sums not rounded
+    else:
+        re, im = a @ c - b @ d, a @ d + b @ c
+        unrounded_sums = None
+    im[0] = 0  # mode 0's imaginary part (a real signal's); S = 2K + 2 has no Nyquist mode among K
+    expected = torch.stack([r(re), r(im)], -1).permute(1, 0, 2, 3)[:, :, None]
+    assert rel_err(out, expected) <= 5e-5  # fp32 accumulation can move a value across a rounding boundary
+    assert not _tf32_low_bits(out).any()
+    if unrounded_sums is not None:
+        assert rel_err(out[:, :, 0, :, 0].permute(1, 0, 2), unrounded_sums) > 1e-4
+
+
 @pytest.mark.parametrize("S,K,transform", [(128, 64, "dft"), (96, 48, "fft")], ids=["S128-dft", "S96-fft"])
 def test_bf16_inputs_run_the_fp32_path(S, K, transform, kdev, gen, poisoned, monkeypatch):
     """bf16 x and weight with REDUCED_PRECISION_DOTS off (fp32 intermediates, tf32x3): bf16 out, within
@@ -304,9 +370,10 @@ def test_tf32_allowed_stays_fp32_accurate_without_reduced_dots_gpu(S, gen, allow
 @pytest.mark.parametrize("mix", ["gauss", "four"])
 def test_reduced_precision_paths_gpu(S, mix, gen, allow_tf32, monkeypatch):
     """The default reduced paths (REDUCED_PRECISION_DOTS) against an fp64 reference, 100 rows: plain TF32
-    (the CPU emulation of the algorithm, bench/spectral_precision.py, is ~2e-3 off: truncated operands in
-    three chained GEMMs; the H200 measured 2.0e-3 at S = 128, 800 rows) and bf16 operands (~4-5e-3 for bf16
-    inputs, whose own rounding is ~2e-3), and the fp32 path when TF32 is not allowed (tf32x3)."""
+    (the CPU emulation of the algorithm, bench/spectral_precision.py, is ~9e-4 off on the dft path, 5.5e-4
+    on the fft path, with what the kernels form rounded to TF32; the H200 measured 2.0e-3 at S = 128, 800
+    rows, when every operand was truncated) and bf16 operands (~4-5e-3 for bf16 inputs, whose own
+    rounding is ~2e-3), and the fp32 path when TF32 is not allowed (tf32x3)."""
     assert kernels.REDUCED_PRECISION_DOTS  # the default under test
     monkeypatch.setattr(kernels, "MIX_METHOD", mix)
     allow_tf32(True)
