@@ -146,12 +146,13 @@ phase_bench() {
     [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
     mkdir -p "$RESULTS/probes"
     # the spectral conv's variants op by op at the paper's S (the defaults they choose: mixing, transform, W's
-    # layout), then its accuracy (S = 128 was measured on 2026-11-27: now S = 1024, the fft transform's, and 32,
-    # the Gauss product with each transform), then the feed-forward's paths
+    # layout), then its accuracy (S = 128: the TF32 rounding of what the kernels form, new since the H200's
+    # 2026-11-27 probe; S = 1024: the fft transform's, never probed; the Gauss product with each transform),
+    # then the feed-forward's paths
     timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_stages.py --sizes 128 32 \
         --json "$RESULTS/probes/spectral_stages.json" > "$RESULTS/probes/spectral_stages.log" 2>&1 || rc=1
     tail -n 12 "$RESULTS/probes/spectral_stages.log"
-    timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_accuracy.py --sizes 1024 32 --rows 800 \
+    timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_accuracy.py --sizes 128 1024 --rows 800 \
         --variants fft-gauss dft-gauss --json "$RESULTS/probes/spectral_accuracy.json" \
         > "$RESULTS/probes/spectral_accuracy.log" 2>&1 || rc=1
     tail -n 12 "$RESULTS/probes/spectral_accuracy.log"
