@@ -501,7 +501,8 @@ def weight_planes(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # Launchers
 # ---------------------------------------------------------------------------------------------
 
-def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype, round_out: bool = False) -> torch.Tensor:
+def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype,
+               round_out: bool = False) -> torch.Tensor:
     """out[p, m, q, n] = sum_j basis[m, j] inp[p, j, q, n]: inp [P, J, Q, N] (any strides) -> out [P, M, Q, N]
     (contiguous, out_dtype). DFT_GEMM "torch": one cuBLAS batched GEMM (inp reshaped to [P, J, Q N], a copy
     only when Q and N do not merge) in basis.dtype, then cast. round_out: out (a spectrum the next

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from amg_fast.train.rundir import RunDir
 
-__all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "SETUP_KEY", "DATA_KEY", "GENERATED_KEY",
+__all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "SETUP_KEY", "DATA_KEY", "GENERATED_KEY", "checkpoints",
            "DEFAULT_DATA_SECONDS", "Estimator", "machine_of", "kind_of", "where", "device_type", "data_file", "data_work"]
 
 # Seconds per epoch at f = 32 when the sweep has no finished run of the same kind on this machine;
