@@ -3,9 +3,11 @@
 At rows R = B*T = 800, H = 128, K = S/2, each timing a CUDA-graph replay (GPU time without launch cost;
 triton.testing.do_bench median, ms):
 - every variant of the Triton path, forward and forward + backward: transform dft (Triton or cuBLAS
-  GEMMs, AMG_FAST_SPECTRAL_DFT_GEMM) or fft, mixing gauss or four (AMG_FAST_SPECTRAL_MIX), W as copied
-  planes or read in place (AMG_FAST_SPECTRAL_WEIGHT_PLANES) -- keys "<variant>.fwd", "<variant>.fwd+bwd";
-- the stages of the default variant at this S (analysis, mixing, synthesis, dweight, adjoint mixing);
+  GEMMs, AMG_FAST_SPECTRAL_DFT_GEMM) or fft, mixing gauss, four or cuBLAS's torch.bmm (AMG_FAST_SPECTRAL_MIX),
+  W as copied planes or read in place (AMG_FAST_SPECTRAL_WEIGHT_PLANES) -- keys "<variant>.fwd",
+  "<variant>.fwd+bwd";
+- the stages of the default variant at this S (analysis, mixing, synthesis, dweight, adjoint mixing), and the
+  mixing and dweight through torch.bmm ("stage.mix.torch", "stage.dweight.torch");
 - the eager reference (rfft, complex einsum, irfft), forward and forward + backward.
 Rows "dots=tf32x3": fp32 with fp32-accurate dots (TF32 off); "dots=tf32": TF32 allowed and
 REDUCED_PRECISION_DOTS on (plain TF32 MMAs, the default), plus the bf16-input path ("bf16.<variant>.fwd+bwd").
@@ -22,7 +24,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _providers import graph_replay, probe_main  # noqa: E402
 
-VARIANTS = ["dft-gauss", "dft-four", "dft-gauss-wview", "dft-torchgemm", "fft-gauss", "fft-four", "fft-gauss-wview"]
+VARIANTS = ["dft-gauss", "dft-four", "dft-gauss-wview", "dft-torchgemm", "dft-torchmix", "dft-cublas", "fft-gauss",
+            "fft-four", "fft-gauss-wview", "fft-torchmix"]
+BF16_VARIANTS = ["dft-gauss", "fft-gauss", "dft-torchgemm", "dft-cublas"]
 
 
 def graph_ms(fn) -> float | None:
@@ -54,7 +58,7 @@ def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda") -> d
                 out[f"{name}.{mode}"] = ms
     if reduced:  # bf16 activations and weights, bf16 MMAs
         xb, wb = (t.detach().bfloat16().requires_grad_() for t in (x, w))
-        for name in ("dft-gauss", "fft-gauss", "dft-torchgemm"):
+        for name in BF16_VARIANTS:
             with k.use_variant(name, True) as transform:
                 out[f"bf16.{name}.fwd+bwd"] = fwd_and_fwd_bwd(
                     lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb, ("fwd+bwd",))["fwd+bwd"]
@@ -78,6 +82,9 @@ def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda") -> d
     mixed = (torch.empty(rows, S // 2 + 1, 1, width, 2, device=device) if fft else  # the layouts _mix writes
              k.dft_spectrum_parts(torch.empty(rows, 2 * K, 1, width, device=device)))
     out["stage.mix"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
+    with k.use_variant("fft-torchmix" if fft else "dft-torchmix"):  # the mixing and dweight through torch.bmm
+        out["stage.mix.torch"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
+        out["stage.dweight.torch"] = graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False))
     xh = torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]
     wc = torch.view_as_complex(w.detach())
     yh = torch.einsum("rki,kio->rko", xh, wc)

@@ -70,8 +70,13 @@ from amg_fast.kernels.limits import _choice, _env_choice
 # the fp32-accurate paths in TF32 / bf16 mode).
 REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1")) != "0"  # other values refused
 
-# The mixing's complex product: "gauss" (3 real dots) or "four" (4). AMG_FAST_SPECTRAL_MIX, read at import.
-MIX_METHODS = ("gauss", "four")
+# The mixing's complex product: "gauss" (3 real dots) or "four" (4) in this file's mixing and dweight kernels, or
+# "torch": no kernel of ours, one cuBLAS batched GEMM over the modes (torch.bmm) on each W[k]'s real form
+# [[Wr, Wi], [-Wi, Wr]] (the four products as one [rows, 2 H_in] x [2 H_in, 2 H_out] GEMM), reading and writing
+# the spectrum in place when its rows merge into one stride (Q = 1: the 1D models; else a copy each way), and
+# one for dweight; precision as torch's matmul setting (fp32, TF32 when allowed; bf16 spectra: bf16).
+# AMG_FAST_SPECTRAL_MIX, read at import.
+MIX_METHODS = ("gauss", "four", "torch")
 MIX_METHOD = _env_choice("AMG_FAST_SPECTRAL_MIX", MIX_METHODS) or "gauss"
 
 # The "dft" transforms' GEMMs: "triton" (this file's transform kernel; fp32 at tf32x3) or "torch"
@@ -88,6 +93,9 @@ WEIGHT_PLANES = _env_choice("AMG_FAST_SPECTRAL_WEIGHT_PLANES", ("0", "1")) != "0
 # time and check and the tests cover (use_variant).
 VARIANTS = {
     "dft-gauss": ("dft", "gauss", "triton", True),
+    "dft-torchmix": ("dft", "torch", "triton", False),
+    "dft-cublas": ("dft", "torch", "torch", False),
+    "fft-torchmix": ("fft", "torch", "triton", False),
     "dft-four": ("dft", "four", "triton", True),
     "dft-gauss-wview": ("dft", "gauss", "triton", False),
     "dft-torchgemm": ("dft", "gauss", "torch", True),
@@ -391,8 +399,12 @@ def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:
     return "tf32" if bf16_operands else _dots(dtype)
 
 
+def _mix_method() -> str:
+    return _choice("AMG_FAST_SPECTRAL_MIX (kernels.spectral_conv.MIX_METHOD)", MIX_METHOD, MIX_METHODS)
+
+
 def _mix_is_gauss() -> bool:
-    return _choice("AMG_FAST_SPECTRAL_MIX (kernels.spectral_conv.MIX_METHOD)", MIX_METHOD, MIX_METHODS) == "gauss"
+    return _mix_method() == "gauss"
 
 
 def _dft_gemm() -> str:
@@ -526,7 +538,9 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     """out[p, k, q, :] = spec[p, k, q, :] @ W[k] (adjoint: @ W[k]^H) for k < K, zeros for the other modes of
     out, imaginary parts of modes 0 and S/2 zeroed. spec [P, >=K, Q, C_in, 2], out [P, modes, Q, C_out, 2]
     (real views of complex values, any strides), planes [2, K, H_in, H_out]. round_out: out rounded to
-    TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input)."""
+    TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel only)."""
+    if _mix_method() == "torch":
+        return _mix_torch(spec, planes, out, K, S, adjoint)
     P, _, Q, C_in, _ = spec.shape
     C_out = out.shape[3]
     s_wp, s_wk, s_wi, s_wo = planes.stride()
@@ -550,6 +564,8 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight
     """dW [K, H_in, H_out, 2] = a_k X[k]^H dY[k] from X [P, >=K, Q, H_in, 2] and dY [P, >=K, Q, H_out, 2]
     (real views of complex values; dY = A dy, before the a_k of G^T). SPLIT_R > 1: that many partial
     sums over row ranges (more programs when K x tiles is small), added by torch."""
+    if _mix_method() == "torch":
+        return _dweight_torch(spec_x, spec_dy, K, S, weight_dtype)
     P, _, Q, h_in, _ = spec_x.shape
     h_out = spec_dy.shape[3]
     R = P * Q
@@ -569,6 +585,98 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight
         DOT_PRECISION=_operand_precision(acc, bf16_operands), **cfg,
     )
     return dw[0] if split == 1 else dw.sum(0).to(weight_dtype)
+
+
+def _part_axes(paired: bool) -> tuple[int, int]:
+    """Axes of (channel, part) in [.., C, 2] for a row laid out (re, im) per channel (paired) or as all real
+    parts, then all imaginary parts (the order read from the (channel, part) axes: itself or swapped)."""
+    return (0, 1) if paired else (1, 0)
+
+
+def mode_rows(spec: torch.Tensor, K: int) -> tuple[torch.Tensor, bool]:
+    """spec [P, modes, Q, C, 2] (a real view of complex values) -> (its modes < K as real rows [K, P * Q, 2C],
+    paired): each row (re, im) per channel when the spectrum stores them adjacent (paired: view_as_real of
+    rfft's output), else all real parts then all imaginary parts (the "dft" planes). A view when the rows
+    merge into one stride (Q = 1; always for the 1D models), else a copy."""
+    P, _, Q, C, _ = spec.shape
+    paired = _complex_strides(spec)[1]
+    first, second = (3 + a for a in _part_axes(paired))
+    return spec[:, :K].permute(1, 0, 2, first, second).reshape(K, P * Q, 2 * C), paired
+
+
+def _flat_view(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:
+    """t.view(shape), or None where t's strides do not allow a view."""
+    try:
+        return t.view(shape)
+    except RuntimeError:
+        return None
+
+
+def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_out: bool,
+                  dtype: torch.dtype) -> torch.Tensor:
+    """planes [2, K, H_in, H_out] (W's real, imaginary planes) -> [K, 2 H_in, 2 H_out] in dtype: W[k] (W[k]^H
+    when adjoint) as the real matrix that maps a row of mode_rows laid out as paired_in to one laid out as
+    paired_out, [[Wr, Wi], [-Wi, Wr]] by (input part, output part): re = a c - b d, im = a d + b c."""
+    wr, wi = planes[0], planes[1]
+    if adjoint:  # W^H = Wr^T - i Wi^T
+        wr, wi = wr.transpose(1, 2), -wi.transpose(1, 2)
+    K, h_in, h_out = wr.shape
+    blocks = torch.stack([torch.stack([wr, wi], -1), torch.stack([-wi, wr], -1)], 2)  # [K, I, 2 in, O, 2 out]
+    order = [0] + [1 + a for a in _part_axes(paired_in)] + [3 + a for a in _part_axes(paired_out)]
+    return blocks.permute(order).reshape(K, 2 * h_in, 2 * h_out).to(dtype)
+
+
+def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype on CUDA: half-precision operands,
+    fp32 accumulation and result), autocast off (the operands' own precision)."""
+    with torch.autocast(a.device.type, enabled=False):
+        if a.dtype in (torch.bfloat16, torch.float16):
+            return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
+        return torch.bmm(a, b)
+
+
+def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool) -> None:
+    """_mix with MIX_METHOD "torch": one torch.bmm over the modes, rows [K, P Q, 2 C_in] x weight_blocks, written
+    into out's modes < K through a view of out when its rows merge (else through a copy); the other modes and
+    the imaginary parts of modes 0 and S/2 zeroed as the kernel does. Computes in spec's dtype."""
+    rows, paired_in = mode_rows(spec, K)
+    P, modes, Q, C_out, _ = out.shape
+    paired_out = _complex_strides(out)[1]
+    blocks = weight_blocks(planes, adjoint, paired_in, paired_out, rows.dtype)
+    first, second = (3 + a for a in _part_axes(paired_out))
+    target = out[:, :K].permute(1, 0, 2, first, second)  # [K, P, Q, C, 2] or [K, P, Q, 2, C]
+    flat = _flat_view(target, (K, P * Q, 2 * C_out)) if out.dtype == rows.dtype and not tracing() else None
+    with torch.autocast(out.device.type, enabled=False):
+        if flat is not None:
+            torch.bmm(rows, blocks, out=flat)
+        else:  # rows that do not merge into one stride: through a copy
+            target.copy_(torch.bmm(rows, blocks).view(target.shape))
+    if modes > K:
+        out[:, K:].zero_()
+    out[:, 0, ..., 1].zero_()  # a real signal's spectrum (irfft input)
+    if S % 2 == 0 and S // 2 < K:
+        out[:, S // 2, ..., 1].zero_()
+
+
+def _dweight_torch(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int,
+                   weight_dtype: torch.dtype) -> torch.Tensor:
+    """_dweight with MIX_METHOD "torch": one torch.bmm over the modes, X^T dY of mode_rows ([K, 2 H_in, 2 H_out],
+    fp32 for bf16 spectra), then X^H dY = (Xr^T dYr + Xi^T dYi) + i (Xr^T dYi - Xi^T dYr), times a_k."""
+    x_rows, paired_x = mode_rows(spec_x, K)
+    dy_rows, paired_dy = mode_rows(spec_dy, K)
+    h_in, h_out = spec_x.shape[3], spec_dy.shape[3]
+    prod = _bmm_acc(x_rows.transpose(1, 2), dy_rows)
+    in_shape = (h_in, 2) if paired_x else (2, h_in)
+    out_shape = (h_out, 2) if paired_dy else (2, h_out)
+    order = [0] + [1 + a for a in _part_axes(paired_x)] + [3 + a for a in _part_axes(paired_dy)]
+    blocks = prod.view(K, *in_shape, *out_shape).permute(order)  # [K, H_in, 2 (x part), H_out, 2 (dy part)]
+    re = blocks[:, :, 0, :, 0] + blocks[:, :, 1, :, 1]
+    im = blocks[:, :, 0, :, 1] - blocks[:, :, 1, :, 0]
+    a_k = torch.full((K, 1, 1, 1), 2.0, dtype=prod.dtype, device=prod.device)
+    a_k[0] = 1.0
+    if S % 2 == 0 and S // 2 < K:
+        a_k[S // 2] = 1.0
+    return (torch.stack([re, im], -1) * a_k).to(weight_dtype)
 
 
 def _spectrum(x4: torch.Tensor, analysis: torch.Tensor, fft: bool) -> torch.Tensor:

@@ -26,8 +26,9 @@ def test_every_variant_and_stage_runs(transform, tf32, monkeypatch):
         row = probe.stages(16, rows=2, width=16, device="cpu")
     assert row["auto_transform"] == transform
     variants = [f"{v}.{m}" for v in probe.VARIANTS for m in ("fwd", "fwd+bwd")]
-    bf16 = [f"bf16.{v}.fwd+bwd" for v in ("dft-gauss", "fft-gauss", "dft-torchgemm")] if tf32 else []
-    stages = ["stage.analysis", "stage.mix+synthesis", "stage.dweight", "stage.weight_planes", "stage.mix"]
+    bf16 = [f"bf16.{v}.fwd+bwd" for v in probe.BF16_VARIANTS] if tf32 else []
+    stages = ["stage.analysis", "stage.mix+synthesis", "stage.dweight", "stage.weight_planes", "stage.mix",
+              "stage.mix.torch", "stage.dweight.torch"]
     references = [f"reference.{k}" for k in ("fwd", "fwd+bwd", "rfft", "einsum", "irfft")]
     assert sorted(k for k, v in row.items() if v == 1.0) == sorted(variants + bf16 + stages + references)
     assert len(timed) == len(variants) + len(bf16) + len(stages) + len(references)

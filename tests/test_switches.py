@@ -21,7 +21,7 @@ RESOLVERS = {
     "AMG_FAST_GATE_WGRAD": "L.gate_wgrad()",
     "AMG_FAST_MEMORY_READOUT": "L.memory_readout()",
     "AMG_FAST_SPECTRAL_TRANSFORM": "L.spectral_transform('auto', 128)",
-    "AMG_FAST_SPECTRAL_MIX": "'gauss' if sc._mix_is_gauss() else 'four'",
+    "AMG_FAST_SPECTRAL_MIX": "sc._mix_method()",
     "AMG_FAST_SPECTRAL_DFT_GEMM": "sc._dft_gemm()",
     "AMG_FAST_SPECTRAL_REDUCED_DOTS": "sc.REDUCED_PRECISION_DOTS",
     "AMG_FAST_SPECTRAL_WEIGHT_PLANES": "sc.WEIGHT_PLANES",

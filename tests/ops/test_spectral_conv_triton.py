@@ -1,5 +1,6 @@
 """spectral_conv1d Triton kernels vs the reference and the explicit DFT-matrix oracle: forward, dx,
-dweight, every variant (transform dft / fft, mixing gauss / four, dft GEMMs triton / torch), along any axis.
+dweight, every variant (transform dft / fft, mixing gauss / four / torch, dft GEMMs triton / torch), along any
+axis.
 
 On CPU the kernels run in Triton's interpreter (TRITON_INTERPRET=1, set by conftest); on a GPU the
 same tests run the compiled kernels. fp32 results are compared with the fp64 reference of the same
@@ -18,7 +19,8 @@ from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
 from amg_fast.ops.spectral_conv import SpectralConv1dFn
 
 # Every kernel variant a switch selects (docs/kernels.md); fft-gauss-wview / dft-torchgemm-four add nothing new.
-VARIANTS = ["dft-gauss", "dft-four", "dft-gauss-wview", "dft-torchgemm", "fft-gauss", "fft-four-wview"]
+VARIANTS = ["dft-gauss", "dft-four", "dft-gauss-wview", "dft-torchgemm", "fft-gauss", "fft-four-wview", "dft-torchmix",
+            "dft-cublas", "fft-torchmix"]
 
 
 @pytest.fixture
@@ -132,11 +134,13 @@ def test_axes_are_read_in_place(kdev):
     assert kernels.as_rows(y, 2, 2)._base is y
 
 
+@pytest.mark.parametrize("mix", ["gauss", "torch"])
 @pytest.mark.parametrize("K", [8, 11], ids=["K8", "K11"])
-def test_fft_mixing_writes_the_irfft_input(K, kdev, gen, poisoned):
-    """The mixing kernel on rfft's layout (interleaved re/im, read through view_as_real) against an explicit
-    complex einsum, forward (W) and adjoint (W^H): modes < K mixed, modes >= K zero, imaginary parts of
-    modes 0 and S/2 exactly zero (a real signal's spectrum: what irfft takes)."""
+def test_fft_mixing_writes_the_irfft_input(K, mix, kdev, gen, poisoned, monkeypatch):
+    """The mixing (kernel, or torch.bmm) on rfft's layout (interleaved re/im, read through view_as_real) against
+    an explicit complex einsum, forward (W) and adjoint (W^H): modes < K mixed, modes >= K zero, imaginary
+    parts of modes 0 and S/2 exactly zero (a real signal's spectrum: what irfft takes)."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", mix)
     S, h_in, h_out = 20, 16, 24
     x = torch.randn(3, S, 2, h_in, dtype=torch.float64, generator=gen).to(kdev)
     w = torch.randn(K, h_in, h_out, 2, dtype=torch.float64, generator=gen).to(kdev)
@@ -155,9 +159,68 @@ def test_fft_mixing_writes_the_irfft_input(K, kdev, gen, poisoned):
         assert torch.equal(got[:, K:], torch.zeros_like(got[:, K:]))
 
 
+@pytest.mark.parametrize("paired_in,paired_out", [(False, False), (True, True), (False, True), (True, False)])
+@pytest.mark.parametrize("adjoint", [False, True], ids=["W", "W^H"])
+def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out, adjoint, gen):
+    """A row of real and imaginary parts (paired: (re, im) per channel; else all re, then all im) times
+    weight_blocks equals the complex product x W (x W^H when adjoint) computed with complex tensors."""
+    K, h_in, h_out, R = 3, 5, 4, 7
+    x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen)
+    w = torch.randn(K, h_in, h_out, dtype=torch.complex128, generator=gen)
+    planes = torch.stack([w.real, w.imag])  # [2, K, H_in, H_out]
+    if adjoint:  # the adjoint mixing maps H_out channels to H_in: planes as the backward passes them
+        x = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen)
+
+    def as_rows(z, paired):
+        parts = torch.stack([z.real, z.imag], -1 if paired else -2)
+        return parts.flatten(-2)
+
+    got = as_rows(x, paired_in) @ kernels.weight_blocks(planes, adjoint, paired_in, paired_out, torch.float64)
+    want = as_rows(x @ (w.conj().transpose(1, 2) if adjoint else w), paired_out)
+    assert rel_err(got, want) <= 1e-14
+
+
+@pytest.mark.parametrize("transform", ["dft", "fft"])
+def test_torch_mixing_reads_and_writes_the_spectrum_in_place(transform, monkeypatch, kdev):
+    """MIX_METHOD "torch" on the 1D layouts (Q = 1): the spectrum's rows are a view (no copy) and the mixed
+    buffer is written through a view, in both layouts; a 2D field's rows (Q > 1) are copied. The fft spectrum
+    in cuFFT's layout (rfft's output in x's axis order, channels innermost; the CPU's pocketfft puts the
+    modes innermost, which the mixing copies)."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
+    S, K, H = 32, 16, 8
+    A, _ = kernels.spectral_bases(S, K, torch.float64, torch.device(kdev))
+    x4 = torch.randn(6, S, 1, H, dtype=torch.float64, device=kdev)
+    if transform == "fft":
+        spec = torch.view_as_real(torch.fft.rfft(x4, dim=1, norm="ortho").contiguous())
+    else:
+        spec = kernels._spectrum(x4, A, False)
+    rows, paired = kernels.mode_rows(spec, K)
+    assert paired == (transform == "fft") and rows.shape == (K, 6, 2 * H)
+    assert rows.data_ptr() == spec.data_ptr() and rows._base is spec._base
+    if transform == "fft":  # the buffers _mix_and_synthesize writes
+        out = torch.empty(6, S // 2 + 1, 1, H, 2, dtype=torch.float64, device=kdev)
+    else:
+        out = kernels.dft_spectrum_parts(torch.empty(6, 2 * K, 1, H, dtype=torch.float64, device=kdev))
+    target = out[:, :K].permute(1, 0, 2, 3, 4) if paired else out[:, :K].permute(1, 0, 2, 4, 3)
+    assert kernels._flat_view(target, (K, 6, 2 * H)) is not None
+    field = kernels._spectrum(torch.randn(2, S, 3, H, dtype=torch.float64, device=kdev), A, transform == "fft")
+    rows2, _ = kernels.mode_rows(field, K)
+    assert rows2.shape == (K, 6, 2 * H) and rows2._base is None  # a copy
+
+
+@pytest.mark.parametrize("transform", ["dft", "fft"])
+def test_torch_mixing_along_a_2d_fields_axis(transform, monkeypatch, kdev, gen, poisoned):
+    """MIX_METHOD "torch" along X of [B, X, Y, H] (rows B | Y: Q > 1, the copy path), fp64, against the DFT matrix."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
+    x = _field((2, 12, 10, 16), torch.float64, kdev, gen, "contiguous")
+    w = (torch.randn(7, 16, 24, 2, dtype=torch.float64, generator=gen) / 4).to(kdev).requires_grad_()
+    _check(lambda a, b: spectral_conv1d(a, b, dim=1, backend="triton", transform=transform), x, w, gen, 1e-12,
+           dim=1, oracle=dft_matrix_spectral_conv)
+
+
 @pytest.mark.parametrize("S,K,transform", [(12, 7, "dft"), (9, 3, "dft"), (10, 4, "fft")],
                          ids=["S12-K7-dft", "S9-K3-dft", "S10-K4-fft"])
-@pytest.mark.parametrize("mix", ["gauss", "four"])
+@pytest.mark.parametrize("mix", ["gauss", "four", "torch"])
 def test_gradcheck_fp64(S, K, transform, mix, monkeypatch, kdev, gen):
     monkeypatch.setattr(kernels, "MIX_METHOD", mix)
     x, w = _inputs((2,), S, K, 3, 2, torch.float64, kdev, gen)
@@ -201,7 +264,7 @@ def test_unknown_transform_is_refused(kdev):
 
 @pytest.mark.parametrize("attr,value,match", [
     ("MIX_METHOD", "three", r"AMG_FAST_SPECTRAL_MIX \(kernels.spectral_conv.MIX_METHOD\) must be one of "
-                            r"\('gauss', 'four'\), got 'three'"),
+                            r"\('gauss', 'four', 'torch'\), got 'three'"),
     ("DFT_GEMM", "cublas", r"AMG_FAST_SPECTRAL_DFT_GEMM \(kernels.spectral_conv.DFT_GEMM\) must be one of "
                            r"\('triton', 'torch'\), got 'cublas'"),
 ])
@@ -367,7 +430,7 @@ def test_tf32_allowed_stays_fp32_accurate_without_reduced_dots_gpu(S, gen, allow
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("S", [32, 128, 1024], ids=lambda s: f"S{s}")
-@pytest.mark.parametrize("mix", ["gauss", "four"])
+@pytest.mark.parametrize("mix", ["gauss", "four", "torch"])
 def test_reduced_precision_paths_gpu(S, mix, gen, allow_tf32, monkeypatch):
     """The default reduced paths (REDUCED_PRECISION_DOTS) against an fp64 reference, 100 rows: plain TF32
     (the CPU emulation of the algorithm, bench/spectral_precision.py, is ~9e-4 off on the dft path, 5.5e-4
@@ -425,3 +488,21 @@ def test_torch_compile_traces_the_triton_op_gpu(transform, dim, gen):
     dy = torch.randn(got.shape, generator=gen).to("cuda")
     for g_c, g_e in zip(torch.autograd.grad(got, (x, w), dy), torch.autograd.grad(eager, (x, w), dy)):
         assert rel_err(g_c, g_e) <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["dft-cublas", "fft-torchmix", pytest.param("dft-torchmix", marks=pytest.mark.gpu)])
+def test_torch_mixing_traces_under_torch_compile(name, variant, kdev, gen):
+    """MIX_METHOD "torch" under a fullgraph compile (aot_eager: the traced graph run by eager torch, so the CPU
+    checks the tracing; dft-torchmix holds a Triton kernel, which the interpreter cannot trace): the same
+    outputs and gradients as eager, elementwise. Traced, the mixing writes through a copy, not bmm's out=."""
+    transform = variant(name)
+    x, w = _inputs((4,), 32, 16, 16, 16, torch.float32, kdev, gen)
+
+    def f(a, b):
+        return SpectralConv1dFn.apply(a, b, transform).sin()
+
+    got, eager = torch.compile(f, fullgraph=True, backend="aot_eager")(x, w), f(x, w)
+    assert rel_err(got, eager) <= 1e-6
+    dy = torch.randn(got.shape, generator=gen).to(kdev)
+    for g_c, g_e in zip(torch.autograd.grad(got, (x, w), dy), torch.autograd.grad(eager, (x, w), dy)):
+        assert rel_err(g_c, g_e) <= 1e-6
