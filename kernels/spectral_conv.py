@@ -621,9 +621,9 @@ def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_o
     if adjoint:  # W^H = Wr^T - i Wi^T
         wr, wi = wr.transpose(1, 2), -wi.transpose(1, 2)
     K, h_in, h_out = wr.shape
-    blocks = torch.stack([torch.stack([wr, wi], -1), torch.stack([-wi, wr], -1)], 2)  # [K, I, 2 in, O, 2 out]
-    order = [0] + [1 + a for a in _part_axes(paired_in)] + [3 + a for a in _part_axes(paired_out)]
-    return blocks.permute(order).reshape(K, 2 * h_in, 2 * h_out).to(dtype)
+    quads = torch.stack([wr, wi, -wi, wr], -1).view(K, h_in, h_out, 2, 2)  # [K, I, O, 2 in, 2 out]
+    order = [0] + [(1, 3)[a] for a in _part_axes(paired_in)] + [(2, 4)[a] for a in _part_axes(paired_out)]
+    return quads.permute(order).reshape(K, 2 * h_in, 2 * h_out).to(dtype)
 
 
 def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
