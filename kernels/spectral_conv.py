@@ -628,17 +628,17 @@ def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_o
 
 def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype on CUDA: half-precision operands,
-    fp32 accumulation and result), autocast off (the operands' own precision)."""
-    with torch.autocast(a.device.type, enabled=False):
-        if a.dtype in (torch.bfloat16, torch.float16):
-            return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
-        return torch.bmm(a, b)
+    fp32 accumulation and result)."""
+    if a.dtype in (torch.bfloat16, torch.float16):
+        return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
+    return torch.bmm(a, b)
 
 
 def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool) -> None:
     """_mix with MIX_METHOD "torch": one torch.bmm over the modes, rows [K, P Q, 2 C_in] x weight_blocks, written
     into out's modes < K through a view of out when its rows merge (else through a copy); the other modes and
-    the imaginary parts of modes 0 and S/2 zeroed as the kernel does. Computes in spec's dtype."""
+    the imaginary parts of modes 0 and S/2 zeroed as the kernel does. Computes in spec's dtype (autocast is
+    off inside the ops: amg_fast.ops._backend.run_op)."""
     rows, paired_in = mode_rows(spec, K)
     P, modes, Q, C_out, _ = out.shape
     paired_out = _complex_strides(out)[1]
@@ -646,11 +646,10 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
     first, second = (3 + a for a in _part_axes(paired_out))
     target = out[:, :K].permute(1, 0, 2, first, second)  # [K, P, Q, C, 2] or [K, P, Q, 2, C]
     flat = _flat_view(target, (K, P * Q, 2 * C_out)) if out.dtype == rows.dtype and not tracing() else None
-    with torch.autocast(out.device.type, enabled=False):
-        if flat is not None:
-            torch.bmm(rows, blocks, out=flat)
-        else:  # rows that do not merge into one stride: through a copy
-            target.copy_(torch.bmm(rows, blocks).view(target.shape))
+    if flat is not None:
+        torch.bmm(rows, blocks, out=flat)
+    else:  # rows that do not merge into one stride: through a copy
+        target.copy_(torch.bmm(rows, blocks).view(target.shape))
     if modes > K:
         out[:, K:].zero_()
     out[:, 0, ..., 1].zero_()  # a real signal's spectrum (irfft input)
