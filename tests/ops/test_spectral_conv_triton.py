@@ -460,6 +460,17 @@ def test_bf16_inputs_gpu(S, gen):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", ["dft-torchmix", "dft-cublas", "fft-torchmix"])
+def test_torch_mixing_bf16_with_gradients_gpu(name, variant, gen):
+    """The cuBLAS mixing with bf16 activations and weights (bf16 spectra and bmm on the dft path, dweight's
+    bmm with an fp32 result): y, dx and dweight within bf16 error of the fp64 reference of the same values."""
+    transform = variant(name)
+    x, w = _inputs((4, 25), 128, 64, 128, 128, torch.float32, "cuda", gen)
+    xb, wb = x.detach().bfloat16().requires_grad_(), w.detach().bfloat16().requires_grad_()
+    _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb, gen, 2e-2)
+
+
+@pytest.mark.gpu
 def test_autocast_bf16_gpu(gen):
     x, w = _inputs((4, 25), 64, 32, 128, 128, torch.float32, "cuda", gen)
     with torch.autocast("cuda", dtype=torch.bfloat16):
