@@ -491,10 +491,12 @@ def randn(*shape: int, gen: torch.Generator, scale: float = 1.0, grad: bool = Tr
 
 def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: tuple[tuple, ...],
                measure: Callable[[int], dict]) -> int:
-    """The command line of a bench/probe_*.py script: `--sizes S... --json OUT`; runs measure(S) for
-    each S under each (label, allow_tf32) or (label, allow_tf32, autocast dtype) of settings (the
-    label in `column` of each row), prints a line per row and writes {"gpu", "torch", "unit": "ms",
-    "rows"} to --json. Exit 3 without a GPU."""
+    """The command line of a bench/probe_*.py script: `--sizes S... --json OUT`; runs measure(S, into=row)
+    (it fills the row dict as it measures) for each S under each (label, allow_tf32) or (label, allow_tf32,
+    autocast dtype) of settings (the label in `column` of each row), prints a line per row and writes
+    {"gpu", "torch", "unit": "ms", "rows"} to --json after every row. Stopped by SIGINT / Ctrl-C (the
+    campaign's time limit), it writes what the current row measured so far, marked "stopped": true, and
+    exits 130. Exit 3 without a GPU."""
     import argparse
     import json
     import sys
@@ -508,18 +510,27 @@ def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: 
         print("error: this probe times CUDA kernels and needs a GPU", file=sys.stderr)
         return 3
     results = []
+
+    def publish(row: dict) -> None:
+        results.append(row)
+        print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+                       for key, value in row.items()), flush=True)
+        if args.json:  # after every row, whole: a probe stopped by its time limit keeps what it measured
+            from amg_fast._files import atomic_write_text
+
+            summary = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "unit": "ms",
+                       "rows": results}
+            atomic_write_text(args.json, json.dumps(summary, indent=1))
+
     for label, allow, *cast in settings:
         torch.backends.cuda.matmul.allow_tf32 = allow
         for S in args.sizes:
-            with torch.autocast("cuda", dtype=cast[0] if cast else None, enabled=bool(cast)):
-                row = {column: label, **measure(S)}
-            results.append(row)
-            print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-                           for key, value in row.items()), flush=True)
-            if args.json:  # after every row, whole: a probe stopped by its time limit keeps what it measured
-                from amg_fast._files import atomic_write_text
-
-                summary = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "unit": "ms",
-                           "rows": results}
-                atomic_write_text(args.json, json.dumps(summary, indent=1))
+            row = {column: label}
+            try:
+                with torch.autocast("cuda", dtype=cast[0] if cast else None, enabled=bool(cast)):
+                    measure(S, into=row)
+            except KeyboardInterrupt:
+                publish({**row, "stopped": True})
+                return 130
+            publish(row)
     return 0

@@ -125,11 +125,13 @@ def accuracy(params: tuple, dy: torch.Tensor) -> dict[str, float]:
     return out
 
 
-def timings(S: int, batch: int = 32, steps: int = 25, width: int = 128) -> dict:
-    """One row: each path's graph-replayed fwd and fwd+bwd times (ms), its errors (accuracy), the floors."""
+def timings(S: int, batch: int = 32, steps: int = 25, width: int = 128, into: dict | None = None) -> dict:
+    """One row: each path's graph-replayed fwd and fwd+bwd times (ms), its errors (accuracy), the floors;
+    written into `into` as they are measured (probe_main keeps them if the probe is stopped)."""
     rows, hidden = batch * steps * S, 4 * width
     params, dy = make_inputs(rows, width, "cuda")
-    out = {"S": S, "rows": rows, "H": width, "F": hidden}
+    out = {} if into is None else into
+    out.update({"S": S, "rows": rows, "H": width, "F": hidden})
     for name in PATHS:
         fn = path_fn(name)
         with tiling(name):

@@ -41,8 +41,9 @@ def fwd_and_fwd_bwd(fn, x, w, modes=("fwd", "fwd+bwd")) -> dict[str, float | Non
     return {mode: graph_ms(calls[mode]) for mode in modes}
 
 
-def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda") -> dict:
-    """The probe's row for one S (device "cpu": Triton's interpreter, for the tests: its times mean nothing)."""
+def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda", into: dict | None = None) -> dict:
+    """The probe's row for one S (device "cpu": Triton's interpreter, for the tests: its times mean nothing),
+    written into `into` as it is measured (probe_main keeps what a stopped probe measured)."""
     from amg_fast.kernels import spectral_conv as k
     from amg_fast.kernels.limits import spectral_transform
     from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref
@@ -51,7 +52,40 @@ def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda") -> d
     K = S // 2
     x = torch.randn(rows, S, width, device=device, requires_grad=True)
     w = (torch.randn(K, width, width, 2, device=device) / width).requires_grad_()
-    out: dict = {"S": S, "K": K, "auto_transform": spectral_transform("auto", S)}
+    out = {} if into is None else into
+    out.update({"S": S, "K": K, "auto_transform": spectral_transform("auto", S)})
+
+    # first (a probe its time limit stops keeps these): the default variant's stages at this S (auto
+    # transform), on [R, S, 1, H] rows, and the mixing and dweight on cuBLAS beside the kernels
+    fft = out["auto_transform"] == "fft"
+    x4, dy4 = x.detach()[:, :, None], torch.randn(rows, S, 1, width, device=device)
+    A, G = k.spectral_bases(S, K, torch.float32, x.device)
+    planes = k.weight_planes(w.detach(), torch.float32)
+    spec_x = k._spectrum(x4, A, fft)
+    spec_dy = k._spectrum(dy4, A, fft)
+    mixed = (torch.empty(rows, S // 2 + 1, 1, width, 2, device=device) if fft else  # the layouts _mix writes
+             k.dft_spectrum_parts(torch.empty(rows, 2 * K, 1, width, device=device)))
+    out["stage.mix"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
+    with k.use_variant("fft-torchmix" if fft else "dft-torchmix"):  # the mixing and dweight through torch.bmm
+        out["stage.mix.torch"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
+        out["stage.dweight.torch"] = graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False))
+    out.update({
+        "stage.dweight": graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False)),
+        "stage.analysis": graph_ms(lambda: k._spectrum(x4, A, fft)),
+        "stage.mix+synthesis": graph_ms(lambda: k._mix_and_synthesize(spec_x, planes, G, S, width, False,
+                                                                       torch.float32, fft, False)),
+        "stage.weight_planes": graph_ms(lambda: k.weight_planes(w.detach(), torch.float32)),
+    })
+    xh = torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]
+    wc = torch.view_as_complex(w.detach())
+    yh = torch.einsum("rki,kio->rko", xh, wc)
+    out.update({
+        "reference.rfft": graph_ms(lambda: torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]),
+        "reference.einsum": graph_ms(lambda: torch.einsum("rki,kio->rko", xh, wc)),
+        "reference.irfft": graph_ms(lambda: torch.fft.irfft(yh, n=S, dim=1, norm="ortho")),
+    })
+
+    # then every variant, forward and forward + backward, the bf16 path, the eager reference
     for name in VARIANTS:
         with k.use_variant(name, reduced) as transform:
             for mode, ms in fwd_and_fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w).items():
@@ -64,35 +98,6 @@ def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda") -> d
                     lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb, ("fwd+bwd",))["fwd+bwd"]
     for mode, ms in fwd_and_fwd_bwd(spectral_conv1d_ref, x, w).items():
         out[f"reference.{mode}"] = ms
-
-    # the default variant's stages at this S (auto transform), on [R, S, 1, H] rows
-    fft = out["auto_transform"] == "fft"
-    x4, dy4 = x.detach()[:, :, None], torch.randn(rows, S, 1, width, device=device)
-    A, G = k.spectral_bases(S, K, torch.float32, x.device)
-    planes = k.weight_planes(w.detach(), torch.float32)
-    spec_x = k._spectrum(x4, A, fft)
-    spec_dy = k._spectrum(dy4, A, fft)
-    out.update({
-        "stage.analysis": graph_ms(lambda: k._spectrum(x4, A, fft)),
-        "stage.mix+synthesis": graph_ms(lambda: k._mix_and_synthesize(spec_x, planes, G, S, width, False,
-                                                                       torch.float32, fft, False)),
-        "stage.dweight": graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False)),
-        "stage.weight_planes": graph_ms(lambda: k.weight_planes(w.detach(), torch.float32)),
-    })
-    mixed = (torch.empty(rows, S // 2 + 1, 1, width, 2, device=device) if fft else  # the layouts _mix writes
-             k.dft_spectrum_parts(torch.empty(rows, 2 * K, 1, width, device=device)))
-    out["stage.mix"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
-    with k.use_variant("fft-torchmix" if fft else "dft-torchmix"):  # the mixing and dweight through torch.bmm
-        out["stage.mix.torch"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
-        out["stage.dweight.torch"] = graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False))
-    xh = torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]
-    wc = torch.view_as_complex(w.detach())
-    yh = torch.einsum("rki,kio->rko", xh, wc)
-    out.update({
-        "reference.rfft": graph_ms(lambda: torch.fft.rfft(x.detach(), dim=1, norm="ortho")[:, :K]),
-        "reference.einsum": graph_ms(lambda: torch.einsum("rki,kio->rko", xh, wc)),
-        "reference.irfft": graph_ms(lambda: torch.fft.irfft(yh, n=S, dim=1, norm="ortho")),
-    })
     return out
 
 

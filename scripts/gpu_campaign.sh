@@ -10,7 +10,7 @@
 #   tests    the CUDA tests (8 workers): tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
 #            `-m gpu` over the rest of tests/
 #   bench    bench/gpu_summary.py (every precision mode, per-op floors, kernels per step, the kernel
-#            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the probes
+#            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the probes of CAMPAIGN_PROBES
 #            (bench/probe_spectral_stages.py at S = 128 and 32, bench/probe_spectral_accuracy.py,
 #            bench/probe_ffn.py) -> RESULTS_DIR/probes/
 #   runs     for each sweep of CAMPAIGN_SWEEPS, in order: a copy of its committed tree (results/<NAME>: the
@@ -39,6 +39,10 @@
 #                       precision mode first, seed by seed: it decides the paper preset's precision, so the
 #                       mode the headline's remaining runs train in; then issue 21's headline sweep)
 #   CAMPAIGN_VARIANTS   --variant words for gpu_summary.py (default: the kernel switches of docs/kernels.md)
+#   CAMPAIGN_BENCH_ARGS more arguments for gpu_summary.py, e.g. "--parts triton,profile,variants --sizes 32,128"
+#                       (a short bench: the steps, where their time goes, the switch variants)
+#   CAMPAIGN_PROBES     which probes the bench phase runs after gpu_summary.py, in order: words among stages,
+#                       accuracy, ffn (default all three; empty: none)
 #   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>; in a dry run none,
 #                       unless set: its smoke preset cannot continue a committed paper or quick sweep)
 #   CAMPAIGN_WORK       where the sweeps train, with checkpoints and data; kept after the script, so that a
@@ -74,9 +78,14 @@ spectral_four:AMG_FAST_SPECTRAL_MIX=four spectral_wview:AMG_FAST_SPECTRAL_WEIGHT
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
 gate_cublas:AMG_FAST_GATE_WGRAD=cublas ffn_fused:AMG_FAST_FFN_METHOD=fused}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results}
+PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}
+read -r -a BENCH_ARGS <<< "${CAMPAIGN_BENCH_ARGS:-}"
 
 for word in ${PHASES//,/ }; do
     [[ ,install,tests,bench,runs, == *",$word,"* ]] || { echo "CAMPAIGN_PHASES: unknown phase '$word' (allowed: install, tests, bench, runs)" >&2; exit 2; }
+done
+for word in $PROBES; do
+    [[ " stages accuracy ffn " == *" $word "* ]] || { echo "CAMPAIGN_PROBES: unknown probe '$word' (allowed: stages, accuracy, ffn)" >&2; exit 2; }
 done
 for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
     [[ $n =~ ^[0-9]+$ ]] || { echo "CAMPAIGN_*_S / CAMPAIGN_T_*: '$n' is not a whole number of seconds" >&2; exit 2; }
@@ -143,7 +152,7 @@ phase_bench() {
     # its own --budget-s starts no part it cannot finish; the timeout (SIGINT: it keeps what finished) stops a
     # part that hangs, e.g. a kernel compiling for the first time, 30 s past it
     timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${variants[@]}" \
-        "${BENCH_FLAGS[@]}" || rc=1
+        "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" || rc=1
     pack
     [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
     mkdir -p "$RESULTS/probes"
@@ -151,15 +160,18 @@ phase_bench() {
     # layout), then its accuracy (S = 128: the TF32 rounding of what the kernels form, new since the H200's
     # 2026-11-27 probe; S = 1024: the fft transform's, never probed; the Gauss product with each transform),
     # then the feed-forward's paths
-    timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_stages.py --sizes 128 32 \
-        --json "$RESULTS/probes/spectral_stages.json" > "$RESULTS/probes/spectral_stages.log" 2>&1 || rc=1
-    tail -n 12 "$RESULTS/probes/spectral_stages.log"
-    timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_spectral_accuracy.py --sizes 128 1024 --rows 800 \
-        --variants fft-gauss dft-gauss --json "$RESULTS/probes/spectral_accuracy.json" \
-        > "$RESULTS/probes/spectral_accuracy.log" 2>&1 || rc=1
-    tail -n 12 "$RESULTS/probes/spectral_accuracy.log"
-    timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" bench/probe_ffn.py --json "$RESULTS/probes/ffn.json" > "$RESULTS/probes/ffn.log" 2>&1 || rc=1
-    tail -n 12 "$RESULTS/probes/ffn.log"
+    local probe args log
+    for probe in $PROBES; do
+        case $probe in
+            stages) args=(bench/probe_spectral_stages.py --sizes 128 32 --json "$RESULTS/probes/spectral_stages.json") ;;
+            accuracy) args=(bench/probe_spectral_accuracy.py --sizes 128 1024 --rows 800 --variants fft-gauss dft-gauss
+                            --json "$RESULTS/probes/spectral_accuracy.json") ;;
+            ffn) args=(bench/probe_ffn.py --json "$RESULTS/probes/ffn.json") ;;
+        esac
+        log=${args[-1]##*/}; log=$RESULTS/probes/${log%.json}.log  # beside its JSON
+        timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" "${args[@]}" > "$log" 2>&1 || rc=1
+        tail -n 12 "$log"
+    done
     return $rc
 }
 

@@ -32,3 +32,31 @@ def test_every_variant_and_stage_runs(transform, tf32, monkeypatch):
     references = [f"reference.{k}" for k in ("fwd", "fwd+bwd", "rfft", "einsum", "irfft")]
     assert sorted(k for k, v in row.items() if v == 1.0) == sorted(variants + bf16 + stages + references)
     assert len(timed) == len(variants) + len(bf16) + len(stages) + len(references)
+
+
+def test_a_stopped_probe_keeps_what_its_current_row_measured(tmp_path, monkeypatch):
+    """bench/_providers.probe_main: a row that SIGINT (the campaign's time limit, KeyboardInterrupt) stops
+    part way is written with what its measure() had filled in and "stopped": true; exit 130; the rows
+    before it are kept whole."""
+    import json
+
+    import torch
+
+    probe_main = load_bench("probe_spectral_stages").probe_main  # bench/_providers.py's
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "fake GPU")
+
+    def measure(S, into):
+        into["S"] = S
+        into["first.ms"] = 1.0
+        if S == 64:
+            raise KeyboardInterrupt
+        into["second.ms"] = 2.0
+
+    out = tmp_path / "probe.json"
+    code = probe_main(["--sizes", "32", "64", "128", "--json", str(out)], "doc", [32], "dots", (("tf32x3", False),),
+                      measure)
+    rows = json.loads(out.read_text())["rows"]
+    assert code == 130
+    assert rows == [{"dots": "tf32x3", "S": 32, "first.ms": 1.0, "second.ms": 2.0},
+                    {"dots": "tf32x3", "S": 64, "first.ms": 1.0, "stopped": True}]
