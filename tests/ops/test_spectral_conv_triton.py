@@ -182,16 +182,23 @@ def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out,
 
 @pytest.mark.parametrize("transform", ["dft", "fft"])
 def test_torch_mixing_reads_and_writes_the_spectrum_in_place(transform, monkeypatch, kdev):
-    """MIX_METHOD "torch" on the 1D layouts (Q = 1): the spectrum's rows are a view (no copy) and the mixed
-    buffer is written through a view, in both layouts; a 2D field's rows (Q > 1) are copied. The fft spectrum
-    in cuFFT's layout (rfft's output in x's axis order, channels innermost; the CPU's pocketfft puts the
-    modes innermost, which the mixing copies)."""
+    """MIX_METHOD "torch" on the 1D layouts (Q = 1): the mixed buffer is written through a view in both layouts,
+    the "dft" spectrum's rows and a channels-innermost complex spectrum's (paired) are read as views. rfft's own
+    output has the modes innermost (cuFFT and x86 CPU builds: ATen's _exec_fft orders the batch axes by stride,
+    the transformed axis last), its channels 2 (S//2+1) values apart: read through a copy, as planes, whose
+    values are checked. A 2D field's rows (Q > 1) are copied."""
     monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
     S, K, H = 32, 16, 8
     A, _ = kernels.spectral_bases(S, K, torch.float64, torch.device(kdev))
     x4 = torch.randn(6, S, 1, H, dtype=torch.float64, device=kdev)
     if transform == "fft":
-        spec = torch.view_as_real(torch.fft.rfft(x4, dim=1, norm="ortho").contiguous())
+        c = torch.fft.rfft(x4, dim=1, norm="ortho")
+        modes_inner = torch.view_as_real(c.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2))
+        copied, paired = kernels.mode_rows(modes_inner, K)
+        assert not paired and copied._base is None  # a copy: all real parts, then all imaginary parts
+        want = torch.stack([c.real, c.imag], 2)[:, :K, :, 0].permute(1, 0, 2, 3)  # [K, 6, 2 (part), H]
+        assert torch.equal(copied.view(K, 6, 2, H), want)
+        spec = torch.view_as_real(c.contiguous())  # channels innermost
     else:
         spec = kernels._spectrum(x4, A, False)
     rows, paired = kernels.mode_rows(spec, K)
