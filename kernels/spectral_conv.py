@@ -651,8 +651,8 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
     first, second = (3 + a for a in _part_axes(paired_out))
     target = out[:, :K].permute(1, 0, 2, first, second)  # [K, P, Q, C, 2] or [K, P, Q, 2, C]
     flat = _flat_view(target, (K, P * Q, 2 * C_out)) if out.dtype == rows.dtype and not tracing() else None
-    if flat is not None:
-        torch.bmm(rows, blocks, out=flat)
+    if flat is not None:  # CUDA (ATen baddbmm_out_cuda_impl): cuBLAS writes flat itself, ldc = its row stride and
+        torch.bmm(rows, blocks, out=flat)  # batch stride = its mode stride (a layout cuBLAS refuses: clone, copy back)
     else:  # rows that do not merge into one stride: through a copy
         target.copy_(torch.bmm(rows, blocks).view(target.shape))
     if modes > K:
