@@ -15,9 +15,11 @@ kernel, or cuBLAS through torch.matmul with DFT_GEMM = "torch"); the spectrum is
 [P, K, 2, Q, H] (mode-major, real and imaginary planes, channels contiguous): exactly what the
 row GEMM writes and what the mixing reads as unit-stride [rows, channels] tiles. "fft": torch.fft
 (O(S log S)); the mixing reads rfft's complex [P, S//2+1, Q, H] output through view_as_real
-([..., H, 2], real and imaginary parts interleaved) and writes straight into the [P, S//2+1, Q, H_out]
-complex buffer irfft takes: zeros for the modes >= K and the imaginary parts a real signal cannot
-have (mode 0 and S/2; cuFFT's C2R does not ignore them, pytorch#154496) -- no relayout copy.
+([..., H, 2], real and imaginary parts interleaved; cuFFT and x86 CPU builds store the modes innermost,
+so channels are 2 (S//2+1) values apart: not the PAIRED load) and writes straight into the
+[P, S//2+1, Q, H_out] complex buffer irfft takes: zeros for the modes >= K and the imaginary parts a
+real signal cannot have (mode 0 and S/2; cuFFT's C2R does not ignore them, pytorch#154496) -- no
+relayout copy.
 
 Mixing. Per mode a complex GEMM on tensor cores, in one of two forms (MIX_METHOD): "four" real dots
 (re = a c - b d, im = a d + b c for X = a + ib, W = c + id) or Gauss's "gauss" 3 (k1 = (a + b) c,
@@ -72,8 +74,9 @@ REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1"
 
 # The mixing's complex product: "gauss" (3 real dots) or "four" (4) in this file's mixing and dweight kernels, or
 # "torch": no kernel of ours, one cuBLAS batched GEMM over the modes (torch.bmm) on each W[k]'s real form
-# [[Wr, Wi], [-Wi, Wr]] (the four products as one [rows, 2 H_in] x [2 H_in, 2 H_out] GEMM), reading and writing
-# the spectrum in place when its rows merge into one stride (Q = 1: the 1D models; else a copy each way), and
+# [[Wr, Wi], [-Wi, Wr]] (the four products as one [rows, 2 H_in] x [2 H_in, 2 H_out] GEMM), writing the mixed
+# spectrum in place when its rows merge into one stride (Q = 1: the 1D models; else through a copy) and reading
+# the "dft" spectrum in place likewise (rfft's output, modes innermost, is read through a copy: mode_rows), and
 # one for dweight; precision as torch's matmul setting (fp32, TF32 when allowed; bf16 spectra: bf16).
 # AMG_FAST_SPECTRAL_MIX, read at import.
 MIX_METHODS = ("gauss", "four", "torch")
@@ -595,9 +598,11 @@ def _part_axes(paired: bool) -> tuple[int, int]:
 
 def mode_rows(spec: torch.Tensor, K: int) -> tuple[torch.Tensor, bool]:
     """spec [P, modes, Q, C, 2] (a real view of complex values) -> (its modes < K as real rows [K, P * Q, 2C],
-    paired): each row (re, im) per channel when the spectrum stores them adjacent (paired: view_as_real of
-    rfft's output), else all real parts then all imaginary parts (the "dft" planes). A view when the rows
-    merge into one stride (Q = 1; always for the 1D models), else a copy."""
+    paired): each row (re, im) per channel when the spectrum stores them adjacent with channels at stride 2
+    (paired: a channels-innermost complex tensor, e.g. the "fft" path's mixed buffer), else all real parts then
+    all imaginary parts (the "dft" planes; rfft's output, whose modes are innermost). A view when the rows and
+    the (channel, part) axes merge into one stride each (the "dft" spectrum with Q = 1: the 1D models), else a
+    copy (rfft's output on cuFFT and x86 CPU builds: its channels are 2 (S//2+1) values apart)."""
     P, _, Q, C, _ = spec.shape
     paired = _complex_strides(spec)[1]
     first, second = (3 + a for a in _part_axes(paired))
@@ -627,8 +632,8 @@ def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_o
 
 
 def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype on CUDA: half-precision operands,
-    fp32 accumulation and result)."""
+    """a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype, torch >= 2.8, CUDA only:
+    half-precision operands, fp32 accumulation and result; on CPU, whose bmm has no out_dtype, an fp32 copy)."""
     if a.dtype in (torch.bfloat16, torch.float16):
         return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
     return torch.bmm(a, b)
@@ -646,8 +651,8 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
     first, second = (3 + a for a in _part_axes(paired_out))
     target = out[:, :K].permute(1, 0, 2, first, second)  # [K, P, Q, C, 2] or [K, P, Q, 2, C]
     flat = _flat_view(target, (K, P * Q, 2 * C_out)) if out.dtype == rows.dtype and not tracing() else None
-    if flat is not None:
-        torch.bmm(rows, blocks, out=flat)
+    if flat is not None:  # CUDA (ATen baddbmm_out_cuda_impl): cuBLAS writes flat itself, ldc = its row stride and
+        torch.bmm(rows, blocks, out=flat)  # batch stride = its mode stride (a layout cuBLAS refuses: clone, copy back)
     else:  # rows that do not merge into one stride: through a copy
         target.copy_(torch.bmm(rows, blocks).view(target.shape))
     if modes > K:

@@ -182,16 +182,23 @@ def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out,
 
 @pytest.mark.parametrize("transform", ["dft", "fft"])
 def test_torch_mixing_reads_and_writes_the_spectrum_in_place(transform, monkeypatch, kdev):
-    """MIX_METHOD "torch" on the 1D layouts (Q = 1): the spectrum's rows are a view (no copy) and the mixed
-    buffer is written through a view, in both layouts; a 2D field's rows (Q > 1) are copied. The fft spectrum
-    in cuFFT's layout (rfft's output in x's axis order, channels innermost; the CPU's pocketfft puts the
-    modes innermost, which the mixing copies)."""
+    """MIX_METHOD "torch" on the 1D layouts (Q = 1): the mixed buffer is written through a view in both layouts,
+    the "dft" spectrum's rows and a channels-innermost complex spectrum's (paired) are read as views. rfft's own
+    output has the modes innermost (cuFFT and x86 CPU builds: ATen's _exec_fft orders the batch axes by stride,
+    the transformed axis last), its channels 2 (S//2+1) values apart: read through a copy, as planes, whose
+    values are checked. A 2D field's rows (Q > 1) are copied."""
     monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
     S, K, H = 32, 16, 8
     A, _ = kernels.spectral_bases(S, K, torch.float64, torch.device(kdev))
     x4 = torch.randn(6, S, 1, H, dtype=torch.float64, device=kdev)
     if transform == "fft":
-        spec = torch.view_as_real(torch.fft.rfft(x4, dim=1, norm="ortho").contiguous())
+        c = torch.fft.rfft(x4, dim=1, norm="ortho")
+        modes_inner = torch.view_as_real(c.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2))
+        copied, paired = kernels.mode_rows(modes_inner, K)
+        assert not paired and copied._base is None  # a copy: all real parts, then all imaginary parts
+        want = torch.stack([c.real, c.imag], 2)[:, :K, :, 0].permute(1, 0, 2, 3)  # [K, 6, 2 (part), H]
+        assert torch.equal(copied.view(K, 6, 2, H), want)
+        spec = torch.view_as_real(c.contiguous())  # channels innermost
     else:
         spec = kernels._spectrum(x4, A, False)
     rows, paired = kernels.mode_rows(spec, K)
@@ -208,14 +215,26 @@ def test_torch_mixing_reads_and_writes_the_spectrum_in_place(transform, monkeypa
     assert rows2.shape == (K, 6, 2 * H) and rows2._base is None  # a copy
 
 
-@pytest.mark.parametrize("transform", ["dft", "fft"])
-def test_torch_mixing_along_a_2d_fields_axis(transform, monkeypatch, kdev, gen, poisoned):
-    """MIX_METHOD "torch" along X of [B, X, Y, H] (rows B | Y: Q > 1, the copy path), fp64, against the DFT matrix."""
+@pytest.mark.parametrize("transform,layout", [("dft", "contiguous"), ("fft", "contiguous"), ("fft", "channels-first")])
+def test_torch_mixing_along_a_2d_fields_axis(transform, layout, monkeypatch, kdev, gen, poisoned):
+    """MIX_METHOD "torch" along X of [B, X, Y, H] (rows B | Y: Q > 1, the copy path), fp64, against the DFT matrix;
+    channels-first x: rfft's output in yet another axis order."""
     monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
-    x = _field((2, 12, 10, 16), torch.float64, kdev, gen, "contiguous")
+    x = _field((2, 12, 10, 16), torch.float64, kdev, gen, layout)
     w = (torch.randn(7, 16, 24, 2, dtype=torch.float64, generator=gen) / 4).to(kdev).requires_grad_()
     _check(lambda a, b: spectral_conv1d(a, b, dim=1, backend="triton", transform=transform), x, w, gen, 1e-12,
            dim=1, oracle=dft_matrix_spectral_conv)
+
+
+@pytest.mark.parametrize("transform,S,K", [("fft", 15, 8), ("fft", 15, 5), ("dft", 15, 8)],
+                         ids=["fft-S15-K8", "fft-S15-K5", "dft-S15-K8"])
+def test_torch_mixing_odd_S_and_truncated_modes(transform, S, K, monkeypatch, kdev, gen, poisoned):
+    """MIX_METHOD "torch" with an odd S (no Nyquist mode: only mode 0's imaginary part is dropped): every mode
+    S//2+1 mixed, or K < S//2+1 (fft: the irfft buffer's modes >= K zeroed), H_in != H_out; fp64 against the
+    DFT matrix, forward and both gradients."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
+    x, w = _inputs((3,), S, K, 12, 20, torch.float64, kdev, gen)
+    _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w, gen, 1e-12, oracle=dft_matrix_spectral_conv)
 
 
 @pytest.mark.parametrize("S,K,transform", [(12, 7, "dft"), (9, 3, "dft"), (10, 4, "fft")],
@@ -241,13 +260,16 @@ def test_large_S_1024(transform, kdev, gen, poisoned):
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w, gen, RTOL[torch.float32])
 
 
-def test_non_contiguous_weight(kdev, gen, poisoned):
-    """weight as a permuted view gives the same result as a contiguous one."""
+@pytest.mark.parametrize("name", ["dft-gauss", "dft-torchmix", "fft-torchmix"])
+def test_non_contiguous_weight(name, variant, kdev, gen, poisoned):
+    """weight as a permuted view gives the same result as a contiguous one: the default variant, and the cuBLAS
+    mixing, whose variants read W's planes as a view of weight (weight_blocks from strided planes)."""
+    transform = variant(name)
     x = torch.randn(2, 16, 64, dtype=torch.float64, generator=gen).to(kdev).transpose(1, 2).requires_grad_()
-    w_p = torch.randn(16, 24, 16, 2, dtype=torch.float64, generator=gen).to(kdev).permute(1, 0, 2, 3)
+    w_p = torch.randn(16, 24, 20, 2, dtype=torch.float64, generator=gen).to(kdev).permute(1, 0, 2, 3)
     w_p.requires_grad_()
     assert not w_p.is_contiguous()
-    _check(lambda a, b: spectral_conv1d(a, b, backend="triton"), x, w_p, gen, 1e-12)
+    _check(lambda a, b: spectral_conv1d(a, b, backend="triton", transform=transform), x, w_p, gen, 1e-12)
 
 
 def test_unsupported_dtype_is_refused(kdev):
@@ -459,13 +481,15 @@ def test_bf16_inputs_gpu(S, gen):
     assert rel_err(y, _ref64(x, w)) <= 2e-2
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", ["dft-torchmix", "dft-cublas", "fft-torchmix"])
-def test_torch_mixing_bf16_with_gradients_gpu(name, variant, gen):
-    """The cuBLAS mixing with bf16 activations and weights (bf16 spectra and bmm on the dft path, dweight's
-    bmm with an fp32 result): y, dx and dweight within bf16 error of the fp64 reference of the same values."""
+@pytest.mark.parametrize("name", ["dft-cublas", "fft-torchmix", pytest.param("dft-torchmix", marks=pytest.mark.gpu)])
+def test_torch_mixing_bf16_with_gradients(name, variant, kdev, gen, poisoned):
+    """The cuBLAS mixing with bf16 activations and weights (bf16 spectra and bmm, written in place, on the dft
+    path; dweight's bmm with an fp32 result: out_dtype on a GPU): y, dx and dweight within bf16 error of the
+    fp64 reference of the same values (3.8e-3 dft, 1.7e-3 fft: CPU bf16 matmuls, 5 seeds). dft-cublas and
+    fft-torchmix are torch ops throughout, so the CPU runs them in bf16 too; dft-torchmix holds the Triton
+    transform kernel, whose bf16 the interpreter gets wrong."""
     transform = variant(name)
-    x, w = _inputs((4, 25), 128, 64, 128, 128, torch.float32, "cuda", gen)
+    x, w = _inputs((4, 25), 128, 64, 128, 128, torch.float32, kdev, gen)
     xb, wb = x.detach().bfloat16().requires_grad_(), w.detach().bfloat16().requires_grad_()
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), xb, wb, gen, 2e-2)
 
