@@ -99,7 +99,8 @@ def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
 @pytest.mark.parametrize("env, message", [
     ({"CAMPAIGN_PHASES": "runs,train"}, "CAMPAIGN_PHASES: unknown phase 'train'"),
     ({"CAMPAIGN_BUDGET_S": "ten"}, "'ten' is not a whole number of seconds"),
-], ids=["phase", "budget"])
+    ({"CAMPAIGN_PROBES": "stages speed"}, "CAMPAIGN_PROBES: unknown probe 'speed'"),
+], ids=["phase", "budget", "probe"])
 def test_bad_settings_are_refused_before_any_work(tmp_path, env, message):
     result = campaign(tmp_path, "bad", **env)
     assert result.returncode == 2 and message in result.stderr
