@@ -96,9 +96,9 @@ WEIGHT_PLANES = _env_choice("AMG_FAST_SPECTRAL_WEIGHT_PLANES", ("0", "1")) != "0
 # time and check and the tests cover (use_variant).
 VARIANTS = {
     "dft-gauss": ("dft", "gauss", "triton", True),
-    "dft-torchmix": ("dft", "torch", "triton", False),
-    "dft-cublas": ("dft", "torch", "torch", False),
-    "fft-torchmix": ("fft", "torch", "triton", False),
+    "dft-torchmix": ("dft", "torch", "triton", True),
+    "dft-cublas": ("dft", "torch", "torch", True),
+    "fft-torchmix": ("fft", "torch", "triton", True),
     "dft-four": ("dft", "four", "triton", True),
     "dft-gauss-wview": ("dft", "gauss", "triton", False),
     "dft-torchgemm": ("dft", "gauss", "torch", True),
@@ -507,9 +507,10 @@ def dft_spectrum_parts(spec: torch.Tensor) -> torch.Tensor:
 def weight_planes(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """weight [K, H_in, H_out, 2] -> [2, K, H_in, H_out] (real, imaginary planes) in dtype: with WEIGHT_PLANES
     a contiguous copy (the mixing kernel's W tiles unit-stride; W is S/2 x H^2 x 2 values), else a view of
-    weight (a copy only to change its dtype)."""
+    weight (a copy only to change its dtype); always a view with MIX_METHOD "torch" (weight_blocks copies it
+    anyway)."""
     planes = weight.permute(3, 0, 1, 2).to(dtype)
-    return planes.contiguous() if WEIGHT_PLANES else planes
+    return planes.contiguous() if WEIGHT_PLANES and _mix_method() != "torch" else planes
 
 
 # ---------------------------------------------------------------------------------------------

@@ -541,3 +541,15 @@ def test_torch_mixing_traces_under_torch_compile(name, variant, kdev, gen):
     dy = torch.randn(got.shape, generator=gen).to(kdev)
     for g_c, g_e in zip(torch.autograd.grad(got, (x, w), dy), torch.autograd.grad(eager, (x, w), dy)):
         assert rel_err(g_c, g_e) <= 1e-6
+
+
+def test_weight_planes_copy_only_for_the_kernels(monkeypatch):
+    """WEIGHT_PLANES copies W into contiguous planes for the mixing kernel; with the cuBLAS mixing (whose
+    weight_blocks copies W anyway) the planes stay a view of weight."""
+    w = torch.randn(5, 4, 6, 2)
+    monkeypatch.setattr(kernels, "WEIGHT_PLANES", True)
+    monkeypatch.setattr(kernels, "MIX_METHOD", "gauss")
+    assert kernels.weight_planes(w, torch.float32).is_contiguous()
+    monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
+    planes = kernels.weight_planes(w, torch.float32)
+    assert planes._base is w and torch.equal(planes, w.permute(3, 0, 1, 2))
