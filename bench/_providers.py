@@ -44,7 +44,6 @@ import functools
 import math
 import os
 import platform
-import subprocess
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -128,17 +127,11 @@ def raise_recompile_limits() -> None:
             setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 256))
 
 
-def _git(*args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True,
-                              timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
 def machine_info() -> dict:
-    """GPU (name, count, memory, SMs, capability; None without one), versions, UTC date, commit."""
+    """GPU (name, count, memory, SMs, capability; None without one), versions, UTC date, commit (of this
+    checkout: amg_fast._provenance.code_version), the AMG_FAST_* kernel switches set."""
+    from amg_fast._provenance import code_version, kernel_switches
+
     try:
         import triton
         triton_version = triton.__version__
@@ -150,12 +143,11 @@ def machine_info() -> dict:
         info = {"gpu": props.name, "gpu_count": torch.cuda.device_count(),
                 "gpu_memory_gib": round(props.total_memory / 2**30, 1), "gpu_sm_count": props.multi_processor_count,
                 "gpu_capability": f"{props.major}.{props.minor}"}
-    status = _git("status", "--porcelain", "--untracked-files=no")
     info.update(versions={"python": platform.python_version(), "torch": torch.__version__, "triton": triton_version,
                           "cuda": torch.version.cuda,
                           "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None},
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                commit=_git("rev-parse", "HEAD"), commit_dirty=None if status is None else bool(status))
+                **code_version(Path(__file__).resolve().parent), kernel_switches=kernel_switches())
     return info
 
 

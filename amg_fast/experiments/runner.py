@@ -56,6 +56,7 @@ STATES = ("done", "running", "partial", "failed", "died", "corrupt", "missing")
 NOT_DONE = ("failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
 SWEEP_FILE, JOB_FILE, ERROR_FILE, LOCK_FILE, LOG_FILE = "sweep.json", "job.json", "error.json", ".lock", "train.log"
 RESULTS_FILE, SWEEP_LOCK, MACHINE_FILE = "results.json", ".sweep.lock", "machine.json"
+SOFTWARE_KEY = "software"  # machine.json's record of the code that trained the run (run_job)
 # What export copies of a finished run: its settings, results, per-epoch metrics and machine; train.log
 # when it is at most EXPORT_LOG_LIMIT bytes. Never checkpoints or rollouts.
 EXPORT_FILES = (JOB_FILE, "config.json", RESULTS_FILE, "metrics.jsonl", MACHINE_FILE)
@@ -310,11 +311,13 @@ def run_job(run_dir: str) -> str:
     the sweep's data lock, resumes from whatever the directory holds. An error (also an unreadable
     job.json) is written to error.json (message and traceback) and returns "failed"; it does not
     raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
-    machine.json records where it trains and, once training starts, the seconds spent before (SETUP_KEY),
-    of them on its data set (DATA_KEY: waiting for the sweep's data lock, generating or finding it) and
-    whether this run generated it (GENERATED_KEY).
+    machine.json records where it trains, with what code (SOFTWARE_KEY: amg_fast._provenance.software(): the
+    commit, torch / CUDA / triton versions, the AMG_FAST_* kernel switches set) and, once training starts,
+    the seconds spent before (SETUP_KEY), of them on its data set (DATA_KEY: waiting for the sweep's data
+    lock, generating or finding it) and whether this run generated it (GENERATED_KEY).
     """
     started = time.monotonic()  # before the imports below (torch): they are part of a run's start-up
+    from amg_fast._provenance import software
     from amg_fast.data.generate import generate_dataset
     from amg_fast.experiments.estimate import DATA_KEY, GENERATED_KEY, SETUP_KEY
     from amg_fast.train.trainer import train
@@ -342,7 +345,7 @@ def run_job(run_dir: str) -> str:
                 spec, cfg = job["spec"], job["config"]
                 cfg.out, cfg.cache_dir = str(run_dir), str(run_dir.parents[1] / "data")
                 cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
-                machine = _machine(cfg.device)
+                machine = {**_machine(cfg.device), SOFTWARE_KEY: software()}
                 _write_json(run_dir / MACHINE_FILE, machine)
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
                 data_started = time.monotonic()

@@ -578,6 +578,16 @@ def test_estimates_scale_this_machines_runs_to_other_resolutions(trained):
     assert here.seconds({**grid, "res": 256})[0] == pytest.approx(5.0 + 10.0 * 4 * grid["epochs"])
 
 
+def test_machine_json_records_the_code_that_trained_the_run(trained):
+    """A sweep several GPU sessions continue trains with each session's code: machine.json says which
+    (commit, versions, the AMG_FAST_* kernel switches set: those of this process, which started the sweep)."""
+    from amg_fast._provenance import software
+
+    for run_dir in runner.run_dirs(trained):
+        recorded = json.loads((run_dir / "machine.json").read_text())["software"]
+        assert recorded == software() and recorded["commit"]  # the tests run in a git checkout
+
+
 def test_machine_json_records_where_the_run_trains(monkeypatch):
     """Formerly the machine of --device auto whatever the run's device: a --device cpu run on a GPU
     machine (or any run where CUDA_VISIBLE_DEVICES is set but torch finds no CUDA) was recorded as
