@@ -24,6 +24,7 @@ limit, which is requeued and resumes (amg_fast.experiments.slurm_job).
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -57,6 +58,7 @@ NOT_DONE = ("failed", "died", "corrupt", "partial", "running", "missing")  # in 
 SWEEP_FILE, JOB_FILE, ERROR_FILE, LOCK_FILE, LOG_FILE = "sweep.json", "job.json", "error.json", ".lock", "train.log"
 RESULTS_FILE, SWEEP_LOCK, MACHINE_FILE = "results.json", ".sweep.lock", "machine.json"
 SOFTWARE_KEY = "software"  # machine.json's record of the code that trained the run (run_job)
+STARTED_KEY = "started_utc"  # and when this attempt at it started (ISO 8601, UTC)
 # What export copies of a finished run: its settings, results, per-epoch metrics and machine; train.log
 # when it is at most EXPORT_LOG_LIMIT bytes. Never checkpoints or rollouts.
 EXPORT_FILES = (JOB_FILE, "config.json", RESULTS_FILE, "metrics.jsonl", MACHINE_FILE)
@@ -311,8 +313,9 @@ def run_job(run_dir: str) -> str:
     the sweep's data lock, resumes from whatever the directory holds. An error (also an unreadable
     job.json) is written to error.json (message and traceback) and returns "failed"; it does not
     raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
-    machine.json records where it trains, with what code (SOFTWARE_KEY: amg_fast._provenance.software(): the
-    commit, torch / CUDA / triton versions, the AMG_FAST_* kernel switches set) and, once training starts,
+    machine.json records where it trains, when (STARTED_KEY), with what code (SOFTWARE_KEY:
+    amg_fast._provenance.software(): the commit, torch / CUDA / triton versions, the AMG_FAST_* kernel switches
+    set) and, once training starts,
     the seconds spent before (SETUP_KEY), of them on its data set (DATA_KEY: waiting for the sweep's data
     lock, generating or finding it) and whether this run generated it (GENERATED_KEY).
     """
@@ -345,7 +348,8 @@ def run_job(run_dir: str) -> str:
                 spec, cfg = job["spec"], job["config"]
                 cfg.out, cfg.cache_dir = str(run_dir), str(run_dir.parents[1] / "data")
                 cfg.resume = (run_dir / "config.json").exists()  # an earlier attempt created the run directory
-                machine = {**_machine(cfg.device), SOFTWARE_KEY: software()}
+                machine = {**_machine(cfg.device), SOFTWARE_KEY: software(),
+                           STARTED_KEY: datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
                 _write_json(run_dir / MACHINE_FILE, machine)
                 Path(cfg.cache_dir).mkdir(parents=True, exist_ok=True)
                 data_started = time.monotonic()
@@ -376,8 +380,9 @@ def run_job(run_dir: str) -> str:
 def read_record(run_dir: Path) -> dict:
     """A run directory as a report record: its RunSpec fields (with "overrides" as a {setting: value}
     dict), run_dir (runs/<name>, relative to the sweep), status, results (RunResults or None; results.get(name) reads a field or a diagnostic),
-    history (metrics.jsonl rows) and error (error.json's, or why a file of the run could not be read:
-    that run then counts without its results or history)."""
+    history (metrics.jsonl rows), machine (machine.json: where, when and with what code it trained; {} if
+    unreadable) and error (error.json's, or why a file of the run could not be read: that run then counts
+    without its results or history)."""
     run = RunDir(run_dir)
     job = _read_json(run.path / JOB_FILE)
     spec = job.get("spec") if isinstance(job, dict) and isinstance(job.get("spec"), dict) else {}
@@ -393,8 +398,10 @@ def read_record(run_dir: Path) -> dict:
     except ResultsError as err:
         errors.append(str(err))
     # run_dir relative to the sweep (runs/<name>): a report is the same wherever the sweep lies
+    machine = _read_json(run.path / MACHINE_FILE)
     return {"name": run.path.name, "run_dir": f"runs/{run.path.name}", "status": run_state(run.path), **spec,
-            "results": results, "history": history, "error": "; ".join(errors) if errors else None}
+            "results": results, "history": history, "machine": machine if isinstance(machine, dict) else {},
+            "error": "; ".join(errors) if errors else None}
 
 
 # -- export -------------------------------------------------------------------------------------

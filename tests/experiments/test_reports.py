@@ -434,3 +434,26 @@ def test_the_default_parametrisation_rule_needs_all_three_models_lower_beyond_th
         _default_decision(rows(FFNO="yes", S4FFNO="no", AMGFNO="-"))
     assert "undecided (AMGFNO: not run" in _default_decision(rows(FFNO="yes", S4FFNO="yes"))
     assert _default_decision([]) == ""
+
+
+def test_reports_say_how_the_finished_runs_trained(tmp_path):
+    """A sweep continued across GPU sessions mixes machines, kernels and code: table.md groups the finished
+    runs by machine, precision, kernels, CUDA graph, commit, kernel switches and torch / triton (machine.json),
+    with their count and start dates; a run without that record (before 2026-11-27) shows dashes."""
+    software = {"torch": "2.11.0+cu130", "cuda": "13.0", "triton": "3.6.0", "commit": "0123456789abcdef",
+                "commit_dirty": False, "kernel_switches": {}}
+    h200 = {"device": "cuda", "name": "NVIDIA H200", "software": software}
+    runs = [{**amgfno(0.1, 32, seed), "machine": {**h200, "started_utc": f"2026-11-{27 + seed}T10:00:00+00:00"}}
+            for seed in (0, 1)]
+    runs.append({**amgfno(0.1, 32, 2), "machine": {**h200, "software": {
+        **software, "commit_dirty": True, "kernel_switches": {"AMG_FAST_SPECTRAL_MIX": "torch"}}}})
+    runs.append({**amgfno(0.1, 32, 3), "machine": {"device": "cuda", "name": "NVIDIA H200"}})
+    runs.append(rec("s4ffno", nrmse=None))  # missing: not counted
+    write_report("headline", runs, tmp_path)
+    section = (tmp_path / "table.md").read_text().split("## How the runs trained")[1]
+    rows = [line for line in section.splitlines() if line.startswith("| NVIDIA")]
+    assert rows == [
+        "| NVIDIA H200 | fp32 | reference | no | 0123456789 | none | 2.11.0+cu130 / 3.6.0 | 2 | 2026-11-27 to 2026-11-28 |",
+        "| NVIDIA H200 | fp32 | reference | no | 0123456789 (uncommitted changes) | AMG_FAST_SPECTRAL_MIX=torch | "
+        "2.11.0+cu130 / 3.6.0 | 1 | - |",
+        "| NVIDIA H200 | fp32 | reference | no | - | - | - | 1 | - |"]
