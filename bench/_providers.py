@@ -482,7 +482,7 @@ def randn(*shape: int, gen: torch.Generator, scale: float = 1.0, grad: bool = Tr
 
 
 def probe_main(argv, doc: str, default_sizes: list[int], column: str, settings: tuple[tuple, ...],
-               measure: Callable[[int], dict]) -> int:
+               measure: Callable[..., object]) -> int:
     """The command line of a bench/probe_*.py script: `--sizes S... --json OUT`; runs measure(S, into=row)
     (it fills the row dict as it measures) for each S under each (label, allow_tf32) or (label, allow_tf32,
     autocast dtype) of settings (the label in `column` of each row), prints a line per row and writes

@@ -228,7 +228,7 @@ def new_summary(args: argparse.Namespace, info: dict, device: torch.device, argv
     return {
         "gpu": info["gpu"], "torch": versions["torch"], "triton": versions["triton"], "cuda": versions["cuda"],
         "date": info["date"], "commit": info["commit"], "commit_dirty": info["commit_dirty"],
-        "device": str(device), "dry_run": args.dry_run,
+        "kernel_switches": info["kernel_switches"], "device": str(device), "dry_run": args.dry_run,
         "command": shlex.join(argv),
         "budget": {"budget_s": args.budget_s, "elapsed_s": 0.0, "parts": []},
         "shape": {"B": shape.B, "T": shape.T, "H": shape.H, "N": shape.N, "K": "S/2", "op_S": args.op_size},

@@ -243,7 +243,8 @@ def fabricated(module, tmp_path):
     """A summary as new_summary builds it for the GPU run's defaults (no machine needed)."""
     args = module.parse_args(["--out", str(tmp_path)])
     info = {"gpu": "NVIDIA H100 80GB HBM3", "date": "2026-01-01T00:00:00+00:00", "commit": None,
-            "commit_dirty": None, "versions": {"torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0"}}
+            "commit_dirty": None, "kernel_switches": {},
+            "versions": {"torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0"}}
     return module.new_summary(args, info, "cuda", ["python", "bench/gpu_summary.py", "--out", str(tmp_path)])
 
 

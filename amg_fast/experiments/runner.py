@@ -314,10 +314,10 @@ def run_job(run_dir: str) -> str:
     job.json) is written to error.json (message and traceback) and returns "failed"; it does not
     raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
     machine.json records where it trains, when (STARTED_KEY), with what code (SOFTWARE_KEY:
-    amg_fast._provenance.software(): the commit, torch / CUDA / triton versions, the AMG_FAST_* kernel switches
-    set) and, once training starts,
-    the seconds spent before (SETUP_KEY), of them on its data set (DATA_KEY: waiting for the sweep's data
-    lock, generating or finding it) and whether this run generated it (GENERATED_KEY).
+    amg_fast._provenance.software(): the commit, torch / CUDA / triton versions, the AMG_FAST_* kernel
+    switches set) and, once training starts, the seconds spent before (SETUP_KEY), of them on its data set
+    (DATA_KEY: waiting for the sweep's data lock, generating or finding it) and whether this run generated
+    it (GENERATED_KEY).
     """
     started = time.monotonic()  # before the imports below (torch): they are part of a run's start-up
     from amg_fast._provenance import software
