@@ -920,16 +920,16 @@ def _training_setups(records: list[dict]) -> list[str]:
         sw = machine.get("software") or {}
         commit = (sw["commit"][:10] + (" (uncommitted changes)" if sw.get("commit_dirty") else "")
                   if sw.get("commit") else "-")
-        switches = ", ".join(f"{k}={v}" for k, v in (sw.get("kernel_switches") or {}).items()) or ("none" if sw else "-")
+        switches = ", ".join(f"{k}={v}" for k, v in (sw.get("kernel_switches") or {}).items())
         versions = f"{sw.get('torch', '-')} / {sw.get('triton') or '-'}" if sw else "-"
-        key = (machine.get("name") or "-", results.get("precision"), "Triton" if results.get("fast_kernels") else "reference",
-               "yes" if results.get("cuda_graph") else "no", commit, switches, versions)
+        kernels = "Triton" if results.get("fast_kernels") else "reference"
+        key = (machine.get("name") or "-", results.get("precision"), kernels,
+               "yes" if results.get("cuda_graph") else "no", commit, switches or ("none" if sw else "-"), versions)
         groups.setdefault(key, []).append(str(machine.get("started_utc") or "")[:10])
     if not groups:
         return []
-    lines = ["## How the runs trained", "",
-             "| machine | precision | kernels | CUDA graph | commit | kernel switches | torch / triton | runs | started |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["## How the runs trained", "", "| machine | precision | kernels | CUDA graph | commit | kernel switches "
+             "| torch / triton | runs | started |", "|---|---|---|---|---|---|---|---|---|"]
     for key, dates in sorted(groups.items(), key=lambda item: -len(item[1])):
         known = sorted(d for d in dates if d)
         span = (known[0] if known[0] == known[-1] else f"{known[0]} to {known[-1]}") if known else "-"
