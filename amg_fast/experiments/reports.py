@@ -763,7 +763,33 @@ def _precision_tables(records: list[dict]) -> list[Table]:
             for (m, pde, nu, res, p), rs in groups.items()}
     return [_diagnostics_table("Precision modes", ["Model", "PDE", "ν", "f", "precision"], rows,
                                _DIAGNOSTICS_CAPTION + " vs fp32: nRMSE over fp32's seed mean.",
-                               {"vs fp32": "vs_fp32", "s / epoch": _per_epoch})]
+                               {"vs fp32": "vs_fp32", "s / epoch": _per_epoch}),
+            _precision_decision(groups)]
+
+
+def _precision_decision(groups: dict[tuple, list[dict]]) -> Table:
+    """Issue 19 item 6: each mode's nRMSE against fp32's in the same cell, and the rule that picks the paper
+    preset's mode -- a mode may replace fp32 when its mean nRMSE is not above fp32's by more than the seed
+    spread (the larger sample std of the two cells; 2+ seeds each, else undecided)."""
+    rows, verdicts = [], {}
+    for (m, pde, nu, res, p), runs in groups.items():
+        base, other = _stats(groups.get((m, pde, nu, res, "fp32"), [])), _stats(runs)
+        if p == "fp32" or not (base.n and other.n):
+            continue
+        spread = max(base.std or 0.0, other.std or 0.0)
+        worse = "-" if base.n < 2 or other.n < 2 else "yes" if other.mean - base.mean > spread else "no"
+        rows.append([MODEL_NAMES.get(m, m), PDE_NAMES.get(pde, pde), f"{nu:g}", res, p, base, other,
+                     _pct(_delta_pct(base.mean, other.mean)), worse])
+        verdicts[p] = verdicts.get(p, set()) | {worse}
+    lines = [f"{p}: " + ("undecided (fewer than 2 seeds in a cell)" if "-" in v else
+                         "worse than fp32 by more than the seed spread: not for the paper preset" if "yes" in v else
+                         "within fp32's seed spread: may train the paper preset")
+             for p, v in verdicts.items()]
+    return Table("Each mode against fp32", ["Model", "PDE", "ν", "f", "precision", "fp32", "this mode", "change",
+                                            "worse by more than the seed spread"], rows,
+                 "Rule (issue 19): the paper preset may train in a mode whose mean nRMSE is not above fp32's by "
+                 "more than the seed spread (the larger sample std of the two cells; 2+ seeds each). "
+                 + ("; ".join(lines) + "." if lines else ""))
 
 
 # -- 2D Navier-Stokes (issue 22) ----------------------------------------------------------------------

@@ -387,7 +387,7 @@ def test_fidelity_table_names_the_variants_with_the_diagnostics(tmp_path):
 
 def test_precision_table_against_fp32(tmp_path):
     write_report("precision", RECORDS["precision"], tmp_path)
-    md = (tmp_path / "table.md").read_text()
+    md = (tmp_path / "table.md").read_text().split("Each mode against fp32")[0]  # the first table
     rows = {r[4]: r for r in _rows(md, "| AMGFNO | KS | 0.1 | 32 |")}
     fp32 = statistics.fmean([0.1 + s ** 2 / 100 for s in SEEDS])
     bf16 = [0.3 + s ** 2 / 100 for s in SEEDS]
@@ -457,3 +457,21 @@ def test_reports_say_how_the_finished_runs_trained(tmp_path):
         "| NVIDIA H200 | fp32 | reference | no | 0123456789 (uncommitted changes) | AMG_FAST_SPECTRAL_MIX=torch | "
         "2.11.0+cu130 / 3.6.0 | 1 | - |",
         "| NVIDIA H200 | fp32 | reference | no | - | - | - | 1 | - |"]
+
+
+def test_precision_report_decides_the_paper_presets_mode(tmp_path):
+    """Issue 19 item 6's rule: a mode may train the paper preset when its mean nRMSE is not above fp32's by more
+    than the seed spread; fewer than two seeds in a cell leave it undecided."""
+    def runs(p, values):
+        return [study("amgfno", seed, v, {"precision": p} if p != "fp32" else None) for seed, v in enumerate(values)]
+
+    fp32, tf32, bf16 = [0.100, 0.110, 0.120], [0.105, 0.112, 0.125], [0.150, 0.160, 0.170]  # std 0.01
+    write_report("precision", runs("fp32", fp32) + runs("tf32", tf32) + runs("bf16", bf16), tmp_path)
+    md = (tmp_path / "table.md").read_text()
+    rows = {r[4]: r for r in _rows(md.split("Each mode against fp32")[1], "| AMGFNO | KS | 0.1 | 32 |")}
+    assert rows["tf32"][5:] == [mean_std(fp32), mean_std(tf32), "+3.6%", "no"]
+    assert rows["bf16"][5:] == [mean_std(fp32), mean_std(bf16), "+45.5%", "yes"]
+    assert "tf32: within fp32's seed spread: may train the paper preset" in md
+    assert "bf16: worse than fp32 by more than the seed spread: not for the paper preset" in md
+    write_report("precision", runs("fp32", fp32) + runs("tf32", tf32[:1]), tmp_path)
+    assert "tf32: undecided (fewer than 2 seeds in a cell)." in (tmp_path / "table.md").read_text()
