@@ -632,12 +632,15 @@ def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_o
     return quads.permute(order).reshape(K, 2 * h_in, 2 * h_out).to(dtype)
 
 
-def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype, torch >= 2.8, CUDA only:
-    half-precision operands, fp32 accumulation and result; on CPU, whose bmm has no out_dtype, an fp32 copy)."""
+def _bmm_acc(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """alpha a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype, torch >= 2.8, CUDA only:
+    half-precision operands, fp32 accumulation and result; on CPU, whose bmm has no out_dtype, an fp32 copy);
+    alpha in the GEMM's epilogue (baddbmm with beta 0) where the dtypes allow, else one multiply."""
     if a.dtype in (torch.bfloat16, torch.float16):
-        return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
-    return torch.bmm(a, b)
+        prod = torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
+        return prod if alpha == 1.0 else prod.mul_(alpha)
+    empty = torch.empty(a.shape[0], a.shape[1], b.shape[2], dtype=a.dtype, device=a.device)
+    return torch.baddbmm(empty, a, b, beta=0.0, alpha=alpha)
 
 
 def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool) -> None:
@@ -670,18 +673,16 @@ def _dweight_torch(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int,
     x_rows, paired_x = mode_rows(spec_x, K)
     dy_rows, paired_dy = mode_rows(spec_dy, K)
     h_in, h_out = spec_x.shape[3], spec_dy.shape[3]
-    prod = _bmm_acc(x_rows.transpose(1, 2), dy_rows)
+    prod = _bmm_acc(x_rows.transpose(1, 2), dy_rows, alpha=2.0)  # a_k = 2 in the GEMM, 1 below for 0 and S/2
+    for mode in (0, S // 2) if S % 2 == 0 and S // 2 < K else (0,):
+        prod[mode].mul_(0.5)
     in_shape = (h_in, 2) if paired_x else (2, h_in)
     out_shape = (h_out, 2) if paired_dy else (2, h_out)
     order = [0] + [1 + a for a in _part_axes(paired_x)] + [3 + a for a in _part_axes(paired_dy)]
     blocks = prod.view(K, *in_shape, *out_shape).permute(order)  # [K, H_in, 2 (x part), H_out, 2 (dy part)]
     re = blocks[:, :, 0, :, 0] + blocks[:, :, 1, :, 1]
     im = blocks[:, :, 0, :, 1] - blocks[:, :, 1, :, 0]
-    a_k = torch.full((K, 1, 1, 1), 2.0, dtype=prod.dtype, device=prod.device)
-    a_k[0] = 1.0
-    if S % 2 == 0 and S // 2 < K:
-        a_k[S // 2] = 1.0
-    return (torch.stack([re, im], -1) * a_k).to(weight_dtype)
+    return torch.stack([re, im], -1).to(weight_dtype)
 
 
 def _spectrum(x4: torch.Tensor, analysis: torch.Tensor, fft: bool) -> torch.Tensor:
