@@ -669,7 +669,7 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
 def _dweight_torch(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int,
                    weight_dtype: torch.dtype) -> torch.Tensor:
     """_dweight with MIX_METHOD "torch": one torch.bmm over the modes, X^T dY of mode_rows ([K, 2 H_in, 2 H_out],
-    fp32 for bf16 spectra), then X^H dY = (Xr^T dYr + Xi^T dYi) + i (Xr^T dYi - Xi^T dYr), times a_k."""
+    fp32 for bf16 spectra; a_k as the GEMM's alpha), then X^H dY = (Xr^T dYr + Xi^T dYi) + i (Xr^T dYi - Xi^T dYr)."""
     x_rows, paired_x = mode_rows(spec_x, K)
     dy_rows, paired_dy = mode_rows(spec_dy, K)
     h_in, h_out = spec_x.shape[3], spec_dy.shape[3]
