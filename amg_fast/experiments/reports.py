@@ -672,17 +672,22 @@ def _headline_tables(records: list[dict]) -> list[Table]:
     for (pde, nu, res, m) in dict.fromkeys(k[:4] for k in keys):
         base, ni = (_stats(groups.get((pde, nu, res, m, p), [])) for p in PARAMETRISATIONS)
         if base.n and ni.n:
-            spread = max(base.std or 0.0, ni.std or 0.0)
-            # undecided ("-") with one seed in a cell: no spread to compare with (formerly "no")
-            beyond = "-" if base.n < 2 or ni.n < 2 else "yes" if base.mean - ni.mean > spread else "no"
             effect_rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, MODEL_NAMES.get(m, m), base, ni,
-                                _pct(_delta_pct(base.mean, ni.mean)), beyond])
+                                _pct(_delta_pct(base.mean, ni.mean)), _beyond_spread(ni, base)])
     effect = Table("--normalize --increment against the defaults", ["PDE", "ν", "f", "Model", "defaults",
                                                                    "--normalize --increment", "change",
                                                                    "lower by more than the seed spread"],
                    effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each; -: a "
                                 "cell with one seed). " + _default_decision(effect_rows))
     return [cells, reduction, effect]
+
+
+def _beyond_spread(lower: Stats, higher: Stats) -> str:
+    """"yes" when higher's mean nRMSE is above lower's by more than the seed spread (the larger sample std of
+    the two cells), else "no"; "-" (undecided: no spread to compare with) when a cell has fewer than 2 seeds."""
+    if lower.n < 2 or higher.n < 2:
+        return "-"
+    return "yes" if higher.mean - lower.mean > max(lower.std or 0.0, higher.std or 0.0) else "no"
 
 
 def _default_decision(effect_rows: list[list]) -> str:
@@ -776,8 +781,7 @@ def _precision_decision(groups: dict[tuple, list[dict]]) -> Table:
         base, other = _stats(groups.get((m, pde, nu, res, "fp32"), [])), _stats(runs)
         if p == "fp32" or not (base.n and other.n):
             continue
-        spread = max(base.std or 0.0, other.std or 0.0)
-        worse = "-" if base.n < 2 or other.n < 2 else "yes" if other.mean - base.mean > spread else "no"
+        worse = _beyond_spread(base, other)
         rows.append([MODEL_NAMES.get(m, m), PDE_NAMES.get(pde, pde), f"{nu:g}", res, p, base, other,
                      _pct(_delta_pct(base.mean, other.mean)), worse])
         verdicts[p] = verdicts.get(p, set()) | {worse}
