@@ -937,17 +937,19 @@ def _state_counts(records: list[dict]) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none"
 
 
-def _training_setups(records: list[dict]) -> list[str]:
-    """Markdown: the finished runs grouped by how they trained -- machine, precision, kernels, CUDA graph,
-    code (commit, AMG_FAST_* switches, torch / triton; machine.json's software, absent before 2026-11-27)
-    -- with their count and start dates: a sweep continued across GPU sessions mixes them."""
+def _training_setups(records: list[dict]) -> Table | None:
+    """The finished runs grouped by how they trained -- machine, precision, kernels, CUDA graph, code (commit,
+    AMG_FAST_* switches, torch / triton; machine.json's software, absent before 2026-11-27) -- with their count
+    and start dates: a sweep continued across GPU sessions mixes them. None without a finished run."""
+    from amg_fast.experiments.runner import SOFTWARE_KEY, STARTED_KEY
+
     groups: dict[tuple, list[str]] = {}
     for r in records:
         results = r.get("results")
         if r.get("status") != "done" or results is None:
             continue
         machine = r.get("machine") or {}
-        sw = machine.get("software") or {}
+        sw = machine.get(SOFTWARE_KEY) or {}
         commit = (sw["commit"][:10] + (" (uncommitted changes)" if sw.get("commit_dirty") else "")
                   if sw.get("commit") else "-")
         switches = ", ".join(f"{k}={v}" for k, v in (sw.get("kernel_switches") or {}).items())
@@ -955,16 +957,16 @@ def _training_setups(records: list[dict]) -> list[str]:
         kernels = "Triton" if results.get("fast_kernels") else "reference"
         key = (machine.get("name") or "-", results.get("precision"), kernels,
                "yes" if results.get("cuda_graph") else "no", commit, switches or ("none" if sw else "-"), versions)
-        groups.setdefault(key, []).append(str(machine.get("started_utc") or "")[:10])
+        groups.setdefault(key, []).append(str(machine.get(STARTED_KEY) or "")[:10])
     if not groups:
-        return []
-    lines = ["## How the runs trained", "", "| machine | precision | kernels | CUDA graph | commit | kernel switches "
-             "| torch / triton | runs | started |", "|---|---|---|---|---|---|---|---|---|"]
+        return None
+    rows = []
     for key, dates in sorted(groups.items(), key=lambda item: -len(item[1])):
         known = sorted(d for d in dates if d)
-        span = (known[0] if known[0] == known[-1] else f"{known[0]} to {known[-1]}") if known else "-"
-        lines.append("| " + " | ".join(map(str, key)) + f" | {len(dates)} | {span} |")
-    return lines + [""]
+        rows.append([*key, len(dates), (known[0] if known[0] == known[-1] else f"{known[0]} to {known[-1]}")
+                     if known else "-"])
+    return Table("How the runs trained", ["machine", "precision", "kernels", "CUDA graph", "commit", "kernel switches",
+                                          "torch / triton", "runs", "started"], rows, tex=False)
 
 
 def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir: Path) -> list[Path]:
@@ -985,7 +987,8 @@ def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir
           f"Runs: {len(records)} ({_state_counts(records)}). Cells: ours (paper); "
           "several seeds give mean ± sample std [n=seeds].", ""]
     md += [_markdown(t) for t in tables] or ["No runs.\n"]
-    md += _training_setups(records)
+    setups = _training_setups(records)
+    md += [_markdown(setups)] if setups else []
     if notes:
         md += ["## Figures", "", *notes, ""]
     failed = [r for r in records if r.get("error")]
