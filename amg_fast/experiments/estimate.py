@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -283,12 +284,13 @@ class Estimator:
         seconds per epoch x the epochs left (a partial run resumes after epochs_done of them), plus
         seconds per checkpoint x the checkpoints left (at the run's --checkpoint-every) where measured."""
         startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
-        measured = self.per_epoch.get(kind_of(config))
+        kind = kind_of(config)
+        measured = self.per_epoch.get(kind)
         scaled = None if measured else self._scaled(config)
         per_checkpoint = 0.0
         if measured:
-            per_epoch = _mean(measured)
-            per_checkpoint = _mean(self.per_checkpoint.get(kind_of(config), [0.0]))
+            per_epoch = statistics.fmean(measured)
+            per_checkpoint = statistics.fmean(self.per_checkpoint.get(kind, [0.0]))
             source = f"measured here on {_runs(len(measured))} of its kind"
         elif scaled:
             per_epoch, per_checkpoint, source = scaled
@@ -324,8 +326,9 @@ class Estimator:
         ratio = res / nearest
         factor = ratio ** dims if ratio >= 1 else ratio ** (dims / 2)
         measured = at_other_res[nearest]
-        per_checkpoint = _mean(self.per_checkpoint.get(kind[:res_at] + (nearest,) + kind[res_at + 1:], [0.0]))
-        return (factor * _mean(measured), factor * per_checkpoint,
+        at_nearest = kind[:res_at] + (nearest,) + kind[res_at + 1:]
+        per_checkpoint = statistics.fmean(self.per_checkpoint.get(at_nearest, [0.0]))
+        return (factor * statistics.fmean(measured), factor * per_checkpoint,
                 f"scaled from {_runs(len(measured))} of its kind at f = {nearest} here")
 
 
@@ -336,10 +339,6 @@ def checkpoints(config: dict, epochs_done: int = 0) -> int:
     if epochs <= epochs_done:
         return 0
     return epochs // every - epochs_done // every + (epochs % every != 0)
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 def _seconds(value) -> float:
