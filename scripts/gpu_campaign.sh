@@ -160,17 +160,17 @@ phase_bench() {
     # layout), then its accuracy (S = 128: the TF32 rounding of what the kernels form, new since the H200's
     # 2026-11-27 probe; S = 1024: the fft transform's, never probed; the Gauss product with each transform),
     # then the feed-forward's paths
-    local probe args log
+    local probe name args
     for probe in $PROBES; do
         case $probe in
-            stages) args=(bench/probe_spectral_stages.py --sizes 128 32 --json "$RESULTS/probes/spectral_stages.json") ;;
-            accuracy) args=(bench/probe_spectral_accuracy.py --sizes 128 1024 --rows 800 --variants fft-gauss dft-gauss
-                            --json "$RESULTS/probes/spectral_accuracy.json") ;;
-            ffn) args=(bench/probe_ffn.py --json "$RESULTS/probes/ffn.json") ;;
+            stages) name=spectral_stages args=(bench/probe_spectral_stages.py --sizes 128 32) ;;
+            accuracy) name=spectral_accuracy
+                      args=(bench/probe_spectral_accuracy.py --sizes 128 1024 --rows 800 --variants fft-gauss dft-gauss) ;;
+            ffn) name=ffn args=(bench/probe_ffn.py) ;;
         esac
-        log=${args[-1]##*/}; log=$RESULTS/probes/${log%.json}.log  # beside its JSON
-        timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" "${args[@]}" > "$log" 2>&1 || rc=1
-        tail -n 12 "$log"
+        timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" "${args[@]}" --json "$RESULTS/probes/$name.json" \
+            > "$RESULTS/probes/$name.log" 2>&1 || rc=1
+        tail -n 12 "$RESULTS/probes/$name.log"
     done
     return $rc
 }
