@@ -55,6 +55,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton, tracing
+from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32  # noqa: F401 (round_to_tf32: public here too)
 from amg_fast.kernels.limits import _choice, _env_choice
 
 # Reduced-precision MMAs (the mode's own precision), on by default since an H200 run against an fp64
@@ -161,16 +162,6 @@ def _store_complex(ptr, row_offs, chans, mask, re, im, stride_c, stride_p, PAIRE
         offs = row_offs[:, None] + chans[None, :] * stride_c
         tl.store(ptr + offs, re, mask=mask)
         tl.store(ptr + offs + stride_p, im, mask=mask)
-
-
-@triton.jit
-def _round_tf32(x):
-    """fp32 tile x rounded to TF32's 10 explicit mantissa bits, to nearest with ties away from zero (PTX
-    cvt.rna.tf32.f32): a plain-TF32 MMA, which drops an fp32 operand's low 13 bits (truncation), then reads
-    it exactly. Done where a value is formed or stored for such a dot: rounding instead of truncating
-    halves each operand's error and removes its bias (round_to_tf32 is the host version)."""
-    bits = x.to(tl.int32, bitcast=True)
-    return ((bits + 0x1000) & -8192).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -388,12 +379,6 @@ def plain_tf32(dtype: torch.dtype) -> bool:
     what feeds them is rounded to TF32 where it is formed -- the bases, the spectra the analysis and the
     mixing store for the next stage, the Gauss sums -- rather than truncated by the MMA (docs/kernels.md)."""
     return dtype == torch.float32 and _dots(dtype) == "tf32"
-
-
-def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
-    """fp32 t rounded to TF32's 10 mantissa bits, to nearest with ties away from zero (as _round_tf32)."""
-    bits = t.contiguous().view(torch.int32)
-    return ((bits + 0x1000) & -8192).view(torch.float32)
 
 
 def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:

@@ -41,6 +41,18 @@ def poisoned():
 
 
 @pytest.fixture
+def allow_tf32():
+    """Set torch.backends.cuda.matmul.allow_tf32 inside the test (allow_tf32(True)); restored afterwards
+    (monkeypatch cannot: torch.backends.cuda.matmul routes its attributes through __getattr__)."""
+    previous = torch.backends.cuda.matmul.allow_tf32
+
+    def set_(value: bool):
+        torch.backends.cuda.matmul.allow_tf32 = value
+    yield set_
+    torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+@pytest.fixture
 def gen(request):
     """A torch.Generator seeded from the test's node id: fresh inputs per test, reproducible runs."""
     import zlib

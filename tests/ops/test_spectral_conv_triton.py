@@ -310,17 +310,6 @@ def test_transform_switch_overrides_auto(monkeypatch):
         limits.spectral_transform("auto", 32)
 
 
-@pytest.fixture
-def allow_tf32():
-    """Set torch.backends.cuda.matmul.allow_tf32 inside the test; restored afterwards."""
-    previous = torch.backends.cuda.matmul.allow_tf32
-
-    def set_(value: bool):
-        torch.backends.cuda.matmul.allow_tf32 = value
-    yield set_
-    torch.backends.cuda.matmul.allow_tf32 = previous
-
-
 def test_fp32_dot_precision_follows_torch_tf32_setting(allow_tf32):
     """fp32 dots are fp32-accurate (tf32x3) unless the user allowed TF32 matmuls; fp64 is IEEE."""
     from amg_fast.kernels._common import dot_precision
