@@ -260,7 +260,7 @@ def _gate_fusion_bwd_kernel(
 
 @triton.jit
 def _weight_grad_kernel(
-    dy_ptr, x1_ptr, x2_ptr, e_ptr,                  # dY [M, O] (acc dtype), X1 [M, I1], X2 [M, I2], E [M, E] (acc)
+    dy_ptr, x1_ptr, x2_ptr, e_ptr,                  # dY [M, O] (any float dtype), X1 [M, I1], X2 [M, I2], E [M, E] (acc)
     part_ptr, part_stride,                          # part[group] = [dW1 (O x I1) | dW2 (O x I2) | db (O) | e (E)]
     M, O, I1, I2, E, rows_per_group,
     HAS_X2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_I: tl.constexpr,
@@ -445,7 +445,7 @@ def weight_grads(products, extra=None) -> torch.Tensor:
         width = x1.shape[1] + (0 if x2 is None else x2.shape[1])
         tiles = max(tiles, cdiv(dy.shape[1], policy["BLOCK_O"]) * cdiv(width, policy["BLOCK_I"]))
     groups, rows_per_group = _wgrad_groups(M, tiles, dy0.device)
-    part = new_output((groups, sum(sizes) + n_extra), dtype=dy0.dtype, device=dy0.device)
+    part = new_output((groups, sum(sizes) + n_extra), dtype=acc_dtype(dy0), device=dy0.device)
     if M == 0:
         part.zero_()
     offset = 0

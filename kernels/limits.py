@@ -66,7 +66,11 @@ MEMORY_READOUT_METHODS = ("fused", "separate")
 # The fused kernels hold [BLOCK_M, H] tiles of x, y, dy and dx on chip, so they take H_in, H_out <=
 # FFN_FUSED_MAX_H (estimated: at H = 256 the dx kernel would need ~400 KB of shared memory with these
 # blocks; raise it once a GPU has compiled and tuned a wider case); "auto" uses the epilogue beyond.
-FFN_METHODS = ("auto", "epilogue", "fused")
+# "gemm" (kernels/ffn_gemm.py, 2026-11-27): four Triton row GEMMs with the bias, ReLU, its backward mask and
+# the residual in their epilogues, fp32 mode's dots 3xTF32 against weights split once into TF32 planes
+# (the hidden through HBM, as the epilogue path, but on tensor cores at fp32 accuracy); untimed: the
+# campaign's "ffn_gemm" variant times it in every mode.
+FFN_METHODS = ("auto", "epilogue", "fused", "gemm")
 FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "fp16": "epilogue", "fp64": "epilogue"}
 FFN_FUSED_MAX_H = 128  # the paper's width
 
@@ -118,14 +122,15 @@ def precision_mode(dtype: torch.dtype) -> str:
 
 
 def ffn_method(method: str, dtype: torch.dtype = torch.float32, widths: tuple[int, ...] = ()) -> str:
-    """The feed-forward's Triton-backend path, "epilogue" or "fused", for method and activations of
-    dtype. "auto" = $AMG_FAST_FFN_METHOD ("epilogue" or "fused") when set, else the table
-    FFN_AUTO_METHOD for precision_mode(dtype); "epilogue" when a width (H_in, H_out) exceeds
-    FFN_FUSED_MAX_H. How a GPU session times the training step with either path (the models call "auto")."""
+    """The feed-forward's Triton-backend path, "epilogue", "fused" or "gemm", for method and activations
+    of dtype. "auto" = $AMG_FAST_FFN_METHOD (one of those) when set, else the table FFN_AUTO_METHOD for
+    precision_mode(dtype); "epilogue" in place of "fused" when a width (H_in, H_out) exceeds
+    FFN_FUSED_MAX_H ("gemm" takes any width). How a GPU session times the training step with each path
+    (the models call "auto")."""
     if _choice("method", method, FFN_METHODS) != "auto":
         return method
     chosen = _env_choice("AMG_FAST_FFN_METHOD", FFN_METHODS[1:]) or FFN_AUTO_METHOD[precision_mode(dtype)]
-    return "epilogue" if any(w > FFN_FUSED_MAX_H for w in widths) else chosen
+    return "epilogue" if chosen == "fused" and any(w > FFN_FUSED_MAX_H for w in widths) else chosen
 
 
 def gate_wgrad() -> str:

@@ -13,6 +13,7 @@ import torch
 from torch.library import triton_op
 
 from amg_fast.kernels import feed_forward as _ffn
+from amg_fast.kernels import ffn_gemm as _ffn_gemm
 from amg_fast.kernels import gate_fusion as _gate
 from amg_fast.kernels import s4d_scan as _s4d
 from amg_fast.kernels import spectral_conv as _spectral
@@ -139,3 +140,21 @@ def _feed_forward_bwd_op(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1
     """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | dW2 | db1 | db2] flat), recomputing the
     hidden activation."""
     return _ffn.feed_forward_bwd(dy, x, w1, b1, w2, need_dx)
+
+
+# ----------------------------------------------------------------------------- feed_forward (row GEMMs)
+
+@triton_op("amg_fast::feed_forward_gemm_fwd", mutates_args=())
+def _feed_forward_gemm_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+                              b2: torch.Tensor, residual: torch.Tensor | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x [M, H_in] -> (y [M, H_out] (+ residual), the hidden activation h [M, F], the weights' TF32 planes
+    in fp32 mode, else empty)."""
+    return _ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual)
+
+@triton_op("amg_fast::feed_forward_gemm_bwd", mutates_args=())
+def _feed_forward_gemm_bwd_op(dy: torch.Tensor, x: torch.Tensor, h: torch.Tensor, w1: torch.Tensor,
+                              w2: torch.Tensor, planes: torch.Tensor, need_dx: bool
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | db1 | dW2 | db2] flat)."""
+    return _ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, planes, need_dx)

@@ -13,8 +13,11 @@ activation on chip: one kernel forward, two backward (recomputing it), plus one 
 are tf32x3 (fp32-accurate, on tensor cores) in fp32 mode, tf32 when TF32 matmuls are allowed, bf16
 under bf16. "auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every
 mode: on an H200 the fused kernels were 2.7x slower in fp32, 3.8x under TF32) or $AMG_FAST_FFN_METHOD.
-residual (the FFNO block's x in x + FeedForward(...)) is added in the fused kernel's epilogue (one
-activation pass fewer); on the other paths it is one add.
+method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the reference's GEMMs as Triton row
+GEMMs with the bias, ReLU, its backward mask and the residual in their epilogues, fp32 mode on tensor
+cores by 3xTF32 dots against weights split once per forward into TF32 planes (untimed).
+residual (the FFNO block's x in x + FeedForward(...)) is added in the fused and gemm kernels' epilogues
+(one activation pass fewer); on the epilogue path it is one add.
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ from amg_fast._checks import check_rank, check_real_float, check_same_device, ch
 from amg_fast.kernels.limits import FFN_METHODS, ffn_method
 from amg_fast.ops._backend import run_op, triton_ops
 
-__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "FusedFeedForwardFn", "check_feed_forward_args"]
+__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "FusedFeedForwardFn", "GemmFeedForwardFn",
+           "check_feed_forward_args"]
 
 
 def check_feed_forward_args(x, w1, b1, w2, b2, residual=None) -> None:
@@ -99,13 +103,42 @@ class FusedFeedForwardFn(torch.autograd.Function):
         from amg_fast.kernels.feed_forward import split_weight_grads  # imports triton: Triton path only
 
         x, w1, b1, w2 = ctx.saved_tensors
-        need_dx = ctx.needs_input_grad[0]
-        dx, flat = triton_ops().feed_forward_bwd(dy.contiguous(), x.contiguous(), w1.contiguous(), b1.contiguous(),
-                                                 w2.contiguous(), need_dx)
-        weight_grads = split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0])
         need = ctx.needs_input_grad  # 6 entries when apply()'d with a residual argument (a tensor or None)
-        residual_grad = (dy if need[5] else None,) if len(need) > 5 else ()
-        return (dx if need_dx else None, *weight_grads, *residual_grad)
+        dx, flat = triton_ops().feed_forward_bwd(dy.contiguous(), x.contiguous(), w1.contiguous(), b1.contiguous(),
+                                                 w2.contiguous(), need[0])
+        return _with_residual_grad(need, dy, dx, split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
+
+
+class GemmFeedForwardFn(torch.autograd.Function):
+    """x [M, H_in] (2-D), weights as feed_forward's in x's dtype, residual [M, H_out] or None -> y [M, H_out]
+    (+ residual), in the residual's dtype when there is one, else x's. Four Triton row GEMMs with the bias,
+    ReLU, the ReLU's backward mask and the residual in their epilogues (kernels/ffn_gemm.py; in fp32 mode
+    3xTF32 dots against the weights' TF32 planes, made once per forward and kept for the backward). Saves x,
+    the hidden activation, the weights and those planes; the residual's gradient is dy itself."""
+
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2, residual=None):
+        w1, w2 = w1.contiguous(), w2.contiguous()
+        y, hidden, planes = triton_ops().feed_forward_gemm_fwd(
+            x.contiguous(), w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous())
+        ctx.save_for_backward(x, hidden, w1, w2, planes)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        from amg_fast.kernels.ffn_gemm import gemm_weight_grads  # imports triton: Triton path only
+
+        x, hidden, w1, w2, planes = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x.contiguous(), hidden, w1, w2, planes, need[0])
+        return _with_residual_grad(need, dy, dx, gemm_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
+
+
+def _with_residual_grad(need: tuple, dy: torch.Tensor, dx: torch.Tensor, weight_grads: tuple) -> tuple:
+    """A kernel Function's gradients: (dx or None, dw1, db1, dw2, db2) and, when it was apply()'d with a
+    residual argument (6 entries in need), the residual's: dy itself (y = ... + residual)."""
+    residual_grad = (dy if need[5] else None,) if len(need) > 5 else ()
+    return (dx if need[0] else None, *weight_grads, *residual_grad)
 
 
 def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", method: str = "auto") -> torch.Tensor:
@@ -114,11 +147,13 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
     autocast dtype, as nn.Linear).
 
     backend: "reference" = Linear, ReLU, Linear (then + residual); "triton" (or "auto" on CUDA) = one
-    of two fused paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's
-    epilogue, one autograd node; the same GEMMs as the reference; residual added after) or "fused"
+    of three fused paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's
+    epilogue, one autograd node; the same GEMMs as the reference; residual added after), "fused"
     (FusedFeedForwardFn: Triton kernels that keep the hidden activation on chip and add the residual
-    in their epilogue; H_in, H_out <= 128). "auto" = $AMG_FAST_FFN_METHOD, else per precision mode
-    kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as measured), the epilogue for wider layers.
+    in their epilogue; H_in, H_out <= 128) or "gemm" (GemmFeedForwardFn: four Triton row GEMMs with
+    the elementwise work in their epilogues, fp32 mode on tensor cores by 3xTF32 dots; any width).
+    "auto" = $AMG_FAST_FFN_METHOD, else per precision mode kernels.limits.FFN_AUTO_METHOD (the
+    epilogue in every mode, as measured), the epilogue in place of "fused" for wider layers.
     """
     check_feed_forward_args(x, w1, b1, w2, b2, residual)
     if method not in FFN_METHODS:
@@ -128,11 +163,13 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
         dtype = x_.dtype  # the autocast dtype under autocast (fp64 stays), as nn.Linear computes
         x2 = x_.reshape(-1, x_.shape[-1])
         res2 = None if residual is None else residual.reshape(-1, w2.shape[0])  # its own dtype: x + y promotes
-        if ffn_method(method, dtype, (w1.shape[1], w2.shape[0])) == "fused":
+        chosen = ffn_method(method, dtype, (w1.shape[1], w2.shape[0]))
+        if chosen in ("fused", "gemm"):
             # weights cast to x's dtype first (as nn.Linear under autocast): the kernels take one dtype.
             # Fed fp32 weights with bf16 x, triton 3.6's sm_90 code of the dx kernel read out of bounds
             # or returned garbage (H200, 2026-11-27: results/gpu/20261127-1354-h200/README.md)
-            y = FusedFeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)), res2)
+            fn = FusedFeedForwardFn if chosen == "fused" else GemmFeedForwardFn
+            y = fn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)), res2)
         else:
             y = FeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)))
             y = y if res2 is None else res2 + y

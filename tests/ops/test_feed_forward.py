@@ -1,10 +1,11 @@
-"""feed_forward: the reference against an explicit formula, and the fused path (cuBLAS GEMM with the
-bias + ReLU epilogue, one autograd node) against the reference: outputs and every gradient."""
+"""feed_forward: the reference against an explicit formula, and the Triton backend's three paths (cuBLAS
+GEMMs with the bias + ReLU epilogue; the fused kernels; the row GEMMs of kernels/ffn_gemm.py) against
+the reference: outputs and every gradient."""
 import pytest
 import torch
 from helpers import RTOL, ids, rel_err
 
-from amg_fast.ops.ffn import FeedForwardFn, FusedFeedForwardFn, feed_forward, feed_forward_ref
+from amg_fast.ops.ffn import FeedForwardFn, FusedFeedForwardFn, GemmFeedForwardFn, feed_forward, feed_forward_ref
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
 
@@ -32,14 +33,16 @@ def test_reference_matches_explicit_formula(gen):
 
 
 CASES = [((2, 25, 32), 16, 64, 16), ((7,), 5, 20, 3), ((3, 1, 48), 128, 512, 128)]
+METHODS = ["epilogue", "fused", "gemm"]
 
 
-@pytest.mark.parametrize("method", ["epilogue", "fused"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES, ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES])
 def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, method, gen, kdev, poisoned):
-    """Both Triton-backend paths (cuBLASLt epilogue; Triton kernels with the hidden on chip) against
-    the reference in fp64: the output and every gradient, every output element written (poisoned)."""
+    """The Triton-backend paths (cuBLASLt epilogue; Triton kernels with the hidden on chip; row GEMMs, in
+    fp32 with 3xTF32 dots: a dropped product term shows as ~3e-4) against the reference in fp64: the
+    output and every gradient, every output element written (poisoned)."""
     inputs = make_inputs(lead, h_in, hidden, h_out, gen, dtype, kdev)
     dy = torch.randn(*lead, h_out, generator=gen, dtype=torch.float64).to(kdev)
     y, grads = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method=method), inputs, dy)
@@ -50,11 +53,11 @@ def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, method, gen, 
         assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
-@pytest.mark.parametrize("function", [FeedForwardFn, FusedFeedForwardFn], ids=["epilogue", "fused"])
+@pytest.mark.parametrize("function", [FeedForwardFn, FusedFeedForwardFn, GemmFeedForwardFn], ids=METHODS)
 def test_fused_gradcheck(function, gen, kdev):
     inputs = [t.reshape(-1, t.shape[-1]) if t.dim() > 2 else t for t in make_inputs((4,), 3, 6, 2, gen, device=kdev)]
     assert torch.autograd.gradcheck(function.apply, inputs)
-    if function is FusedFeedForwardFn:  # with the residual in the epilogue
+    if function is not FeedForwardFn:  # with the residual in the epilogue
         residual = torch.randn(4, 2, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
         assert torch.autograd.gradcheck(function.apply, (*inputs, residual))
 
@@ -88,7 +91,7 @@ def test_fused_kernels_reduce_over_several_row_groups(dw_tiling, dtype, gen, kde
             assert rel_err(a, b) <= tol, f"{name} ({programs} programs, {rows} rows): {rel_err(a, b):.2e}"
 
 
-@pytest.mark.parametrize("method", ["epilogue", "fused"])
+@pytest.mark.parametrize("method", METHODS)
 def test_fused_gradients_for_weights_only(method, gen, kdev):
     """x without grad (the first layer's input): only the weight gradients come back, equal to the
     reference's (the fused path then launches no dx kernel)."""
@@ -136,7 +139,7 @@ def test_bad_arguments_are_named(bad, match, gen):
 def test_fused_method_refuses_what_it_cannot_hold(gen, kdev):
     """method is checked; the fused kernels name the width above their register limit."""
     inputs = [t.detach() for t in make_inputs((2,), 4, 8, 4, gen, device=kdev)]
-    with pytest.raises(ValueError, match=r"method must be one of \('auto', 'epilogue', 'fused'\), got 'bogus'"):
+    with pytest.raises(ValueError, match=r"method must be one of \('auto', 'epilogue', 'fused', 'gemm'\), got 'bogus'"):
         feed_forward(*inputs, backend="triton", method="bogus")
     wide = [t.detach() for t in make_inputs((2,), 130, 8, 4, gen, device=kdev)]
     with pytest.raises(ValueError, match=r"H_in = 130 is above the kernels' limit 128 .*use method='epilogue'"):
@@ -144,12 +147,13 @@ def test_fused_method_refuses_what_it_cannot_hold(gen, kdev):
 
 
 @pytest.mark.gpu
-def test_fused_kernels_under_bf16_autocast_gpu(gen, kdev):
-    """method="fused" under bf16 autocast on a GPU (the interpreter's bf16 arithmetic is not to be
-    trusted): bf16 output within bf16 rounding of the reference, gradients in the fp32 leaves' dtype."""
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+def test_fused_kernels_under_bf16_autocast_gpu(method, gen, kdev):
+    """The Triton kernels' paths under bf16 autocast on a GPU (the interpreter's bf16 arithmetic is not to
+    be trusted): bf16 output within bf16 rounding of the reference, gradients in the fp32 leaves' dtype."""
     inputs = make_inputs((4, 25, 32), 128, 512, 128, gen, torch.float32, kdev)
     with torch.autocast(kdev.type, dtype=torch.bfloat16):
-        y = feed_forward(*inputs, backend="triton", method="fused")
+        y = feed_forward(*inputs, backend="triton", method=method)
     assert y.dtype == torch.bfloat16
     assert rel_err(y.float(), feed_forward_ref(*inputs)) <= 2e-2
     grads = torch.autograd.grad(y.float().sum(), inputs)
@@ -180,12 +184,14 @@ def test_auto_method_follows_the_precision_table_and_the_environment(monkeypatch
     assert ffn_method("fused", torch.float64) == "fused"
     monkeypatch.setenv("AMG_FAST_FFN_METHOD", "fused")
     assert ffn_method("auto", torch.float32) == "fused" and ffn_method("epilogue") == "epilogue"
+    monkeypatch.setenv("AMG_FAST_FFN_METHOD", "gemm")  # the row GEMMs take any width
+    assert ffn_method("auto", torch.float32, (128, 256)) == "gemm"
     monkeypatch.setenv("AMG_FAST_FFN_METHOD", "cublas")
-    with pytest.raises(ValueError, match=r"AMG_FAST_FFN_METHOD must be one of \('epilogue', 'fused'\), got 'cublas'"):
+    with pytest.raises(ValueError, match=r"AMG_FAST_FFN_METHOD must be one of \('epilogue', 'fused', 'gemm'\), got 'cublas'"):
         ffn_method("auto")
 
 
-@pytest.mark.parametrize("method", ["epilogue", "fused"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 def test_residual_is_added(method, dtype, gen, kdev, poisoned):
     """residual + FeedForward(x) (the FFNO block's x + b; in the fused kernel's epilogue): the output
@@ -205,29 +211,34 @@ def test_residual_is_added(method, dtype, gen, kdev, poisoned):
         feed_forward(*inputs, residual=residual[:, :3])
 
 
-def test_a_model_step_runs_the_fused_kernels_when_asked(gen, kdev, monkeypatch):
-    """AMGFNO on the Triton backend with AMG_FAST_FFN_METHOD=fused: the same loss and gradients as
-    with the epilogue path (the step a GPU session times with either)."""
-    from amg_fast.kernels import feed_forward as kernels
+@pytest.mark.parametrize("method,launcher", [("fused", "feed_forward.feed_forward_fwd"),
+                                             ("gemm", "ffn_gemm.feed_forward_gemm_fwd")])
+def test_a_model_step_runs_the_kernels_when_asked(method, launcher, gen, kdev, monkeypatch):
+    """AMGFNO on the Triton backend with AMG_FAST_FFN_METHOD=fused or gemm: the same loss and gradients as
+    with the epilogue path (the step a GPU session times with each)."""
+    import importlib
+
     from amg_fast.models import get_model
 
+    module_name, name = launcher.split(".")
+    kernels = importlib.import_module(f"amg_fast.kernels.{module_name}")
     launches = []
-    monkeypatch.setattr(kernels, "feed_forward_fwd", lambda *a, f=kernels.feed_forward_fwd: launches.append(1) or f(*a))
+    monkeypatch.setattr(kernels, name, lambda *a, f=getattr(kernels, name): launches.append(1) or f(*a))
     u = torch.randn(2, 5, 16, 1, generator=gen).to(kdev)
     results = []
-    for method in ("epilogue", "fused"):
+    for method in ("epilogue", method):
         monkeypatch.setenv("AMG_FAST_FFN_METHOD", method)
         torch.manual_seed(0)
         model = get_model("amgfno", width=16, modes=8, omega=0.1, backend="triton").to(kdev)
         loss = (model(u[:, :-1]) - u[:, 1:]).square().mean()
         results.append((loss, torch.autograd.grad(loss, list(model.parameters()))))
     (loss_a, grads_a), (loss_b, grads_b) = results
-    assert len(launches) == 4  # the fused forward ran in each of the 4 blocks, in the second model only
+    assert len(launches) == 4  # the kernels' forward ran in each of the 4 blocks, in the second model only
     assert rel_err(loss_b, loss_a) <= 1e-5
     assert all(rel_err(b, a) <= 1e-4 for a, b in zip(grads_a, grads_b))
 
 
-@pytest.mark.parametrize("method", ["epilogue", "fused"])
+@pytest.mark.parametrize("method", METHODS)
 def test_nan_in_an_input_row_stays_in_its_output_row(method, gen, kdev):
     """relu(NaN) is NaN, as in the reference: a diverging run must not be hidden (on a GPU, Triton's
     tl.maximum drops NaN unless told otherwise; the interpreter keeps it either way)."""
@@ -248,3 +259,21 @@ def test_fused_kernels_refuse_weights_of_another_dtype(gen, kdev):
         feed_forward_fwd(x, w1.double(), b1, w2, b2)
     with pytest.raises(TypeError, match=r"b1 is torch.float64, x is torch.float32"):
         feed_forward_bwd(torch.randn(6, 16, device=kdev), x, w1, b1.double(), w2)
+
+
+@pytest.mark.gpu
+def test_gemm_method_traces_under_torch_compile_gpu(gen, kdev):
+    """method="gemm" (its kernels behind the custom ops amg_fast::feed_forward_gemm_*) under a fullgraph
+    compile, with the residual: the same output and gradients as eager, elementwise."""
+    inputs = make_inputs((4, 25, 32), 128, 512, 128, gen, torch.float32, kdev)
+    residual = torch.randn(4, 25, 32, 128, generator=gen).to(kdev).requires_grad_()
+
+    def f(*a):
+        return feed_forward(*a[:5], residual=a[5], backend="triton", method="gemm").sin()
+
+    got, eager = torch.compile(f, fullgraph=True)(*inputs, residual), f(*inputs, residual)
+    assert rel_err(got, eager) <= 1e-5
+    dy = torch.randn(got.shape, generator=gen).to(kdev)
+    wrt = (*inputs, residual)
+    for g_c, g_e in zip(torch.autograd.grad(got, wrt, dy), torch.autograd.grad(eager, wrt, dy)):
+        assert rel_err(g_c, g_e) <= 1e-5

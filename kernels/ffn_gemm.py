@@ -1,0 +1,213 @@
+"""Row GEMMs for the feed-forward's method="gemm": y = relu(x W1^T + b1) W2^T + b2 (+ residual) as four
+Triton GEMMs of activation rows against a small weight, each with its elementwise work in the epilogue,
+and fp32 mode's dots on tensor cores at fp32 accuracy with only the activation split in registers.
+
+    C [M, N] = A [M, K] @ B [K, N]  (+ bias [N]) (ReLU) (0 where mask [M, N] <= 0) (+ residual [M, N])
+
+A is an activation (row-major rows), B a weight read through its strides: W^T for nn.Linear's x W^T, or
+W itself for the backward's dy W. The feed-forward as row GEMMs (nn.Linear layout: W1 [F, H_in], W2 [H_out, F]):
+
+    forward   h  = relu(x W1^T + b1)              (h written once, kept for the backward)
+              y  = h W2^T + b2 (+ residual)
+    backward  dh = (dy W2) * (h > 0)              (the ReLU's mask in the epilogue)
+              dx = dh W1
+              dW1, db1, dW2, db2: gate_fusion.weight_grads ((dh; x) and (dy; h): split-K over the rows, the
+              bias gradients summed on the way)
+
+Why (issue 19): in fp32 mode (matmul precision "highest") cuBLAS runs these GEMMs on the CUDA cores; 43% of
+the fp32 step on an H200 (2.30 ms a layer at S = 128, 2026-11-27). Triton's own tf32x3 dot splits both
+operands in registers and writes the split weight tiles back to shared memory every K step (compiled for
+sm_90 by triton 3.6: 207 registers, 48 shared-memory stores and 96 FADDs in its loop at 128 x 128 x 32 tiles);
+here the weight is split once per forward into TF32 planes in memory (split_tf32: hi = W rounded to TF32,
+lo = W - hi, both exact), which stream into shared memory like any operand, and only the A tile is split
+in registers: 122 registers, 16 stores, 16 FADDs (bench/compile_sm90.py). Each product is
+A_lo B_hi + A_hi B_lo + A_hi B_hi (small terms first), fp32-accurate: the dropped A_lo B_lo is ~2^-22
+relative, and the MMA's truncation of the lo parts ~2^-21. Outside fp32 mode the same kernels run one
+dot (TF32, bf16 operands, fp64 "ieee"); no weight split.
+Against method="epilogue" (cuBLAS): 9 launches a layer instead of 12 (the bias gradients and the ReLU's
+backward in the GEMMs, no split-K reduction kernels), and the split-weight path in fp32 mode. Untimed.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._tf32 import round_tf32
+from amg_fast.kernels.gate_fusion import weight_grads
+
+__all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
+           "LAUNCH_POLICY", "EPILOGUES"]
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _split_tf32_kernel(src1_ptr, dst1_ptr, n1, src2_ptr, dst2_ptr, n2, BLOCK: tl.constexpr):
+    """dst[:n] = hi = round_tf32(src), dst[n:2n] = lo = src - hi, for the two flat fp32 tensors (program
+    axis 1 picks one)."""
+    second = tl.program_id(1) == 1
+    src = tl.where(second, src2_ptr, src1_ptr)
+    dst = tl.where(second, dst2_ptr, dst1_ptr)
+    n = tl.where(second, n2, n1)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    w = tl.load(src + offs, mask=mask, other=0.0)
+    hi = round_tf32(w)
+    tl.store(dst + offs, hi, mask=mask)
+    tl.store(dst + n + offs, w - hi, mask=mask)
+
+
+@triton.jit
+def _row_gemm_kernel(
+    a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr,   # A [M, K], C / aux [M, N] row-major; B [K, N] at b_ptr + k sbk + n sbn
+    M, N, K, stride_bk, stride_bn, lo_offset,  # SPLIT: B's TF32 hi plane at b_ptr, its lo plane lo_offset further
+    BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr, SPLIT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """One program: a [BLOCK_M, BLOCK_N] tile of C (the N tiles of a row block adjacent in launch order, so
+    the A rows they share come from L2). A is cast to B's dtype (an fp32 dy against bf16 weights)."""
+    n_tiles = tl.cdiv(N, BLOCK_N)
+    pid = tl.program_id(0)
+    rows = (pid // n_tiles).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = (pid % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask, col_mask = rows < M, cols < N
+    acc_t = tl.float64 if b_ptr.dtype.element_ty == tl.float64 else tl.float32  # the dots' dtype is B's
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_t)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_mask = ks < K
+        a = tl.load(a_ptr + rows[:, None] * K + ks[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0)
+        b_offs = ks[:, None] * stride_bk + cols[None, :] * stride_bn
+        b_mask = k_mask[:, None] & col_mask[None, :]
+        b = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
+        a = a.to(b.dtype)
+        if SPLIT:  # 3xTF32: A split here, B's planes from memory; the small products first
+            b_lo = tl.load(b_ptr + lo_offset + b_offs, mask=b_mask, other=0.0)
+            a_hi = round_tf32(a)
+            acc = tl.dot(a - a_hi, b, acc, input_precision="tf32", out_dtype=acc_t)
+            acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32", out_dtype=acc_t)
+            acc = tl.dot(a_hi, b, acc, input_precision="tf32", out_dtype=acc_t)
+        else:
+            acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
+    if BIAS:
+        acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
+    if RELU:  # NaN kept, as torch.relu (tl.maximum's default drops it on a GPU: a diverging run would hide)
+        acc = tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)
+    offs = rows[:, None] * N + cols[None, :]
+    mask = row_mask[:, None] & col_mask[None, :]
+    if MASK:  # the ReLU's backward, as threshold_backward: 0 where the saved activation is <= 0
+        acc = tl.where(tl.load(aux_ptr + offs, mask=mask, other=0.0) <= 0, 0.0, acc)
+    if RESIDUAL:
+        acc += tl.load(aux_ptr + offs, mask=mask, other=0.0).to(acc_t)
+    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+# Tiles per device type and dtype class ("x3": fp32 mode's split dots; "fp64"; "default": TF32 / bf16).
+# GPU: 128 x 128 x 32 tiles, 8 warps, 3 stages, compiled for sm_90 by triton 3.6 at the paper's shapes
+# (bench/compile_sm90.py): wgmma, no spills (x3: 122 registers, 128 KB of shared memory); untimed.
+# CPU (the interpreter: a fixed cost per program and loop step) as large as the shapes allow; the tests
+# run the GPU tiles there too.
+LAUNCH_POLICY = {
+    "cuda": {"x3": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3),
+             "default": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3),
+             "fp64": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, num_warps=4, num_stages=2)},
+    "cpu": {"default": dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128, num_warps=4)},
+}
+EPILOGUES = ("bias", "relu", "mask", "residual")
+SPLIT_BLOCK = 1024
+
+
+def _tiles(device: torch.device, dtype: torch.dtype, split: bool, M: int, N: int, K: int) -> dict:
+    policy = LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
+    kind = "x3" if split else ("fp64" if dtype == torch.float64 else "default")
+    tiles = dict(policy.get(kind, policy["default"]))
+    if device.type == "cpu":  # no larger than the shapes need (tl.dot dims >= 16)
+        for name, n in (("BLOCK_M", M), ("BLOCK_N", N), ("BLOCK_K", K)):
+            tiles[name] = min(tiles[name], next_pow2(n))
+    return tiles
+
+
+def _splits(dtype: torch.dtype) -> bool:
+    """Whether row GEMMs on activations of this dtype take split weights: fp32 mode's tf32x3 dots."""
+    return dot_precision(dtype) == "tf32x3"
+
+
+def split_tf32(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """Two fp32 weights' TF32 planes in one flat buffer, [hi1 | lo1 | hi2 | lo2] (hi = w rounded to TF32,
+    lo = w - hi: hi + lo == w exactly), in one launch; row_gemm reads w's planes through gemm_operand."""
+    n1, n2 = w1.numel(), w2.numel()
+    planes = new_output((2 * (n1 + n2),), dtype=torch.float32, device=w1.device)
+    if n1 + n2:
+        wrap_triton(_split_tf32_kernel)[(cdiv(max(n1, n2, 1), SPLIT_BLOCK), 2)](
+            w1.contiguous(), planes, n1, w2.contiguous(), planes[2 * n1:], n2, BLOCK=SPLIT_BLOCK)
+    return planes
+
+
+def _operands(w1: torch.Tensor, w2: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The row GEMMs' weight operands: each weight's [2, *shape] TF32 planes in split_tf32(w1, w2)'s buffer,
+    or the weights themselves when planes is empty (no split: outside fp32 mode)."""
+    if planes.numel() == 0:
+        return w1, w2
+    n1 = w1.numel()
+    return planes[:2 * n1].view(2, *w1.shape), planes[2 * n1:].view(2, *w2.shape)
+
+
+def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, relu: bool = False, mask=None,
+             residual=None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """C [M, N] = a [M, K] @ (w^T if transpose_w else w) (+ bias [N]) (ReLU) (0 where mask [M, N] <= 0)
+    (+ residual [M, N]), in out_dtype (default a's). w: a 2-D weight ([N, K] transposed, else [K, N]), or its
+    TF32 planes [2, *shape] (split_tf32): then three TF32 products per dot (a split in registers). a, mask
+    and residual contiguous; a is cast to w's dtype in the kernel."""
+    split = w.dim() == 3
+    rows, cols = w.shape[-2:]
+    K, N = (cols, rows) if transpose_w else (rows, cols)
+    M = a.shape[0]
+    if a.shape != (M, K):
+        raise ValueError(f"row_gemm: a must be [M, {K}] for this weight, got {tuple(a.shape)}")
+    if mask is not None and residual is not None:
+        raise ValueError("row_gemm: mask and residual share one epilogue input; give one of them")
+    c = new_output((M, N), dtype=out_dtype or a.dtype, device=a.device)
+    if M == 0 or N == 0:
+        return c
+    tiles = _tiles(a.device, a.dtype, split, M, N, K)
+    strides = (1, cols) if transpose_w else (cols, 1)  # (stride over K, stride over N) of w's [rows, cols]
+    aux = mask if mask is not None else residual
+    wrap_triton(_row_gemm_kernel)[(cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"]),)](
+        a, w, c, c if bias is None else bias, c if aux is None else aux, M, N, K, *strides,
+        rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
+        RESIDUAL=residual is not None, SPLIT=split, DOT_PRECISION=dot_precision(w.dtype), **tiles)
+    return c
+
+
+def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, h, planes) for contiguous x [M, H_in] and weights in x's dtype: y [M, H_out] = h W2^T + b2
+    (+ residual [M, H_out]) in the residual's dtype when given, else x's; h = relu(x W1^T + b1) [M, F] in x's
+    dtype; planes = split_tf32(w1, w2) in fp32 mode (tf32x3 dots), else empty: both kept for the backward."""
+    planes = split_tf32(w1, w2) if _splits(x.dtype) else x.new_empty((0,))
+    w1_op, w2_op = _operands(w1, w2, planes)
+    h = row_gemm(x, w1_op, transpose_w=True, bias=b1, relu=True)
+    y = row_gemm(h, w2_op, transpose_w=True, bias=b2, residual=residual,
+                 out_dtype=x.dtype if residual is None else residual.dtype)
+    return y, h, planes
+
+
+def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) -> tuple[torch.Tensor, ...]:
+    """feed_forward_gemm_bwd's flat [dW1 | db1 | dW2 | db2] -> (dw1 [F, H_in], db1 [F], dw2 [H_out, F],
+    db2 [H_out]) views."""
+    dw1, db1, dw2, db2 = flat.split((hidden * h_in, hidden, h_out * hidden, h_out))
+    return dw1.view(hidden, h_in), db1, dw2.view(h_out, hidden), db2
+
+
+def feed_forward_gemm_bwd(dy, x, h, w1, w2, planes, need_dx: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, flat) from dy [M, H_out] (any float dtype), the forward's x, h and planes: dx [M, H_in] in x's
+    dtype (empty, not computed, without need_dx); flat = [dW1 | db1 | dW2 | db2] in w1's dtype, summed in the
+    accumulation dtype (gemm_weight_grads takes it apart; one tensor: a custom op's outputs may not alias each other)."""
+    w1_op, w2_op = _operands(w1, w2, planes)
+    dh = row_gemm(dy, w2_op, transpose_w=False, mask=h, out_dtype=x.dtype)
+    dx = row_gemm(dh, w1_op, transpose_w=False) if need_dx else x.new_empty((0,))
+    return dx, weight_grads([(dh, x, None), (dy, h, None)]).to(w1.dtype)

@@ -1,0 +1,98 @@
+"""kernels/ffn_gemm.py (the feed-forward's method="gemm"): the weights' TF32 planes, and the row GEMM
+with each epilogue against an explicit fp64 formula, on the GPU's tiles (several K steps, partial row,
+column and reduction tiles). The whole feed-forward against the reference: tests/ops/test_feed_forward.py."""
+import pytest
+import torch
+from helpers import rel_err
+
+from amg_fast.kernels import ffn_gemm
+from amg_fast.kernels._tf32 import round_to_tf32
+
+
+def test_split_tf32_planes_are_exact_and_rounded(gen, kdev):
+    """[hi1 | lo1 | hi2 | lo2] of two weights of different sizes (the larger over several programs):
+    hi is the weight rounded to TF32 (round_to_tf32, itself checked against an independent formula in
+    test_spectral_conv_triton.py), hi + lo is the weight exactly, |lo| <= 2^-11 |w|."""
+    w1 = torch.randn(3000, generator=gen).to(kdev) * 10.0 ** torch.randint(-20, 20, (3000,), generator=gen).to(kdev)
+    w2 = torch.randn(17, 3, generator=gen).to(kdev)
+    planes = ffn_gemm.split_tf32(w1, w2)
+    assert planes.shape == (2 * (3000 + 51),) and planes.dtype == torch.float32
+    for w, (hi, lo) in ((w1, planes[:6000].view(2, 3000)), (w2.flatten(), planes[6000:].view(2, 51))):
+        assert torch.equal(hi, round_to_tf32(w))
+        assert torch.equal(hi.double() + lo.double(), w.double())
+        assert (lo.abs() <= w.abs() * 2.0 ** -11).all()
+
+
+EPILOGUES = [dict(), dict(bias=True), dict(bias=True, relu=True), dict(mask=True), dict(residual=True),
+             dict(bias=True, residual=True)]
+
+
+def expected(a, w, transpose_w, bias=None, relu=False, mask=None, residual=None):
+    """The explicit formula in fp64: a @ w^T (or w) + bias, ReLU, zero where mask <= 0, + residual."""
+    c = torch.einsum("mk,nk->mn" if transpose_w else "mk,kn->mn", a.double(), w.double())
+    if bias is not None:
+        c = c + bias.double()
+    if relu:
+        c = c.clamp_min(0)
+    if mask is not None:
+        c = torch.where(mask <= 0, torch.zeros_like(c), c)
+    return c if residual is None else c + residual.double()
+
+
+@pytest.mark.parametrize("mode", ["fp32-x3", "tf32", "fp64"])
+@pytest.mark.parametrize("transpose_w", [True, False], ids=["wT", "w"])
+@pytest.mark.parametrize("epilogue", EPILOGUES, ids=lambda e: "+".join(e) or "plain")
+def test_row_gemm_matches_the_formula_on_gpu_tiles(epilogue, transpose_w, mode, gen, kdev, monkeypatch, poisoned,
+                                                   allow_tf32):
+    """M = 300, K = 80, N = 72 on the GPU's tiles (128 x 128 x 32; fp64 64 x 64 x 16): partial row,
+    column and reduction tiles, several K steps. fp32-x3: the weight as its TF32 planes (three TF32
+    products; a dropped product term shows as ~3e-4), tf32: TF32 allowed, one dot (exact in the
+    interpreter, TF32 on a GPU)."""
+    monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, ffn_gemm.LAUNCH_POLICY["cuda"])
+    allow_tf32(mode == "tf32")
+    dtype = torch.float64 if mode == "fp64" else torch.float32
+    M, K, N = 300, 80, 72
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, dtype)
+
+    a, w = rand(M, K), rand(N, K) if transpose_w else rand(K, N)
+    extra = {"bias": rand(N) if epilogue.get("bias") else None, "relu": bool(epilogue.get("relu")),
+             "mask": rand(M, N) if epilogue.get("mask") else None,
+             "residual": rand(M, N) if epilogue.get("residual") else None}
+    operand = ffn_gemm.split_tf32(w, w[:0]).view(2, *w.shape) if mode == "fp32-x3" else w
+    c = ffn_gemm.row_gemm(a, operand, transpose_w=transpose_w, **extra)
+    assert c.shape == (M, N) and c.dtype == dtype
+    tol = {"fp32-x3": 1e-5, "tf32": 1e-5 if kdev.type == "cpu" else 3e-3, "fp64": 1e-13}[mode]
+    assert rel_err(c, expected(a, w, transpose_w, **extra)) <= tol
+
+
+def test_row_gemm_casts_a_to_the_weights_dtype_and_writes_out_dtype(gen, kdev):
+    """An fp32 dy against fp64 weights (the backward of an op whose output is wider than x: the cast
+    happens in the kernel), written in the asked dtype; no rows: an empty result, no launch."""
+    a = torch.randn(40, 16, generator=gen).to(kdev)
+    w = torch.randn(16, 24, generator=gen, dtype=torch.float64).to(kdev)
+    c = ffn_gemm.row_gemm(a, w, transpose_w=False, out_dtype=torch.float64)
+    assert c.dtype == torch.float64 and rel_err(c, expected(a, w, False)) <= 1e-13
+    assert ffn_gemm.row_gemm(a[:0], w, transpose_w=False).shape == (0, 24)
+
+
+def test_row_gemm_names_bad_arguments(gen, kdev):
+    a, w = torch.randn(8, 16, device=kdev), torch.randn(24, 16, device=kdev)
+    with pytest.raises(ValueError, match=r"row_gemm: a must be \[M, 24\] for this weight, got \(8, 16\)"):
+        ffn_gemm.row_gemm(a, w, transpose_w=False)
+    with pytest.raises(ValueError, match="mask and residual share one epilogue input"):
+        ffn_gemm.row_gemm(a, w, transpose_w=True, mask=torch.ones(8, 24, device=kdev),
+                          residual=torch.ones(8, 24, device=kdev))
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["fp32", "tf32"])
+def test_weight_planes_only_in_fp32_mode(tf32, gen, kdev, allow_tf32):
+    """The forward splits the weights (one buffer, kept for the backward) only where the dots are
+    tf32x3 (fp32, TF32 not allowed); with TF32 allowed the planes are empty and the dots single."""
+    allow_tf32(tf32)
+    x = torch.randn(10, 8, generator=gen).to(kdev)
+    w1, b1, w2, b2 = (torch.randn(*s, generator=gen).to(kdev) for s in ((32, 8), (32,), (6, 32), (6,)))
+    y, h, planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    assert planes.numel() == (0 if tf32 else 2 * (32 * 8 + 6 * 32))
+    assert h.shape == (10, 32) and (h >= 0).all() and y.shape == (10, 6)
