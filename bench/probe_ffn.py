@@ -1,6 +1,8 @@
 """The FFNO feed-forward on a GPU: the reference (Linear, ReLU, Linear), the cuBLASLt bias + ReLU
-epilogue (method="epilogue") and the Triton kernels that keep the hidden activation on chip
-(method="fused", kernels/feed_forward.py), forward and forward + backward, each replayed from a
+epilogue (method="epilogue"), the Triton row GEMMs with the elementwise work in their epilogues
+(method="gemm", kernels/ffn_gemm.py: in fp32 mode 3xTF32 against split weights) and the Triton
+kernels that keep the hidden activation on chip (method="fused", kernels/feed_forward.py), forward
+and forward + backward, each replayed from a
 CUDA graph, beside the HBM floors of the two designs, and each path's error against fp64, in every
 precision mode: fp32 (matmul precision "highest": cuBLAS on the CUDA cores, the fused kernels'
 dots tf32x3), tf32 (TF32 allowed) and bf16 (autocast). CUDA only; not a pytest file.
@@ -62,7 +64,7 @@ def floors_ms(rows: int, width: int, hidden: int, itemsize: int = 4) -> dict[str
 def _paths() -> tuple[str, ...]:
     from amg_fast.kernels.feed_forward import DW_ALTERNATIVES
 
-    return ("reference", "epilogue", "fused", *(f"fused[dw={name}]" for name in DW_ALTERNATIVES))
+    return ("reference", "epilogue", "gemm", "fused", *(f"fused[dw={name}]" for name in DW_ALTERNATIVES))
 
 
 PATHS = _paths()
