@@ -10,8 +10,10 @@ input gradient (dx, dW1, dW2):
   epilogue  fp32        fp32                                               cuBLAS, CUDA cores (matmul precision "highest")
   epilogue  tf32        rounded to TF32 (10-bit mantissa, to nearest)       cuBLAS, tensor cores ("high")
   fused     tf32x3      a = big + small, big rounded to TF32, small         Triton, tensor cores (--precision fp32)
-                        truncated; small*big + big*small + big*big
-  fused     tf32        truncated to TF32 (Hopper's MMA reads the top bits) Triton, tensor cores (TF32 allowed)
+                        truncated; small*big + big*small + big*big          (method="gemm" the same: its weight's
+                                                                            parts formed once, in memory)
+  fused     tf32        truncated to TF32 (Hopper's MMA reads the top bits) Triton, tensor cores (TF32 allowed;
+                                                                            method="gemm" the same)
   either    bf16        rounded to bf16; hidden, y, dy, dh stored as bf16   autocast bf16
 
 Usage: python bench/ffn_accuracy.py [--rows 8192] [--width 128] [--seed 0] [--json OUT]
@@ -64,7 +66,7 @@ def _mm_rounded(rounding: Callable) -> Callable:
 def _mm_tf32x3(a, b):
     """Triton's tf32x3 (its F32DotTC pass): big = cvt.rna.tf32(a), small = a - big (then truncated by
     the TF32 MMA), the same for b; dot(small_a, big_b), + dot(big_a, small_b), + dot(big_a, big_b), all
-    accumulated in fp32."""
+    accumulated in fp32. kernels/ffn_gemm.py computes the same products (b's parts split once per forward)."""
     a, b = a.float(), b.float()
     a_big, b_big = tf32_round(a), tf32_round(b)
     a_small, b_small = tf32_truncate(a - a_big), tf32_truncate(b - b_big)
