@@ -193,7 +193,7 @@ def ffn_cases(quick: bool):
     """The fused feed-forward at x [B*T*S, 128], F = 512, with and without the residual; the
     autocast case (bf16 x and weights, as the op casts them; fp32 residual); the weight-gradient tilings probe_ffn.py times
     (DW_ALTERNATIVES, fp32 / TF32 / bf16); the row GEMMs of method="gemm" (kernels/ffn_gemm.py, fp32 mode
-    with the weights' TF32 planes), forward and backward."""
+    with the weights' TF32 planes), forward and backward, also with an fp64 residual against fp32 x (dy in fp64)."""
     from amg_fast.kernels import feed_forward as k
     from amg_fast.kernels import ffn_gemm
 
@@ -206,10 +206,10 @@ def ffn_cases(quick: bool):
         with k.use_dw_tiling(dw_tiling) if dw_tiling else contextlib.nullcontext():
             k.feed_forward_bwd(torch.empty_like(y).to(x.dtype), x, w1, b1, w2)
 
-    def run_gemm(x):
+    def run_gemm(x, res_dtype=None):
         H, F = x.shape[-1], 4 * x.shape[-1]
         w1, b1, w2, b2 = (_t(*shape, dtype=x.dtype) for shape in ((F, H), (F,), (H, F), (H,)))
-        res = _t(*x.shape, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+        res = _t(*x.shape, dtype=res_dtype or (torch.float64 if x.dtype == torch.float64 else torch.float32))
         y, h, planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
         ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, planes)
 
@@ -218,6 +218,8 @@ def ffn_cases(quick: bool):
         for residual in ((True,) if quick else (True, False)):
             yield f"ffn H128 {'residual ' if residual else ''}{mode}", lambda x=x, r=residual: run(x, r), mode
         yield f"ffn-gemm H128 residual {mode}", lambda x=x: run_gemm(x), mode
+        if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
+            yield f"ffn-gemm H128 fp64-residual {mode}", lambda x=x: run_gemm(x, torch.float64), mode
         if not quick and mode != "fp64":
             for tiling in k.DW_ALTERNATIVES:
                 yield f"ffn H128 residual {mode} dw={tiling}", lambda x=x, t=tiling: run(x, True, t), mode

@@ -285,7 +285,7 @@ def _weight_grad_kernel(
     i_mask = cols < width
     es = tl.arange(0, E_PAD)
     dot_dtype = x1_ptr.dtype.element_ty
-    acc_t = tl.float64 if dy_ptr.dtype.element_ty == tl.float64 else tl.float32
+    acc_t = tl.float64 if dot_dtype == tl.float64 else tl.float32  # the dots' (dY is cast to X1's dtype)
     dw = tl.zeros((BLOCK_O, BLOCK_I), dtype=acc_t)
     db = tl.zeros((BLOCK_O,), dtype=acc_t)
     ee = tl.zeros((E_PAD,), dtype=acc_t)
@@ -432,9 +432,10 @@ def _wgrad_groups(M: int, tiles: int, device: torch.device) -> tuple[int, int]:
 
 
 def weight_grads(products, extra=None) -> torch.Tensor:
-    """Weight gradients as one flat tensor (acc dtype): for each (dY [M, O], X1 [M, I1], X2 [M, I2] or
-    None) of products, in order, [dY^T X1 (O x I1) | dY^T X2 (O x I2) | colsum(dY) (O)], then
-    colsum(extra) for extra [M, E] (or nothing). One launch per product (partial sums over groups of
+    """Weight gradients as one flat tensor in X1's accumulation dtype: for each (dY [M, O], X1 [M, I1], X2
+    [M, I2] or None) of products, in order, [dY^T X1 (O x I1) | dY^T X2 (O x I2) | colsum(dY) (O)], then
+    colsum(extra) for extra [M, E] (or nothing). dY may be of any float dtype (cast to X1's for the dots,
+    which accumulate in X1's accumulation dtype). One launch per product (partial sums over groups of
     rows into one buffer), one torch sum."""
     policy = WGRAD_POLICY.get(products[0][0].device.type, WGRAD_POLICY["cuda"])
     sizes = [dy.shape[1] * (x1.shape[1] + (0 if x2 is None else x2.shape[1]) + 1) for dy, x1, x2 in products]
@@ -445,7 +446,7 @@ def weight_grads(products, extra=None) -> torch.Tensor:
         width = x1.shape[1] + (0 if x2 is None else x2.shape[1])
         tiles = max(tiles, cdiv(dy.shape[1], policy["BLOCK_O"]) * cdiv(width, policy["BLOCK_I"]))
     groups, rows_per_group = _wgrad_groups(M, tiles, dy0.device)
-    part = new_output((groups, sum(sizes) + n_extra), dtype=acc_dtype(dy0), device=dy0.device)
+    part = new_output((groups, sum(sizes) + n_extra), dtype=acc_dtype(products[0][1]), device=dy0.device)
     if M == 0:
         part.zero_()
     offset = 0

@@ -86,6 +86,31 @@ def test_row_gemm_names_bad_arguments(gen, kdev):
                           residual=torch.ones(8, 24, device=kdev))
 
 
+@pytest.mark.parametrize("x_dtype,dy_dtype", [(torch.float32, torch.float64), (torch.float64, torch.float32)],
+                         ids=["x32-dy64", "x64-dy32"])
+def test_backward_takes_dy_of_another_dtype(x_dtype, dy_dtype, gen, kdev, poisoned):
+    """dy wider or narrower than x (y takes a residual's dtype; under bf16 autocast an fp32 dy meets bf16
+    x, which only a GPU test can run): dx and every weight gradient in x's dtype, against the explicit
+    formula in fp64 (the weight-gradient dots in x's dtype: a dot of fp32 operands into an fp64
+    accumulator, or the reverse, does not compile for a GPU)."""
+    M, h_in, hidden, h_out = 40, 16, 48, 24
+
+    def rand(*shape, dtype=x_dtype):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, dtype)
+
+    x, w1, b1, w2, b2 = rand(M, h_in), rand(hidden, h_in), rand(hidden), rand(h_out, hidden), rand(h_out)
+    y, h, planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    dy = rand(M, h_out, dtype=dy_dtype)
+    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, planes)
+    got = (dx, *ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out))
+    dy64, h64 = dy.double(), h.double()
+    dh = (dy64 @ w2.double()) * (h64 > 0)
+    want = (dh @ w1.double(), dh.T @ x.double(), dh.sum(0), dy64.T @ h64, dy64.sum(0))
+    tol = 1e-5 if torch.float32 in (x_dtype, dy_dtype) else 1e-12
+    for name, a, b in zip(("dx", "dw1", "db1", "dw2", "db2"), got, want):
+        assert a.dtype == x_dtype and rel_err(a, b) <= tol, f"{name}: {a.dtype}, rel err {rel_err(a, b):.2e}"
+
+
 @pytest.mark.parametrize("tf32", [False, True], ids=["fp32", "tf32"])
 def test_weight_planes_only_in_fp32_mode(tf32, gen, kdev, allow_tf32):
     """The forward splits the weights (one buffer, kept for the backward) only where the dots are
