@@ -100,8 +100,10 @@ def _row_gemm_kernel(
     mask = row_mask[:, None] & col_mask[None, :]
     if MASK:  # the ReLU's backward, as threshold_backward: 0 where the saved activation is <= 0
         acc = tl.where(tl.load(aux_ptr + offs, mask=mask, other=0.0) <= 0, 0.0, acc)
-    if RESIDUAL:
-        acc += tl.load(aux_ptr + offs, mask=mask, other=0.0).to(acc_t)
+    if RESIDUAL:  # added in the wider of acc's and the residual's dtype: an fp64 residual keeps its digits
+        res = tl.load(aux_ptr + offs, mask=mask, other=0.0)
+        sum_t = tl.float64 if res.dtype == tl.float64 else acc_t
+        acc = acc.to(sum_t) + res.to(sum_t)
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 

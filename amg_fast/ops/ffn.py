@@ -144,7 +144,7 @@ def _with_residual_grad(need: tuple, dy: torch.Tensor, dx: torch.Tensor, weight_
 def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", method: str = "auto") -> torch.Tensor:
     """relu(x W1^T + b1) W2^T + b2 (+ residual). x [..., H_in]; w1 [F, H_in]; b1 [F]; w2 [H_out, F];
     b2 [H_out]; residual None or [..., H_out]. Returns [..., H_out] in x's dtype (under autocast: the
-    autocast dtype, as nn.Linear).
+    autocast dtype, as nn.Linear), promoted with the residual's when there is one (as residual + y).
 
     backend: "reference" = Linear, ReLU, Linear (then + residual); "triton" (or "auto" on CUDA) = one
     of three fused paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's
@@ -162,7 +162,9 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
     def fused(x_):
         dtype = x_.dtype  # the autocast dtype under autocast (fp64 stays), as nn.Linear computes
         x2 = x_.reshape(-1, x_.shape[-1])
-        res2 = None if residual is None else residual.reshape(-1, w2.shape[0])  # its own dtype: x + y promotes
+        res2 = None if residual is None else residual.reshape(-1, w2.shape[0])
+        if res2 is not None:  # in y's dtype, the reference's residual + y: x's and the residual's promoted
+            res2 = res2.to(torch.promote_types(dtype, res2.dtype))  # (fp32 under bf16 autocast: unchanged)
         chosen = ffn_method(method, dtype, (w1.shape[1], w2.shape[0]))
         if chosen in ("fused", "gemm"):
             # weights cast to x's dtype first (as nn.Linear under autocast): the kernels take one dtype.

@@ -211,6 +211,25 @@ def test_residual_is_added(method, dtype, gen, kdev, poisoned):
         feed_forward(*inputs, residual=residual[:, :3])
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("x_dtype,res_dtype", [(torch.float64, torch.float32), (torch.float32, torch.float64)],
+                         ids=["x64-res32", "x32-res64"])
+def test_residual_of_another_dtype_promotes_as_the_reference(method, x_dtype, res_dtype, gen, kdev, poisoned):
+    """x and a residual of different dtypes: y in their promoted dtype (fp64), as the reference's
+    residual + y; the residual's digits kept (a large fp64 residual added to fp32 activations in fp64:
+    y - residual is the feed-forward's output to fp32 accuracy); every gradient in its input's dtype."""
+    inputs = make_inputs((3, 7), 16, 64, 16, gen, x_dtype, kdev)
+    residual = (1e3 * torch.randn(3, 7, 16, generator=gen, dtype=torch.float64)).to(kdev, res_dtype).requires_grad_()
+    dy = torch.randn(3, 7, 16, generator=gen, dtype=torch.float64).to(kdev)
+    y, grads = value_and_grads(lambda *a: feed_forward(*a[:5], residual=a[5], backend="triton", method=method),
+                               (*inputs, residual), dy)
+    y_ref, grads_ref = value_and_grads(lambda *a: feed_forward_ref(*a[:5], a[5]), (*inputs, residual), dy)
+    assert y.dtype == y_ref.dtype == torch.float64
+    assert rel_err(y - residual, y_ref - residual) <= 1e-5
+    for name, a, b, t in zip(("dx", "dw1", "db1", "dw2", "db2", "dresidual"), grads, grads_ref, (*inputs, residual)):
+        assert a.dtype == t.dtype and rel_err(a, b) <= 1e-5, f"{name}: rel err {rel_err(a, b):.2e}"
+
+
 @pytest.mark.parametrize("method,launcher", [("fused", "feed_forward.feed_forward_fwd"),
                                              ("gemm", "ffn_gemm.feed_forward_gemm_fwd")])
 def test_a_model_step_runs_the_kernels_when_asked(method, launcher, gen, kdev, monkeypatch):
