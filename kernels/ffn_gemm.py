@@ -125,6 +125,7 @@ SPLIT_BLOCK = 1024
 
 
 def _tiles(device: torch.device, dtype: torch.dtype, split: bool, M: int, N: int, K: int) -> dict:
+    """The launch tiles for dots of this dtype (the weight's) on device; split: fp32 mode's tf32x3 dots."""
     policy = LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
     kind = "x3" if split else ("fp64" if dtype == torch.float64 else "default")
     tiles = dict(policy.get(kind, policy["default"]))
@@ -176,7 +177,7 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
     c = new_output((M, N), dtype=out_dtype or a.dtype, device=a.device)
     if M == 0 or N == 0:
         return c
-    tiles = _tiles(a.device, a.dtype, split, M, N, K)
+    tiles = _tiles(a.device, w.dtype, split, M, N, K)  # the dots' dtype is w's
     strides = (1, cols) if transpose_w else (cols, 1)  # (stride over K, stride over N) of w's [rows, cols]
     aux = mask if mask is not None else residual
     wrap_triton(_row_gemm_kernel)[(cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"]),)](
