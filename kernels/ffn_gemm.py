@@ -35,6 +35,7 @@ import triton.language as tl
 
 from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._tf32 import round_tf32
+from amg_fast.kernels.feed_forward import _relu, _tile
 from amg_fast.kernels.gate_fusion import weight_grads
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
@@ -79,13 +80,10 @@ def _row_gemm_kernel(
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_mask = ks < K
-        a = tl.load(a_ptr + rows[:, None] * K + ks[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0)
-        b_offs = ks[:, None] * stride_bk + cols[None, :] * stride_bn
-        b_mask = k_mask[:, None] & col_mask[None, :]
-        b = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
-        a = a.to(b.dtype)
+        a = _tile(a_ptr, rows, row_mask, ks, k_mask, K, 1).to(b_ptr.dtype.element_ty)
+        b = _tile(b_ptr, ks, k_mask, cols, col_mask, stride_bk, stride_bn)
         if SPLIT:  # 3xTF32: A split here, B's planes from memory; the small products first
-            b_lo = tl.load(b_ptr + lo_offset + b_offs, mask=b_mask, other=0.0)
+            b_lo = _tile(b_ptr + lo_offset, ks, k_mask, cols, col_mask, stride_bk, stride_bn)
             a_hi = round_tf32(a)
             acc = tl.dot(a - a_hi, b, acc, input_precision="tf32", out_dtype=acc_t)
             acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32", out_dtype=acc_t)
@@ -94,17 +92,16 @@ def _row_gemm_kernel(
             acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
     if BIAS:
         acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
-    if RELU:  # NaN kept, as torch.relu (tl.maximum's default drops it on a GPU: a diverging run would hide)
-        acc = tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)
-    offs = rows[:, None] * N + cols[None, :]
-    mask = row_mask[:, None] & col_mask[None, :]
+    if RELU:  # NaN kept, as torch.relu
+        acc = _relu(acc)
     if MASK:  # the ReLU's backward, as threshold_backward: 0 where the saved activation is <= 0
-        acc = tl.where(tl.load(aux_ptr + offs, mask=mask, other=0.0) <= 0, 0.0, acc)
+        acc = tl.where(_tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1) <= 0, 0.0, acc)
     if RESIDUAL:  # added in the wider of acc's and the residual's dtype: an fp64 residual keeps its digits
-        res = tl.load(aux_ptr + offs, mask=mask, other=0.0)
+        res = _tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1)
         sum_t = tl.float64 if res.dtype == tl.float64 else acc_t
         acc = acc.to(sum_t) + res.to(sum_t)
-    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=row_mask[:, None] & col_mask[None, :])
 
 
 # ----------------------------------------------------------------------------- launchers
