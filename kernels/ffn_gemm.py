@@ -14,18 +14,22 @@ W itself for the backward's dy W. The feed-forward as row GEMMs (nn.Linear layou
               dW1, db1, dW2, db2: gate_fusion.weight_grads ((dh; x) and (dy; h): split-K over the rows, the
               bias gradients summed on the way)
 
-Why (issue 19): in fp32 mode (matmul precision "highest") cuBLAS runs these GEMMs on the CUDA cores; 43% of
-the fp32 step on an H200 (2.30 ms a layer at S = 128, 2026-11-27). Triton's own tf32x3 dot splits both
-operands in registers and writes the split weight tiles back to shared memory every K step (compiled for
-sm_90 by triton 3.6: 207 registers, 48 shared-memory stores and 96 FADDs in its loop at 128 x 128 x 32 tiles);
-here the weight is split once per forward into TF32 planes in memory (split_tf32: hi = W rounded to TF32,
-lo = W - hi, both exact), which stream into shared memory like any operand, and only the A tile is split
-in registers: 122 registers, 16 stores, 16 FADDs (bench/compile_sm90.py). Each product is
+Why (issue 19): in fp32 mode (matmul precision "highest") cuBLAS runs these GEMMs on the CUDA cores: on an
+H200 at S = 128 (2026-11-27) the feed-forward took 2.30 ms a layer, 4 x 2.30 = 43% of the 21.5 ms fp32 step.
+Triton's own tf32x3 dot splits both operands in registers and writes the split weight tiles back to shared
+memory every K step; here the weight is split once per forward into TF32 planes in memory (split_tf32:
+hi = W rounded to TF32, lo = W - hi, both exact), which stream into shared memory like any operand, and only
+the A tile is split in registers. Compiled for sm_90 by triton 3.6 at 128 x 128 x 32 tiles (bench/compile_sm90.py
+--ops ffn --quick, on the 2-core CPU dev machine), the plain kernel (dx) takes 124 registers, 16 shared-memory
+stores and 16 fp32 adds / subtracts in its PTX, against 206, 48 and 96 with Triton's tf32x3 dot on the
+unsplit weight (_splits forced False); the four fp32-mode kernels h, y, dh, dx 146 / 214 / 181 / 124
+registers against 218 / 218 / 208 / 206, no spills. Each product is
 A_lo B_hi + A_hi B_lo + A_hi B_hi (small terms first), fp32-accurate: the dropped A_lo B_lo is ~2^-22
 relative, and the MMA's truncation of the lo parts ~2^-21. Outside fp32 mode the same kernels run one
 dot (TF32, bf16 operands, fp64 "ieee"); no weight split.
-Against method="epilogue" (cuBLAS): 9 launches a layer instead of 12 (the bias gradients and the ReLU's
-backward in the GEMMs, no split-K reduction kernels), and the split-weight path in fp32 mode. Untimed.
+Against method="epilogue" (cuBLAS): 8 launches a layer in fp32 mode (the weight split included; 7 in the
+other modes) instead of 12 (10 + 2 cuBLAS split-K reductions; bench/_kernel_count.py): the bias gradients
+and the ReLU's backward in the GEMMs. Untimed.
 """
 from __future__ import annotations
 
@@ -108,7 +112,7 @@ def _row_gemm_kernel(
 
 # Tiles per device type and dtype class ("x3": fp32 mode's split dots; "fp64"; "default": TF32 / bf16).
 # GPU: 128 x 128 x 32 tiles, 8 warps, 3 stages, compiled for sm_90 by triton 3.6 at the paper's shapes
-# (bench/compile_sm90.py): wgmma, no spills (x3: 122 registers, 128 KB of shared memory); untimed.
+# (bench/compile_sm90.py): wgmma, no spills (x3: 124-214 registers, 128 KB of shared memory); untimed.
 # CPU (the interpreter: a fixed cost per program and loop step) as large as the shapes allow; the tests
 # run the GPU tiles there too.
 LAUNCH_POLICY = {
