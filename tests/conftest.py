@@ -53,6 +53,35 @@ def allow_tf32():
 
 
 @pytest.fixture
+def tf32_mma(monkeypatch):
+    """Triton's interpreter multiplies fp32 dots exactly whatever their input_precision: inside the test a
+    "tf32" dot reads its fp32 operands as a Hopper MMA does, the low 13 mantissa bits dropped (truncation),
+    so a TF32 path is checked at TF32 hardware's accuracy (3xTF32 with an A tile left unsplit shows; so does
+    plain TF32 without the rounding where its operands are formed). On a GPU the hardware does this
+    itself and nothing is patched."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import numpy as np
+    import triton.language as tl
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    create_dot = interpreter.InterpreterBuilder.create_dot
+
+    def truncated(t):
+        if t.dtype != tl.float32:
+            return t
+        return interpreter.TensorHandle((t.data.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32), t.dtype)
+
+    def tf32_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if input_precision == ir.INPUT_PRECISION.TF32:
+            a, b = truncated(a), truncated(b)
+        return create_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", tf32_dot)
+
+
+@pytest.fixture
 def gen(request):
     """A torch.Generator seeded from the test's node id: fresh inputs per test, reproducible runs."""
     import zlib

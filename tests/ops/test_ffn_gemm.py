@@ -1,8 +1,6 @@
 """kernels/ffn_gemm.py (the feed-forward's method="gemm"): the weights' TF32 planes, and the row GEMM
 with each epilogue against an explicit fp64 formula, on the GPU's tiles (several K steps, partial row,
 column and reduction tiles). The whole feed-forward against the reference: tests/ops/test_feed_forward.py."""
-import os
-
 import pytest
 import torch
 from helpers import rel_err
@@ -23,34 +21,6 @@ def test_split_tf32_planes_are_exact_and_rounded(gen, kdev):
         assert torch.equal(hi, round_to_tf32(w))
         assert torch.equal(hi.double() + lo.double(), w.double())
         assert (lo.abs() <= w.abs() * 2.0 ** -11).all()
-
-
-@pytest.fixture
-def tf32_mma(monkeypatch):
-    """Triton's interpreter multiplies fp32 dots exactly whatever their input_precision: inside the test a
-    "tf32" dot reads its fp32 operands as a Hopper MMA does, the low 13 mantissa bits dropped (truncation),
-    so 3xTF32 is checked at TF32 hardware's accuracy (an A tile left unsplit then shows). On a GPU the
-    hardware does this itself and nothing is patched."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        return
-    import numpy as np
-    import triton.language as tl
-    from triton._C.libtriton import ir
-    from triton.runtime import interpreter
-
-    create_dot = interpreter.InterpreterBuilder.create_dot
-
-    def truncated(t):
-        if t.dtype != tl.float32:
-            return t
-        return interpreter.TensorHandle((t.data.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32), t.dtype)
-
-    def tf32_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        if input_precision == ir.INPUT_PRECISION.TF32:
-            a, b = truncated(a), truncated(b)
-        return create_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
-
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", tf32_dot)
 
 
 EPILOGUES = [dict(), dict(bias=True), dict(bias=True, relu=True), dict(mask=True), dict(residual=True),

@@ -9,6 +9,7 @@ allows TF32 dots. Output buffers are poisoned with NaN (`poisoned` fixture), so 
 fails to write fails the comparison.
 """
 import contextlib
+import os
 
 import pytest
 import torch
@@ -324,6 +325,24 @@ def _ref64(x, w):
     """The reference in fp64 (the GPU precision tests' yardstick: a TF32 or fp32 reference carries
     errors of its own)."""
     return spectral_conv1d_ref(x.detach().double(), w.detach().double())
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="checks the kernels against the interpreter's TF32 emulation (tf32_mma); a GPU's own: "
+                           "bench/probe_spectral_accuracy.py")
+def test_plain_tf32_dots_read_operands_rounded_where_formed(allow_tf32, tf32_mma, gen):
+    """TF32 allowed (the default reduced dots), the dots truncating their fp32 operands as a Hopper MMA
+    (tf32_mma): the dft path's relative error (norm) against fp64 is the rounded algorithm's, 7.6-7.8e-4
+    for these 3 inputs (2-core CPU, 2026-11-27), where truncating the bases, spectra and Gauss sums
+    instead of rounding them where they are formed (round_tf32 as a truncation) gives 2.0e-3."""
+    allow_tf32(True)
+    errs = []
+    for _ in range(3):
+        x = torch.randn(8, 64, 32, generator=gen)
+        w = torch.randn(32, 32, 32, 2, generator=gen) / 32
+        ref = spectral_conv1d_ref(x.double(), w.double())
+        errs.append(rel_err(spectral_conv1d(x, w, backend="triton", transform="dft"), ref))
+    assert 1e-4 < sum(errs) / len(errs) <= 1.2e-3, errs  # above 1e-4: the emulation is live
 
 
 def test_reduced_precision_dots_follow_the_mode_by_default(allow_tf32, monkeypatch):
