@@ -3,8 +3,10 @@
 Prints one table per sweep (median ms by triton.testing.do_bench) and writes them as JSON:
   - spectral conv: transform "dft" (basis GEMM) vs "fft" (torch.fft) per S -> TRANSFORM_FFT_MIN_S,
     and block configurations of the three kernels at the paper's shapes;
-  - S4D: "toeplitz" vs "scan" per T -> TOEPLITZ_MAX_T.
-Usage: python bench/kernel_sweep.py [--out sweep.json] [--quick]
+  - S4D: "toeplitz" vs "scan" per T -> TOEPLITZ_MAX_T;
+  - the feed-forward's row GEMMs (method="gemm"): tile configurations in fp32 mode (3xTF32, the
+    policy's "x3" entry) and under TF32 ("default") -> kernels.ffn_gemm.LAUNCH_POLICY["cuda"].
+Usage: python bench/kernel_sweep.py [--out sweep.json] [--quick] [--only spectral|configs|s4d|ffn ...]
 """
 from __future__ import annotations
 
@@ -111,17 +113,63 @@ def sweep_s4d(lengths, batch=32, S=128, width=128, n=32):
     return out
 
 
+FFN_GEMM_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[64, 128], BLOCK_K=[32, 64], num_warps=[4, 8], num_stages=[2, 3, 4])
+FFN_GEMM_MODES = {"fp32": ("x3", False), "tf32": ("default", True)}  # mode -> (policy entry, TF32 allowed)
+
+
+def sweep_ffn_gemm_configs(sizes, width=128, rows_per_s=800, space=None, device="cuda", timer=None):
+    """feed_forward(method="gemm") fwd + bwd (x [rows_per_s * S, width], F = 4 width, the residual on) under
+    each tile configuration of space (default FFN_GEMM_SPACE) as kernels.ffn_gemm.LAUNCH_POLICY[device]'s
+    entry for the mode (FFN_GEMM_MODES), every row GEMM of the step taking it; the policy and the TF32
+    setting restored after. -> [{"S", "mode", "config", "fwdbwd_ms"}], a refused config printed and skipped."""
+    from amg_fast.kernels import ffn_gemm
+    from amg_fast.ops.ffn import feed_forward
+
+    timer, space = timer or bench, space or FFN_GEMM_SPACE
+    policy, allowed = ffn_gemm.LAUNCH_POLICY[device], torch.backends.cuda.matmul.allow_tf32
+    saved = dict(policy)
+    results = []
+    try:
+        for S, (mode, (entry, tf32)) in itertools.product(sizes, FFN_GEMM_MODES.items()):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            x = torch.randn(rows_per_s * S, width, device=device, requires_grad=True)
+            weights = [(torch.randn(*shape, device=device) / width ** 0.5).requires_grad_()
+                       for shape in ((4 * width, width), (4 * width,), (width, 4 * width), (width,))]
+            run = fwd_bwd(lambda *a: feed_forward(*a, residual=a[0], backend="triton", method="gemm"), x, *weights)
+            default = dict(saved.get(entry, saved["default"]))
+            best = None
+            for values in itertools.product(*space.values()):
+                cfg = dict(zip(space, values))
+                policy[entry] = cfg
+                try:
+                    t = timer(run)
+                except Exception as exc:  # a config the compiler refuses (e.g. out of shared memory)
+                    print(f"S={S} {mode} {cfg}: {type(exc).__name__}", flush=True)
+                    continue
+                results.append({"S": S, "mode": mode, "config": cfg, "fwdbwd_ms": t})
+                best = min(best or (t, cfg), (t, cfg), key=lambda b: b[0])
+            policy[entry] = default
+            if best:
+                print(f"S={S} {mode}: policy {default} ({timer(run):.4g} ms) -> best {best[1]} at {best[0]:.4g} ms",
+                      flush=True)
+    finally:
+        policy.clear()
+        policy.update(saved)
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+    return results
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="kernel_sweep.json", help="JSON file for the results")
     p.add_argument("--quick", action="store_true", help="fewer sizes and configurations")
-    p.add_argument("--only", choices=["spectral", "configs", "s4d"], action="append",
+    p.add_argument("--only", choices=["spectral", "configs", "s4d", "ffn"], action="append",
                    help="run only these sweeps (repeatable; default all)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("kernel_sweep.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    only = set(args.only or ["spectral", "configs", "s4d"])
+    only = set(args.only or ["spectral", "configs", "s4d", "ffn"])
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
     import triton
 
@@ -132,6 +180,8 @@ def main(argv=None) -> int:
         res["s4d_method"] = sweep_s4d([25, 50, 100, 200] if args.quick else [25, 50, 100, 200, 400, 1000])
     if "configs" in only:
         res["spectral_configs"] = sweep_spectral_configs([32, 128] if args.quick else [32, 128, 1024], quick=args.quick)
+    if "ffn" in only:
+        res["ffn_gemm_configs"] = sweep_ffn_gemm_configs([128] if args.quick else [32, 128])
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
     print(f"wrote {args.out}")

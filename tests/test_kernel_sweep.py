@@ -1,0 +1,50 @@
+"""bench/kernel_sweep.py's feed-forward tile sweep (a GPU tool), run here in Triton's interpreter with a
+stand-in timer: each configuration is what the row GEMMs launch with while it is timed, in each mode's
+policy entry and TF32 setting; the best is the fastest; the policy and the TF32 setting come back."""
+import copy
+
+import torch
+from helpers import load_bench
+
+from amg_fast.kernels import ffn_gemm
+
+SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], BLOCK_K=[16], num_warps=[4], num_stages=[2])
+
+
+def test_ffn_gemm_sweep_times_each_config_in_each_mode_and_restores(capsys, allow_tf32):
+    sweep = load_bench("kernel_sweep")
+    allow_tf32(False)
+    before = copy.deepcopy(ffn_gemm.LAUNCH_POLICY)
+    seen, tiles = [], []
+    real_tiles = ffn_gemm._tiles
+
+    def spy(*args):  # the tiles each row GEMM launches with
+        tiles.append(real_tiles(*args))
+        return tiles[-1]
+
+    def timer(run):
+        tiles.clear()
+        run()  # the step itself, on the kernels
+        seen.append((torch.backends.cuda.matmul.allow_tf32, copy.deepcopy(ffn_gemm.LAUNCH_POLICY["cpu"]),
+                     {t["BLOCK_M"] for t in tiles}))
+        if not torch.backends.cuda.matmul.allow_tf32 and tiles[0]["BLOCK_M"] == 32:
+            raise RuntimeError("out of resources")  # a config the compiler refuses: skipped
+        return float(tiles[0]["BLOCK_M"])
+
+    ffn_gemm._tiles = spy
+    try:
+        rows = sweep.sweep_ffn_gemm_configs((1,), width=16, rows_per_s=40, space=SPACE, device="cpu", timer=timer)
+    finally:
+        ffn_gemm._tiles = real_tiles
+    assert [(r["mode"], r["config"]["BLOCK_M"], r["fwdbwd_ms"]) for r in rows] == [
+        ("fp32", 16, 16.0), ("tf32", 16, 16.0), ("tf32", 32, 32.0)]
+    # fp32 mode: the "x3" entry under TF32 off; tf32 mode: "default" under TF32 on (each config, then the
+    # policy's own: on CPU "default" for both, 256-row tiles cut to the 40 rows' 64)
+    assert [(tf32, policy["x3"]["BLOCK_M"], used) for tf32, policy, used in seen[:3]] == [
+        (False, 16, {16}), (False, 32, {32}), (False, 256, {64})]
+    assert [(tf32, policy["default"]["BLOCK_M"], used) for tf32, policy, used in seen[3:]] == [
+        (True, 16, {16}), (True, 32, {32}), (True, 256, {64})]
+    out = capsys.readouterr().out
+    assert "S=1 fp32 {'BLOCK_M': 32" in out and "RuntimeError" in out
+    assert "S=1 tf32: policy" in out and "-> best {'BLOCK_M': 16" in out
+    assert ffn_gemm.LAUNCH_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
