@@ -32,6 +32,23 @@ def fwd_bwd(fn, *inputs):
     return run
 
 
+def time_configs(space: dict, apply, run, label: str, timer=None, keep=lambda cfg: True) -> list[tuple[dict, float]]:
+    """[(config, ms)] for each configuration of space (name -> values) that keep() accepts: apply(config),
+    then timer(run) (default bench); one that raises (a config the compiler refuses, e.g. out of shared
+    memory) is printed after label and skipped."""
+    timed = []
+    for values in itertools.product(*space.values()):
+        cfg = dict(zip(space, values))
+        if not keep(cfg):
+            continue
+        apply(cfg)
+        try:
+            timed.append((cfg, (timer or bench)(run)))
+        except Exception as exc:  # noqa: BLE001 (reported, the sweep goes on)
+            print(f"{label} {cfg}: {type(exc).__name__}", flush=True)
+    return timed
+
+
 def sweep_spectral_transform(sizes, rows=800, width=128):
     from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref
 
@@ -70,19 +87,10 @@ def sweep_spectral_configs(sizes, rows=800, width=128, quick=False):
         for attr, space in spaces.items():
             default = dict(getattr(k, attr))
             best = (bench(run), default)
-            for values in itertools.product(*space.values()):
-                cfg = dict(zip(space, values))
-                if quick and cfg["num_warps"] == 8:
-                    continue
-                setattr(k, attr, cfg)
-                try:
-                    t = bench(run)
-                except Exception as exc:  # a config the compiler refuses (e.g. out of shared memory)
-                    print(f"S={S} {attr} {cfg}: {type(exc).__name__}", flush=True)
-                    continue
-                results.append({"S": S, "kernel": attr, "config": cfg, "fwdbwd_ms": t})
-                if t < best[0]:
-                    best = (t, cfg)
+            timed = time_configs(space, lambda cfg, attr=attr: setattr(k, attr, cfg), run, f"S={S} {attr}",
+                                 keep=lambda cfg: not (quick and cfg["num_warps"] == 8))
+            results += [{"S": S, "kernel": attr, "config": cfg, "fwdbwd_ms": t} for cfg, t in timed]
+            best = min([best, *((t, cfg) for cfg, t in timed)], key=lambda b: b[0])
             setattr(k, attr, default)
             print(f"S={S} {attr}: default {default} -> best {best[1]} at {best[0]:.4g} ms", flush=True)
     return results
@@ -137,20 +145,13 @@ def sweep_ffn_gemm_configs(sizes, width=128, rows_per_s=800, space=None, device=
                        for shape in ((4 * width, width), (4 * width,), (width, 4 * width), (width,))]
             run = fwd_bwd(lambda *a: feed_forward(*a, residual=a[0], backend="triton", method="gemm"), x, *weights)
             default = dict(saved.get(entry, saved["default"]))
-            best = None
-            for values in itertools.product(*space.values()):
-                cfg = dict(zip(space, values))
-                policy[entry] = cfg
-                try:
-                    t = timer(run)
-                except Exception as exc:  # a config the compiler refuses (e.g. out of shared memory)
-                    print(f"S={S} {mode} {cfg}: {type(exc).__name__}", flush=True)
-                    continue
-                results.append({"S": S, "mode": mode, "config": cfg, "fwdbwd_ms": t})
-                best = min(best or (t, cfg), (t, cfg), key=lambda b: b[0])
+            timed = time_configs(space, lambda cfg, entry=entry: policy.__setitem__(entry, cfg), run,
+                                 f"S={S} {mode}", timer)
+            results += [{"S": S, "mode": mode, "config": cfg, "fwdbwd_ms": t} for cfg, t in timed]
             policy[entry] = default
-            if best:
-                print(f"S={S} {mode}: policy {default} ({timer(run):.4g} ms) -> best {best[1]} at {best[0]:.4g} ms",
+            if timed:
+                fastest, ms = min(timed, key=lambda c: c[1])
+                print(f"S={S} {mode}: policy {default} ({timer(run):.4g} ms) -> best {fastest} at {ms:.4g} ms",
                       flush=True)
     finally:
         policy.clear()
