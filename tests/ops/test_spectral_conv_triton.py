@@ -334,7 +334,9 @@ def test_plain_tf32_dots_read_operands_rounded_where_formed(allow_tf32, tf32_mma
     """TF32 allowed (the default reduced dots), the dots truncating their fp32 operands as a Hopper MMA
     (tf32_mma): the dft path's relative error (norm) against fp64 is the rounded algorithm's, 7.6-7.8e-4
     for these 3 inputs (2-core CPU, 2026-11-27), where truncating the bases, spectra and Gauss sums
-    instead of rounding them where they are formed (round_tf32 as a truncation) gives 2.0e-3."""
+    instead of rounding them where they are formed (round_to_tf32 and round_tf32 as truncations) gives
+    2.0e-3, the kernels' spectra and Gauss sums alone (round_tf32) 1.7e-3. Exact dots (the emulation
+    idle) give 4.5e-4, and 1.1e-3 with round_tf32 truncating: hence both bounds."""
     allow_tf32(True)
     errs = []
     for _ in range(3):
@@ -342,7 +344,7 @@ def test_plain_tf32_dots_read_operands_rounded_where_formed(allow_tf32, tf32_mma
         w = torch.randn(32, 32, 32, 2, generator=gen) / 32
         ref = spectral_conv1d_ref(x.double(), w.double())
         errs.append(rel_err(spectral_conv1d(x, w, backend="triton", transform="dft"), ref))
-    assert 1e-4 < sum(errs) / len(errs) <= 1.2e-3, errs  # above 1e-4: the emulation is live
+    assert 6e-4 < sum(errs) / len(errs) <= 1e-3, errs  # above 6e-4: the emulation is live
 
 
 def test_reduced_precision_dots_follow_the_mode_by_default(allow_tf32, monkeypatch):
