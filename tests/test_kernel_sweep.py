@@ -3,6 +3,7 @@ stand-in timer: each configuration is what the row GEMMs launch with while it is
 policy entry and TF32 setting; the best is the fastest; the policy and the TF32 setting come back."""
 import copy
 
+import pytest
 import torch
 from helpers import load_bench
 
@@ -47,4 +48,23 @@ def test_ffn_gemm_sweep_times_each_config_in_each_mode_and_restores(capsys, allo
     out = capsys.readouterr().out
     assert "S=1 fp32 {'BLOCK_M': 32" in out and "RuntimeError" in out
     assert "S=1 tf32: policy" in out and "-> best {'BLOCK_M': 16" in out
+    assert ffn_gemm.LAUNCH_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_ffn_gemm_sweep_restores_policy_and_tf32_when_interrupted(allow_tf32):
+    """An exception the sweep does not swallow (here a BaseException from the timer, as Ctrl-C) leaves the
+    policy and the TF32 setting as they were: the config under test is not left in LAUNCH_POLICY."""
+    sweep = load_bench("kernel_sweep")
+    allow_tf32(False)
+    before = copy.deepcopy(ffn_gemm.LAUNCH_POLICY)
+
+    class Interrupted(BaseException):
+        pass
+
+    def timer(run):
+        assert ffn_gemm.LAUNCH_POLICY["cpu"]["x3"]["BLOCK_M"] == 16  # the config under test is in place
+        raise Interrupted
+
+    with pytest.raises(Interrupted):
+        sweep.sweep_ffn_gemm_configs((1,), width=16, rows_per_s=40, space=SPACE, device="cpu", timer=timer)
     assert ffn_gemm.LAUNCH_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
