@@ -111,6 +111,13 @@ def _relu(pre):
 
 
 @triton.jit
+def _plus_residual(acc, res):
+    """acc + res (tiles) in the wider of their dtypes: an fp64 residual keeps its digits."""
+    sum_t = tl.float64 if res.dtype == tl.float64 else acc.dtype
+    return acc.to(sum_t) + res.to(sum_t)
+
+
+@triton.jit
 def _row_block(x_ptr, M, H_in, H_out, BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr):
     """This program's rows (BLOCK_M of M), the input and output columns with their masks, and its
     x tile [BLOCK_M, BLOCK_I]."""
@@ -146,10 +153,8 @@ def _ffn_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, res_ptr, y_ptr, M, H_
         w2t = _tile(w2_ptr, fs, f_mask, co, co_mask, 1, F).to(x.dtype)  # W2^T slice [BLOCK_F, BLOCK_O]
         acc = tl.dot(h, w2t, acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
     y = acc + tl.load(b2_ptr + co, mask=co_mask, other=0.0).to(acc_t)[None, :]
-    if RESIDUAL:  # the FFNO block's x + FeedForward(...), added in the epilogue (an fp64 residual in fp64)
-        res = _tile(res_ptr, rows, row_mask, co, co_mask, H_out, 1)
-        sum_t = tl.float64 if res.dtype == tl.float64 else acc_t
-        y = y.to(sum_t) + res.to(sum_t)
+    if RESIDUAL:  # the FFNO block's x + FeedForward(...), added in the epilogue
+        y = _plus_residual(y, _tile(res_ptr, rows, row_mask, co, co_mask, H_out, 1))
     tl.store(y_ptr + rows[:, None] * H_out + co[None, :], y.to(y_ptr.dtype.element_ty),
              mask=row_mask[:, None] & co_mask[None, :])
 

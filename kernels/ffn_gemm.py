@@ -39,11 +39,11 @@ import triton.language as tl
 
 from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._tf32 import round_tf32
-from amg_fast.kernels.feed_forward import _relu, _tile
+from amg_fast.kernels.feed_forward import _plus_residual, _relu, _tile
 from amg_fast.kernels.gate_fusion import weight_grads
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
-           "LAUNCH_POLICY", "EPILOGUES"]
+           "LAUNCH_POLICY"]
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -100,10 +100,8 @@ def _row_gemm_kernel(
         acc = _relu(acc)
     if MASK:  # the ReLU's backward, as threshold_backward: 0 where the saved activation is <= 0
         acc = tl.where(_tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1) <= 0, 0.0, acc)
-    if RESIDUAL:  # added in the wider of acc's and the residual's dtype: an fp64 residual keeps its digits
-        res = _tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1)
-        sum_t = tl.float64 if res.dtype == tl.float64 else acc_t
-        acc = acc.to(sum_t) + res.to(sum_t)
+    if RESIDUAL:
+        acc = _plus_residual(acc, _tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1))
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
              mask=row_mask[:, None] & col_mask[None, :])
 
@@ -121,7 +119,6 @@ LAUNCH_POLICY = {
              "fp64": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, num_warps=4, num_stages=2)},
     "cpu": {"default": dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128, num_warps=4)},
 }
-EPILOGUES = ("bias", "relu", "mask", "residual")
 SPLIT_BLOCK = 1024
 
 
@@ -143,7 +140,7 @@ def _splits(dtype: torch.dtype) -> bool:
 
 def split_tf32(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
     """Two fp32 weights' TF32 planes in one flat buffer, [hi1 | lo1 | hi2 | lo2] (hi = w rounded to TF32,
-    lo = w - hi: hi + lo == w exactly), in one launch; row_gemm reads w's planes through gemm_operand."""
+    lo = w - hi: hi + lo == w exactly), in one launch; feed_forward_gemm_fwd / _bwd hand each weight's planes to row_gemm (_operands)."""
     n1, n2 = w1.numel(), w2.numel()
     planes = new_output((2 * (n1 + n2),), dtype=torch.float32, device=w1.device)
     if n1 + n2:

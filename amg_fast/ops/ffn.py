@@ -118,9 +118,9 @@ class GemmFeedForwardFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, residual=None):
-        w1, w2 = w1.contiguous(), w2.contiguous()
+        x, w1, w2 = x.contiguous(), w1.contiguous(), w2.contiguous()
         y, hidden, planes = triton_ops().feed_forward_gemm_fwd(
-            x.contiguous(), w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous())
+            x, w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous())
         ctx.save_for_backward(x, hidden, w1, w2, planes)
         return y
 
@@ -130,7 +130,7 @@ class GemmFeedForwardFn(torch.autograd.Function):
 
         x, hidden, w1, w2, planes = ctx.saved_tensors
         need = ctx.needs_input_grad
-        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x.contiguous(), hidden, w1, w2, planes, need[0])
+        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, planes, need[0])
         return _with_residual_grad(need, dy, dx, gemm_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
 
 
