@@ -25,8 +25,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib
 import itertools
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -71,9 +73,11 @@ class _Recorder:
 def recording(sink: list, case: list):
     """Within the block every kernel launch of amg_fast.kernels is recorded into sink, not run (each
     kernel module launches through its name wrap_triton, amg_fast.kernels._common's)."""
-    from amg_fast.kernels import feed_forward, ffn_gemm, gate_fusion, s4d_scan, spectral_conv
+    import amg_fast.kernels as package
 
-    modules = (feed_forward, ffn_gemm, gate_fusion, s4d_scan, spectral_conv)
+    names = (info.name for info in pkgutil.iter_modules(package.__path__))
+    modules = [module for module in (importlib.import_module(f"amg_fast.kernels.{name}") for name in names)
+               if hasattr(module, "wrap_triton") and module.__name__ != "amg_fast.kernels._common"]
     saved = [module.wrap_triton for module in modules]
     for module in modules:
         module.wrap_triton = _Recorder(sink, case)
@@ -225,7 +229,42 @@ def ffn_cases(quick: bool):
                 yield f"ffn H128 residual {mode} dw={tiling}", lambda x=x, t=tiling: run(x, True, t), mode
 
 
-CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases}
+def decoder_cases(quick: bool):
+    """The FFNO decoder H -> 128 -> C as one composed Linear (kernels/composed_linear.py) at x [B*T*S, 128]
+    (S = 128), C = 1 (every model) and C = 8 (the kernels' widest), forward and backward; fp32 weights
+    against bf16 x, as the op leaves them under autocast."""
+    from amg_fast.kernels import composed_linear as k
+
+    def run(x, C):
+        wd = torch.float64 if x.dtype == torch.float64 else torch.float32
+        w1, b1, w2, b2 = (_t(*shape, dtype=wd) for shape in ((128, x.shape[1]), (128,), (C, 128), (C,)))
+        y = k.composed_linear_fwd(x, w1, b1, w2, b2)
+        k.composed_linear_bwd(torch.empty_like(y), x, w1, b1, w2, b2, True)
+
+    for mode in MODES:
+        x = _t(102400, 128, dtype=MODES[mode])
+        for C in ((1,) if quick else (1, 8)):
+            yield f"decoder H128 C{C} {mode}", lambda x=x, C=C: run(x, C), mode
+
+
+def encoder_cases(quick: bool):
+    """The grid encoder Linear([u, x/L]) (kernels/grid_linear.py) at u [B, T*S, C], S = 128, H = 128, C = 1
+    (the KS / Burgers models) and C = 31 (the kernels' widest), forward and backward with du."""
+    from amg_fast.kernels import grid_linear as k
+
+    def run(u):
+        wd = torch.float64 if u.dtype == torch.float64 else torch.float32
+        grid, weight, bias = _t(128, dtype=wd), _t(128, u.shape[1] + 1, dtype=wd), _t(128, dtype=wd)
+        y = k.grid_linear_fwd(u, grid, weight, bias)
+        k.grid_linear_bwd(torch.empty_like(y), u, grid, weight, bias, True)
+
+    for mode in MODES:
+        for C in ((1,) if quick else (1, 31)):
+            yield f"encoder H128 C{C} {mode}", lambda u=_t(32, 25 * 128, C, dtype=MODES[mode]): run(u), mode
+
+
+CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases, "decoder": decoder_cases,
+         "encoder": encoder_cases}
 
 
 # ----------------------------------------------------------------------------- compiling

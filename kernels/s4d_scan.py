@@ -37,6 +37,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._rows import to_acc
 from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T
 
 __all__ = [
@@ -69,23 +70,13 @@ TOEPLITZ_DOT_POLICY = {
 
 
 @triton.jit
-def _acc(x, FP64: tl.constexpr):
-    """x in the accumulation dtype: fp64 when FP64, else fp32."""
-    if FP64:
-        y = x.to(tl.float64)
-    else:
-        y = x.to(tl.float32)
-    return y
-
-
-@triton.jit
 def _load_pair(ptr, h, n, N, mask, FP64: tl.constexpr):
     """(re, im) [BLOCK_C, N_PAD] of a complex parameter stored as real [H, N, 2], rows h [BLOCK_C],
     columns n [N_PAD]; masked entries are 0."""
     off = (h[:, None] * N + n[None, :]) * 2
     re = tl.load(ptr + off, mask=mask, other=0.0)
     im = tl.load(ptr + off + 1, mask=mask, other=0.0)
-    return _acc(re, FP64), _acc(im, FP64)
+    return to_acc(re, FP64), to_acc(im, FP64)
 
 
 @triton.jit
@@ -100,7 +91,7 @@ def _column_params(lam_ptr, c_ptr, d_ptr, C, H, N, FP64: tl.constexpr, BLOCK_C: 
     pmask = cmask[:, None] & (n < N)[None, :]
     lr, li = _load_pair(lam_ptr, h, n, N, pmask, FP64)
     cr, ci = _load_pair(c_ptr, h, n, N, pmask, FP64)
-    d = _acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)
+    d = to_acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)
     return cols, cmask, n, pmask, lr, li, cr, ci, d
 
 
@@ -130,10 +121,10 @@ def _zoh(log_dt_ptr, log_a_re_ptr, a_im_ptr, cc_ptr, hs, hmask, n, N, pmask, FP6
     A = -exp(log_A_real) + i A_imag, dt = exp(log_dt), lam = exp(dt A), w = (lam - 1) / A, c = C w.
     Returns (dt [BLOCK_H], A re/im, lam re/im, w re/im, C re/im, c re/im), each [BLOCK_H, N_PAD];
     masked entries have A = -1, C = 0 (so c = 0 and nothing divides by 0)."""
-    dt = tl.exp(_acc(tl.load(log_dt_ptr + hs, mask=hmask, other=0.0), FP64))
+    dt = tl.exp(to_acc(tl.load(log_dt_ptr + hs, mask=hmask, other=0.0), FP64))
     off = hs[:, None] * N + n[None, :]
-    ar = -tl.exp(_acc(tl.load(log_a_re_ptr + off, mask=pmask, other=0.0), FP64))
-    ai = _acc(tl.load(a_im_ptr + off, mask=pmask, other=0.0), FP64)
+    ar = -tl.exp(to_acc(tl.load(log_a_re_ptr + off, mask=pmask, other=0.0), FP64))
+    ai = to_acc(tl.load(a_im_ptr + off, mask=pmask, other=0.0), FP64)
     big_cr, big_ci = _load_pair(cc_ptr, hs, n, N, pmask, FP64)
     mag = tl.exp(dt[:, None] * ar)
     lr, li = mag * tl.cos(dt[:, None] * ai), mag * tl.sin(dt[:, None] * ai)
@@ -156,12 +147,12 @@ def _store_conv_kernel(k_ptr, lr, li, cr, ci, hs, hmask, T):
 def _summed_partial(part_ptr, hs, hmask, H, T, G, lag, FP64: tl.constexpr, G_BLOCK: tl.constexpr):
     """sum_g part[g, h, lag] for the channels hs ([BLOCK_H]) over the G partial sums part [G, H, T]
     of dKk that the Toeplitz backward writes (one per group of columns)."""
-    total = _acc(tl.zeros_like(hs), FP64)
+    total = to_acc(tl.zeros_like(hs), FP64)
     for g0 in range(0, G, G_BLOCK):
         gs = g0 + tl.arange(0, G_BLOCK)
         vals = tl.load(part_ptr + (gs[:, None].to(tl.int64) * H + hs[None, :]) * T + lag,
                        mask=(gs < G)[:, None] & hmask[None, :], other=0.0)
-        total += tl.sum(_acc(vals, FP64), axis=0)
+        total += tl.sum(to_acc(vals, FP64), axis=0)
     return total
 
 
@@ -293,7 +284,7 @@ def _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD: tl.constexpr, TRANSPOSED: tl.
     else:
         lag = r - c
     mask = hmask[:, None, None] & (lag >= 0) & (r < T) & (c < T)
-    return _acc(tl.load(k_ptr + hs[:, None, None] * T + lag, mask=mask, other=0.0), FP64)
+    return to_acc(tl.load(k_ptr + hs[:, None, None] * T + lag, mask=mask, other=0.0), FP64)
 
 
 @triton.jit
@@ -331,12 +322,12 @@ def _s4d_toeplitz_dot_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, S, H, NCOL, COLS
     contiguous, NCOL = B*S columns; Kk [H, T]; d [H]."""
     hs, hmask = _channel_block(H, BH)
     lmat = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, False, FP64)
-    d = _acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
+    d = to_acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
     first = tl.program_id(0) * COLS_PER_GROUP
     n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
     for n0 in range(first, n_end, BN):
         off, mask = _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD, BN)
-        y = _causal_conv(lmat, _acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64), d, DOT_PRECISION)
+        y = _causal_conv(lmat, to_acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64), d, DOT_PRECISION)
         if GELU:
             y = _gelu(y)
         tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -353,7 +344,7 @@ def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, 
     part [G, H, T] in the accumulation dtype."""
     hs, hmask = _channel_block(H, BH)
     lmat_t = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, True, FP64)
-    d = _acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
+    d = to_acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
     if GELU:
         lmat = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, False, FP64)
     p = tl.zeros((BH, T_PAD, T_PAD), dtype=d.dtype)
@@ -361,8 +352,8 @@ def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, 
     n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
     for n0 in range(first, n_end, BN):
         off, mask = _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD, BN)
-        u = _acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64)
-        g = _acc(tl.load(dy_ptr + off, mask=mask, other=0.0), FP64)
+        u = to_acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64)
+        g = to_acc(tl.load(dy_ptr + off, mask=mask, other=0.0), FP64)
         if GELU:
             g = g * _gelu_grad(_causal_conv(lmat, u, d, DOT_PRECISION))
         tl.store(du_ptr + off, _causal_conv(lmat_t, g, d, DOT_PRECISION).to(du_ptr.dtype.element_ty), mask=mask)
@@ -393,8 +384,8 @@ def _s4d_toeplitz_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, C, H,
     mask = (t < T)[:, None] & cmask[None, :]
     base = pid_b.to(tl.int64) * T * C
     off = t[:, None] * C + cols[None, :]
-    u0 = _acc(tl.load(u_ptr + base + off, mask=mask, other=0.0), FP64)
-    acc = _acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)[None, :] * u0
+    u0 = to_acc(tl.load(u_ptr + base + off, mask=mask, other=0.0), FP64)
+    acc = to_acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)[None, :] * u0
     t_hi = tl.minimum(T, (pid_t + 1) * BLOCK_T)  # lags beyond the block's last t see only t - l < 0
     for lag in range(0, t_hi):
         k = tl.load(k_ptr + h * T + lag, mask=cmask, other=0.0).to(acc.dtype)
@@ -421,7 +412,7 @@ def _s4d_toeplitz_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, dk_part_ptr, B
     t = t0 + tl.arange(0, BLOCK_T)
     mask = (t < T)[:, None] & cmask[None, :]
     off = t[:, None] * C + cols[None, :]
-    d = _acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)
+    d = to_acc(tl.load(d_ptr + h, mask=cmask, other=0.0), FP64)
     b0 = pid_g * B_PER
     nb = tl.minimum(B_PER, B - b0)
 
@@ -541,7 +532,7 @@ def _s4d_step_fwd_kernel(u_ptr, state_ptr, lam_ptr, c_ptr, d_ptr, y_ptr, new_sta
     """
     e, emask, n, pmask, lr, li, cr, ci, d = _column_params(lam_ptr, c_ptr, d_ptr, E, H, N, FP64, BLOCK_E, N_PAD)
     xr, xi = _load_pair(state_ptr, e.to(tl.int64), n, N, pmask, FP64)
-    u = _acc(tl.load(u_ptr + e, mask=emask, other=0.0), FP64)
+    u = to_acc(tl.load(u_ptr + e, mask=emask, other=0.0), FP64)
     xr, xi = lr * xr - li * xi + u[:, None], lr * xi + li * xr
     y = 2.0 * tl.sum(cr * xr - ci * xi, axis=1) + d * u
     tl.store(y_ptr + e, y.to(y_ptr.dtype.element_ty), mask=emask)

@@ -20,6 +20,12 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / denom) if denom > 0 else float((a - b).norm())
 
 
+def value_and_grads(fn, inputs, dy):
+    """(fn(*inputs), the gradients of <fn(*inputs), dy> w.r.t. every input); inputs are leaves requiring grad."""
+    y = fn(*inputs)
+    return y, torch.autograd.grad(y, inputs, dy.to(y.dtype))
+
+
 def randn(*shape, dtype=torch.float64, generator=None, requires_grad=False) -> torch.Tensor:
     return torch.randn(*shape, dtype=dtype, generator=generator).requires_grad_(requires_grad)
 

@@ -33,9 +33,13 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # (kernels/limits.py, FFN_AUTO_METHOD): 113 launches, estimate 124 CUDA kernels (8 more split-K
 # GEMMs), over the 100; ceiling 113 + ~5%. With the row-GEMM feed-forward (method "gemm", kernels/ffn_gemm.py:
 # the bias gradients and the ReLU's backward in its kernels, no split-K reductions): 105, estimate 108.
-TRITON_STEP_KERNEL_CEILING = {"fused": 93, "default": 119, "gemm": 110}
+# The decoder's two Linears in Triton (kernels/composed_linear.py: W2 W1 formed in the kernels, 1 launch
+# forward and 2 backward against 3 + 8 aten ops and a split-K reduction) and the grid encoder
+# (kernels/grid_linear.py: 3 launches against cat, GEMM, dW GEMM + split-K, bias sum): fused 80 (estimate
+# 81), default 104 (113), gemm 96 (97: within issue 19's 100 as well). Ceilings at the count + ~5%.
+TRITON_STEP_KERNEL_CEILING = {"fused": 84, "default": 109, "gemm": 101}
 TRITON_STEP_KERNEL_FLOOR = 60
-TRITON_STEP_CUDA_TARGET = 100  # issue 19, for the fused feed-forward's step
+TRITON_STEP_CUDA_TARGET = 100  # issue 19, for the steps with the Triton feed-forwards ("fused", "gemm")
 B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equals it
 
 
@@ -92,8 +96,8 @@ def test_amgfno_reference_train_step_kernel_count():
 @pytest.mark.parametrize("ffn", ["default", "fused", "gemm"])
 def test_amgfno_triton_train_step_kernel_count(ffn, monkeypatch):
     """The Triton backend's step (kernels run by the interpreter on CPU) stays at or below its
-    ceiling, with the default feed-forward path and with the fused kernels; with the fused kernels
-    its GPU estimate stays at or below issue 19's 100 kernels."""
+    ceiling, with the default feed-forward path and with the fused kernels; with the Triton
+    feed-forwards (fused, row GEMMs) its GPU estimate stays at or below issue 19's 100 kernels."""
     if ffn == "default":
         monkeypatch.delenv("AMG_FAST_FFN_METHOD", raising=False)
     else:
@@ -105,7 +109,7 @@ def test_amgfno_triton_train_step_kernel_count(ffn, monkeypatch):
         f"{count} kernels per Triton step ({ffn} feed-forward); allowed: more than {TRITON_STEP_KERNEL_FLOOR}, "
         f"at most {ceiling}")
     assert estimate["cuda_estimate"] == count + estimate["cublas_split_k"] + estimate["multi_tensor_apply"]
-    if ffn == "fused":
+    if ffn in ("fused", "gemm"):
         assert estimate["cuda_estimate"] <= TRITON_STEP_CUDA_TARGET, estimate
 
 

@@ -31,6 +31,8 @@ from amg_fast._nvtx import nvtx_range
 from amg_fast.kernels._common import tracing
 from amg_fast.layers import FFNOBlock
 from amg_fast.ops._backend import check_backend
+from amg_fast.ops.decoder import composed_linear
+from amg_fast.ops.encoder import grid_linear
 
 __all__ = ["grid_coordinates", "append_grid", "SequenceModel", "composed_linears", "FFNOBackbone"]
 
@@ -173,15 +175,13 @@ class SequenceModel(nn.Module):
         return torch.stack(preds, dim=1)
 
 
-def composed_linears(first: nn.Linear, second: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """second(first(x)) as one Linear, W = W2 W1 and b = W2 b1 + b2: exact (no activation between)
-    and one GEMM over the activations instead of two, with no [..., hidden] intermediate. x [..., in]."""
-    weight = second.weight @ first.weight
-    if first.bias is None:
-        bias = second.bias
-    else:
-        bias = second.weight @ first.bias if second.bias is None else torch.addmv(second.bias, second.weight, first.bias)
-    return F.linear(x, weight, bias)
+def composed_linears(first: nn.Linear, second: nn.Linear, x: torch.Tensor, backend: str = "reference") -> torch.Tensor:
+    """second(first(x)) as one Linear, W = W2 W1 and b = W2 b1 + b2 (ops.composed_linear): exact (no
+    activation between) and one pass over the activations instead of two, with no [..., hidden]
+    intermediate. x [..., in]. A Linear without a bias counts a zero one."""
+    b1 = first.bias if first.bias is not None else first.weight.new_zeros(first.weight.shape[0])
+    b2 = second.bias if second.bias is not None else second.weight.new_zeros(second.weight.shape[0])
+    return composed_linear(x, first.weight, b1, second.weight, b2, backend=backend)
 
 
 DECODER_INPUTS = ("stream", "last_block")
@@ -244,11 +244,14 @@ class FFNOBackbone(SequenceModel):
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
         with nvtx_range("amg_fast.model.encode"):
-            return self.encoder(append_grid(u, self.spatial_dims))
+            if self.spatial_dims > 1:
+                return self.encoder(append_grid(u, self.spatial_dims))
+            grid = grid_coordinates(u.shape[-2], u)[:, 0]
+            return grid_linear(u, grid, self.encoder.weight, self.encoder.bias, backend=self.backend)
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
         with nvtx_range("amg_fast.model.decode"):
-            return composed_linears(self.decoder[0], self.decoder[1], h)
+            return composed_linears(self.decoder[0], self.decoder[1], h, self.backend)
 
     def run_blocks(self, h: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         """Blocks start..stop-1 on h; with decoder_input="last_block", a range that ends with the

@@ -1,4 +1,6 @@
 """Public ops. Each takes backend="auto" | "triton" | "reference" (see amg_fast.ops._backend)."""
+from amg_fast.ops.decoder import composed_linear, composed_linear_ref
+from amg_fast.ops.encoder import grid_linear, grid_linear_ref
 from amg_fast.ops.ffn import feed_forward, feed_forward_ref
 from amg_fast.ops.gate import gate_fusion, gate_fusion_freq, gate_fusion_ref
 from amg_fast.ops.readout_gate import memory_gate, memory_gate_freq, memory_gate_ref
@@ -11,4 +13,6 @@ __all__ = [
     "gate_fusion", "gate_fusion_freq", "gate_fusion_ref",
     "memory_gate", "memory_gate_freq", "memory_gate_ref",
     "feed_forward", "feed_forward_ref",
+    "composed_linear", "composed_linear_ref",
+    "grid_linear", "grid_linear_ref",
 ]

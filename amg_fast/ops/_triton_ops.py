@@ -12,9 +12,11 @@ from __future__ import annotations
 import torch
 from torch.library import triton_op
 
+from amg_fast.kernels import composed_linear as _composed
 from amg_fast.kernels import feed_forward as _ffn
 from amg_fast.kernels import ffn_gemm as _ffn_gemm
 from amg_fast.kernels import gate_fusion as _gate
+from amg_fast.kernels import grid_linear as _grid_linear
 from amg_fast.kernels import s4d_scan as _s4d
 from amg_fast.kernels import spectral_conv as _spectral
 
@@ -158,3 +160,33 @@ def _feed_forward_gemm_bwd_op(dy: torch.Tensor, x: torch.Tensor, h: torch.Tensor
                               ) -> tuple[torch.Tensor, torch.Tensor]:
     """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | db1 | dW2 | db2] flat)."""
     return _ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, planes, need_dx)
+
+
+# ----------------------------------------------------------------------------- composed_linear
+
+@triton_op("amg_fast::composed_linear_fwd", mutates_args=())
+def _composed_linear_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+                            b2: torch.Tensor) -> torch.Tensor:
+    """x [M, H] -> y [M, C] = (x W1^T + b1) W2^T + b2, W2 W1 formed in the kernel."""
+    return _composed.composed_linear_fwd(x, w1, b1, w2, b2)
+
+@triton_op("amg_fast::composed_linear_bwd", mutates_args=())
+def _composed_linear_bwd_op(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
+                            w2: torch.Tensor, b2: torch.Tensor, need_dx: bool
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dy [M, C] -> (dx [M, H] (empty without need_dx), dw1, db1, dw2, db2)."""
+    return _composed.composed_linear_bwd(dy, x, w1, b1, w2, b2, need_dx)
+
+
+# ----------------------------------------------------------------------------- grid_linear
+
+@triton_op("amg_fast::grid_linear_fwd", mutates_args=())
+def _grid_linear_fwd_op(u: torch.Tensor, grid: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """u [M, C], grid [S] -> y [M, H] = [u, grid[r mod S]] weight^T + bias."""
+    return _grid_linear.grid_linear_fwd(u, grid, weight, bias)
+
+@triton_op("amg_fast::grid_linear_bwd", mutates_args=())
+def _grid_linear_bwd_op(dy: torch.Tensor, u: torch.Tensor, grid: torch.Tensor, weight: torch.Tensor,
+                        bias: torch.Tensor, need_du: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dy [M, H] -> (du [M, C] (empty without need_du), dweight, dbias)."""
+    return _grid_linear.grid_linear_bwd(dy, u, grid, weight, bias, need_du)

@@ -97,3 +97,18 @@ def test_amgfno_memory_readout_switch_changes_no_value(backend, kdev, gen, poiso
     assert calls == ["fn" if backend == "triton" else "ref"]  # once, in the fused run
     for got, want in zip(results["fused"], results["separate"]):
         assert rel_err(got, want) <= 1e-10
+
+
+@pytest.mark.parametrize("backend", ["triton", "reference"])
+def test_encoder_and_decoder_run_their_ops_on_the_models_backend(backend, kdev, gen, monkeypatch):
+    """FFNOBackbone.encode / decode go through grid_linear / composed_linear: on the Triton backend their
+    kernels' Functions run (once each per forward), on the reference neither (the values: the tests above)."""
+    composed = importlib.import_module("amg_fast.ops.decoder")
+    grid = importlib.import_module("amg_fast.ops.encoder")
+    calls = []
+    for module, fn in ((composed, "ComposedLinearFn"), (grid, "GridLinearFn")):
+        monkeypatch.setattr(getattr(module, fn), "apply",
+                            (lambda f, n: lambda *a: calls.append(n) or f(*a))(getattr(module, fn).apply, fn))
+    model = get_model("ffno", width=16, modes=4, backend=backend).to(kdev)
+    model(torch.randn(2, 3, 10, 1, generator=gen).to(kdev)).sum().backward()
+    assert sorted(calls) == (["ComposedLinearFn", "GridLinearFn"] if backend == "triton" else [])

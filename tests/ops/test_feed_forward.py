@@ -3,7 +3,7 @@ GEMMs with the bias + ReLU epilogue; the fused kernels; the row GEMMs of kernels
 the reference: outputs and every gradient."""
 import pytest
 import torch
-from helpers import RTOL, ids, rel_err
+from helpers import RTOL, ids, rel_err, value_and_grads
 
 from amg_fast.ops.ffn import FeedForwardFn, FusedFeedForwardFn, GemmFeedForwardFn, feed_forward, feed_forward_ref
 
@@ -18,11 +18,6 @@ def make_inputs(lead, h_in, hidden, h_out, gen, dtype=torch.float64, device="cpu
 
     return (rand(*lead, h_in), rand(hidden, h_in, scale=h_in ** -0.5), rand(hidden, scale=0.1),
             rand(h_out, hidden, scale=hidden ** -0.5), rand(h_out, scale=0.1))
-
-
-def value_and_grads(fn, inputs, dy):
-    y = fn(*inputs)
-    return y, torch.autograd.grad(y, inputs, dy.to(y.dtype))
 
 
 def test_reference_matches_explicit_formula(gen):

@@ -1,0 +1,45 @@
+"""Helpers shared by the kernels that stream activation rows against a small weight (the encoder's
+grid_linear, the decoder's composed_linear): the accumulation-dtype cast and the grid-stride row tiling.
+
+Each such kernel runs a fixed number of programs, each looping over row tiles pid, pid + grid, ... so
+that what it forms from the weights once (the decoder's W2 W1) is formed once a program, and writes one
+partial sum a program in the backward (summed in order by a one-program kernel: deterministic).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from amg_fast.kernels._common import cdiv, next_pow2
+
+__all__ = ["to_acc", "ROW_STREAM_POLICY", "row_stream_tiling"]
+
+# "elements": the row tile's register budget (BLOCK_M = elements // H_PAD rows, at least 1); "programs": the
+# grid (about two per SM of an H100); on CPU (the interpreter) one program runs fastest: tests patch in the
+# "cuda" policy (each module's LAUNCH_POLICY is a copy of this, patched apart).
+ROW_STREAM_POLICY = {
+    "cuda": {"elements": 8192, "programs": 264, "num_warps": 8},
+    "cpu": {"elements": 65536, "programs": 1, "num_warps": 4},
+}
+
+
+@triton.jit
+def to_acc(x, FP64: tl.constexpr):
+    """x in the accumulation dtype: fp64 when FP64, else fp32 (one return: triton 3.6 does not compile a
+    return in each branch)."""
+    if FP64:
+        y = x.to(tl.float64)
+    else:
+        y = x.to(tl.float32)
+    return y
+
+
+def row_stream_tiling(M: int, width: int, policy: dict, device: torch.device) -> dict:
+    """(grid, H_PAD, BLOCK_M, num_warps) for M rows of `width` columns under policy[device type] (else
+    its "cuda" entry): H_PAD = width padded to a power of two, BLOCK_M = elements // H_PAD rows."""
+    chosen = policy.get(device.type, policy["cuda"])
+    h_pad = next_pow2(width, 1)
+    block_m = next_pow2(max(1, chosen["elements"] // h_pad), 1)
+    programs = max(1, min(chosen["programs"], cdiv(M, block_m)))
+    return {"grid": (programs,), "H_PAD": h_pad, "BLOCK_M": block_m, "num_warps": chosen["num_warps"]}

@@ -1,0 +1,140 @@
+"""grid_linear (the grid encoder Linear([u, x/L])): the reference against the model's concatenation, and
+the Triton kernels (kernels/grid_linear.py) against the reference in fp64: outputs and every gradient, on
+the GPU's tiling (several programs, each over several row tiles, partial tiles)."""
+import pytest
+import torch
+from helpers import ids, rel_err, value_and_grads
+
+from amg_fast.ops.encoder import (GRID_LINEAR_MAX_H, GRID_LINEAR_MAX_K, GridLinearFn, grid_linear,
+                                      grid_linear_ref)
+
+DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
+
+
+def make_inputs(lead, S, C, H, gen, dtype=torch.float64, device="cpu"):
+    """(u [*lead, S, C], weight [H, C + 1], bias [H]) leaves requiring grad, and the grid s / S [S]."""
+    def rand(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(device, dtype).requires_grad_()
+
+    grid = (torch.arange(S, dtype=torch.float64) / S).to(device, dtype)
+    return (rand(*lead, S, C), rand(H, C + 1, scale=(C + 1) ** -0.5), rand(H, scale=0.1)), grid
+
+
+def test_reference_is_the_models_concatenation(gen):
+    """grid_linear_ref = nn.Linear over models.base.append_grid(u) (the encoder before this op)."""
+    from amg_fast.models.base import append_grid, grid_coordinates
+
+    (u, weight, bias), _ = make_inputs((2, 3), 10, 2, 8, gen)
+    want = torch.nn.functional.linear(append_grid(u), weight, bias)
+    assert rel_err(grid_linear_ref(u, grid_coordinates(10, u)[:, 0], weight, bias), want) == 0
+
+
+def test_kernel_limits_match_the_op():
+    from amg_fast.kernels import grid_linear as kernels
+
+    assert (GRID_LINEAR_MAX_K, GRID_LINEAR_MAX_H) == (kernels.GRID_LINEAR_MAX_K, kernels.GRID_LINEAR_MAX_H)
+
+
+# (lead, S, C, H): the KS encoder (C = 1) at the tests' width, several channels and widths that are not powers
+# of two, the kernels' widest C + 1 = 32 and H = 512.
+CASES = [((2, 4), 20, 1, 16), ((3,), 7, 3, 24), ((1,), 5, 31, 128), ((2,), 9, 2, 512)]
+
+
+@pytest.mark.parametrize("policy", ["cpu", "cuda"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("lead,S,C,H", CASES, ids=[ids(lead=len(c[0]), S=c[1], C=c[2], H=c[3]) for c in CASES])
+def test_triton_matches_reference(lead, S, C, H, dtype, policy, gen, kdev, poisoned, monkeypatch):
+    """The output and every gradient against the reference in fp64, every output element written
+    (poisoned); policy "cuda": the GPU's grid with a small row budget, so that several programs each loop
+    over several row tiles (the last partial) and the backward sums several programs' partial sums."""
+    from amg_fast.kernels import grid_linear as kernels
+
+    if policy == "cuda":
+        monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=256,
+                                                                    programs=3))
+    inputs, grid = make_inputs(lead, S, C, H, gen, dtype, kdev)
+    dy = torch.randn(*lead, S, H, generator=gen, dtype=torch.float64).to(kdev)
+    y, grads = value_and_grads(lambda u, w, b: grid_linear(u, grid, w, b, backend="triton"), inputs, dy)
+    y_ref, grads_ref = value_and_grads(lambda u, w, b: grid_linear_ref(u, grid.double(), w, b),
+                                       [t.detach().double().requires_grad_() for t in inputs], dy)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    for name, a, b in zip(("y", "du", "dweight", "dbias"), (y, *grads), (y_ref, *grads_ref)):
+        assert a.dtype == dtype and a.shape == b.shape, name
+        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+
+
+@pytest.mark.parametrize("layout", ["frames", "permuted"])
+def test_strided_inputs(layout, gen, kdev, monkeypatch):
+    """frames: u = traj[:, :-1] (the trainer's input, frames sliced from a longer trajectory) is read in place
+    as [B, T S, C] row groups (a view, no copy); permuted: leading axes no view can merge (a copy). Both give
+    the reference's output and gradients, on the GPU's tiling (several programs)."""
+    from amg_fast.kernels import grid_linear as kernels
+    from amg_fast.ops.encoder import row_groups
+
+    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=64, programs=3))
+    (traj, weight, bias), grid = make_inputs((3, 5), 6, 2, 8, gen, device=kdev)
+    u = traj[:, :-1] if layout == "frames" else traj.transpose(0, 1)
+    groups = row_groups(u)
+    assert (groups.data_ptr() == u.data_ptr()) == (layout == "frames")
+    assert groups.shape == ((3, 4 * 6, 2) if layout == "frames" else (1, 15 * 6, 2))
+    dy = torch.randn(*u.shape[:-1], 8, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda t, w, b: grid_linear(t, grid, w, b, backend="triton"), (u, weight, bias), dy)
+    want = value_and_grads(lambda t, w, b: grid_linear_ref(t, grid, w, b), (u, weight, bias), dy)
+    for a, b in zip((got[0], *got[1]), (want[0], *want[1])):
+        assert rel_err(a, b) <= 1e-12
+
+
+def test_gradcheck(gen, kdev, monkeypatch):
+    from amg_fast.kernels import grid_linear as kernels
+
+    # 2-row tiles (H = 4): 7 rows are 4 tiles over 3 programs (the first loops over two)
+    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=8, programs=3))
+    (u, weight, bias), grid = make_inputs((1,), 7, 2, 4, gen, device=kdev)
+    assert torch.autograd.gradcheck(lambda u, w, b: GridLinearFn.apply(u, grid, w, b), (u, weight, bias))
+
+
+def test_gradients_for_weights_only(gen, kdev):
+    """u without grad (the data, as in training): the weight and bias gradients alone, no du written."""
+    (u, weight, bias), grid = make_inputs((3,), 6, 1, 8, gen, device=kdev)
+    u = u.detach()
+    grads = torch.autograd.grad(grid_linear(u, grid, weight, bias, backend="triton").square().sum(), (weight, bias))
+    grads_ref = torch.autograd.grad(grid_linear_ref(u, grid, weight, bias).square().sum(), (weight, bias))
+    assert all(rel_err(a, b) <= 1e-12 for a, b in zip(grads, grads_ref))
+
+
+@pytest.mark.gpu
+def test_bf16_autocast_follows_nn_linear(gen):
+    """Under bf16 autocast (a GPU: the interpreter's bf16 arithmetic is wrong) the output is bf16 as
+    nn.Linear's and the parameters' gradients stay fp32, within bf16's rounding of the reference."""
+    (u, weight, bias), grid = make_inputs((4, 5), 32, 1, 128, gen, torch.float32, "cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        y = grid_linear(u, grid, weight, bias, backend="triton")
+    y_ref = grid_linear_ref(u, grid, weight, bias)
+    assert y.dtype == torch.bfloat16 and rel_err(y.float(), y_ref) <= 2e-2
+    grads = torch.autograd.grad(y.float().sum(), (u, weight, bias))
+    grads_ref = torch.autograd.grad(y_ref.sum(), (u, weight, bias))
+    assert [g.dtype for g in grads] == [torch.float32] * 3
+    assert all(rel_err(a, b) <= 2e-2 for a, b in zip(grads, grads_ref))
+
+
+def test_what_the_kernels_cannot_take_is_refused_by_triton_and_run_by_auto(gen, kdev):
+    """Too many channels, or a grid that asks for a gradient: "triton" says which, "auto" runs the reference."""
+    (u, weight, bias), grid = make_inputs((2,), 5, GRID_LINEAR_MAX_K, 4, gen, device=kdev)
+    with pytest.raises(ValueError, match=r"C \+ 1 <= 32 input columns .* got C = 32 \(u.shape\[-1\]\)"):
+        grid_linear(u, grid, weight, bias, backend="triton")
+    assert rel_err(grid_linear(u, grid, weight, bias), grid_linear_ref(u, grid, weight, bias)) == 0
+    (u, weight, bias), grid = make_inputs((2,), 5, 1, 4, gen, device=kdev)
+    with pytest.raises(ValueError, match="give the grid no gradient"):
+        grid_linear(u, grid.requires_grad_(), weight, bias, backend="triton")
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda u, g, w, b: (u, g[:4], w, b), r"grid must have shape .*S = 5"),
+    (lambda u, g, w, b: (u, g, w[:, :2], b), r"weight must have shape .*C = 2"),
+    (lambda u, g, w, b: (u, g, w, b[:3]), r"bias must have shape .*H = 4"),
+    (lambda u, g, w, b: (u.to(torch.int64), g, w, b), r"u"),
+], ids=["grid", "weight", "bias", "u-int"])
+def test_bad_arguments_are_named(bad, match, gen):
+    (u, weight, bias), grid = make_inputs((2,), 5, 2, 4, gen)
+    with pytest.raises((ValueError, TypeError), match=match):
+        grid_linear(*bad(u.detach(), grid, weight.detach(), bias.detach()))
