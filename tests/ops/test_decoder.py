@@ -38,16 +38,17 @@ def test_kernel_limits_match_the_op():
 CASES = [((2, 4, 20), 16, 128, 1), ((3, 33), 24, 40, 3), ((1,), 128, 128, 1), ((64,), 7, 9, 8), ((5, 2), 512, 50, 2)]
 
 
-@pytest.mark.parametrize("policy", ["cpu", "cuda"])
+@pytest.mark.parametrize("tiling", ["device-policy", "small-tiles"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("lead,H,F,C", CASES, ids=[ids(lead=len(c[0]), H=c[1], F=c[2], C=c[3]) for c in CASES])
-def test_triton_matches_reference(lead, H, F, C, dtype, policy, gen, kdev, poisoned, monkeypatch):
+def test_triton_matches_reference(lead, H, F, C, dtype, tiling, gen, kdev, poisoned, monkeypatch):
     """The output and every gradient against the reference in fp64, every output element written
-    (poisoned). policy "cuda": the GPU's grid with a small row budget, so that several programs each loop
-    over several row tiles (the last partial) and the backward sums several programs' partial sums."""
+    (poisoned). Tilings: the device's launch policy (one program on CPU), and small tiles on the GPU's grid
+    (a small row budget): several programs each loop over several row tiles (the last partial), and the
+    backward sums several programs' partial sums."""
     from amg_fast.kernels import composed_linear as kernels
 
-    if policy == "cuda":
+    if tiling == "small-tiles":
         monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=256,
                                                                     programs=3))
     inputs = make_inputs(lead, H, F, C, gen, dtype, kdev)

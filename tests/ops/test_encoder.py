@@ -40,16 +40,17 @@ def test_kernel_limits_match_the_op():
 CASES = [((2, 4), 20, 1, 16), ((3,), 7, 3, 24), ((1,), 5, 31, 128), ((2,), 9, 2, 512)]
 
 
-@pytest.mark.parametrize("policy", ["cpu", "cuda"])
+@pytest.mark.parametrize("tiling", ["device-policy", "small-tiles"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("lead,S,C,H", CASES, ids=[ids(lead=len(c[0]), S=c[1], C=c[2], H=c[3]) for c in CASES])
-def test_triton_matches_reference(lead, S, C, H, dtype, policy, gen, kdev, poisoned, monkeypatch):
+def test_triton_matches_reference(lead, S, C, H, dtype, tiling, gen, kdev, poisoned, monkeypatch):
     """The output and every gradient against the reference in fp64, every output element written
-    (poisoned); policy "cuda": the GPU's grid with a small row budget, so that several programs each loop
-    over several row tiles (the last partial) and the backward sums several programs' partial sums."""
+    (poisoned). Tilings: the device's launch policy (one program on CPU), and small tiles on the GPU's grid
+    (a small row budget): several programs each loop over several row tiles (the last partial), and the
+    backward sums several programs' partial sums."""
     from amg_fast.kernels import grid_linear as kernels
 
-    if policy == "cuda":
+    if tiling == "small-tiles":
         monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=256,
                                                                     programs=3))
     inputs, grid = make_inputs(lead, S, C, H, gen, dtype, kdev)
@@ -138,3 +139,25 @@ def test_bad_arguments_are_named(bad, match, gen):
     (u, weight, bias), grid = make_inputs((2,), 5, 2, 4, gen)
     with pytest.raises((ValueError, TypeError), match=match):
         grid_linear(*bad(u.detach(), grid, weight.detach(), bias.detach()))
+
+
+@pytest.mark.gpu
+def test_encoder_and_decoder_trace_under_torch_compile_gpu(gen):
+    """grid_linear feeding composed_linear (a model's encode, then decode; their kernels behind the custom
+    ops amg_fast::grid_linear_* and amg_fast::composed_linear_*) under a fullgraph compile: the same output
+    and gradients as eager."""
+    from amg_fast.ops.decoder import composed_linear
+
+    (u, weight, bias), grid = make_inputs((4, 25), 32, 1, 128, gen, torch.float32, "cuda")
+    head = [(torch.randn(*shape, generator=gen) * 0.1).cuda().requires_grad_() for shape in ((128, 128), (128,),
+                                                                                               (1, 128), (1,))]
+
+    def f(u, weight, bias, *head):
+        return composed_linear(grid_linear(u, grid, weight, bias, backend="triton").relu(), *head, backend="triton")
+
+    inputs = (u, weight, bias, *head)
+    got, eager = torch.compile(f, fullgraph=True)(*inputs), f(*inputs)
+    assert rel_err(got, eager) <= 1e-5
+    dy = torch.randn(got.shape, generator=gen).cuda()
+    for g_c, g_e in zip(torch.autograd.grad(got, inputs, dy), torch.autograd.grad(eager, inputs, dy)):
+        assert rel_err(g_c, g_e) <= 1e-5
