@@ -12,9 +12,9 @@ from typing import Callable
 import torch
 
 from _providers import DEVICE, DTYPE, Shape, bench_op, generator, randn, shape_for
-from _roofline import FF_FACTOR
+from _roofline import DECODER_HIDDEN, FF_FACTOR
 from amg_fast.layers import S4DMemory
-from amg_fast.ops import feed_forward, gate_fusion, s4d_scan, spectral_conv1d
+from amg_fast.ops import composed_linear, feed_forward, gate_fusion, grid_linear, s4d_scan, spectral_conv1d
 
 
 def spectral_conv_inputs(shape: Shape) -> dict:
@@ -55,6 +55,22 @@ def feed_forward_inputs(shape: Shape) -> dict:
             "w2": randn(shape.H, F, gen=gen, scale=F ** -0.5), "b2": randn(shape.H, gen=gen, scale=0.1)}
 
 
+def grid_linear_inputs(shape: Shape) -> dict:
+    """The encoder's u [B, T, S, 1], the grid s / S [S] (no gradient), weight [H, 2], bias [H]."""
+    gen = generator(0)
+    grid = torch.arange(shape.S, device=DEVICE, dtype=DTYPE) / shape.S
+    return {"u": randn(shape.B, shape.T, shape.S, 1, gen=gen), "grid": grid,
+            "weight": randn(shape.H, 2, gen=gen, scale=0.5), "bias": randn(shape.H, gen=gen, scale=0.1)}
+
+
+def composed_linear_inputs(shape: Shape) -> dict:
+    """The decoder's x [B, T, S, H], w1 [128, H], b1 [128], w2 [1, 128], b2 [1]."""
+    gen, F = generator(0), DECODER_HIDDEN
+    return {"x": randn(shape.B, shape.T, shape.S, shape.H, gen=gen),
+            "w1": randn(F, shape.H, gen=gen, scale=shape.H ** -0.5), "b1": randn(F, gen=gen, scale=0.1),
+            "w2": randn(1, F, gen=gen, scale=F ** -0.5), "b2": randn(1, gen=gen, scale=0.1)}
+
+
 @dataclass(frozen=True)
 class OpCase:
     op: Callable
@@ -66,6 +82,8 @@ OP_CASES = {
     "feed_forward": OpCase(feed_forward, feed_forward_inputs),
     "s4d_scan": OpCase(s4d_scan, s4d_inputs),
     "gate_fusion": OpCase(gate_fusion, gate_inputs),
+    "grid_linear": OpCase(grid_linear, grid_linear_inputs),
+    "composed_linear": OpCase(composed_linear, composed_linear_inputs),
 }
 
 

@@ -112,6 +112,27 @@ def feed_forward(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
                   mode)
 
 
+def composed_linear(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
+    """The decoder H -> 128 -> C (C = 1) as one Linear: 2 rows H C FLOPs (the weight-side W2 W1 counted
+    once); x in, y out; backward dy, x in, dx out (+ the four parameters' gradients)."""
+    B, T, S, H, _, _ = _dims(shape)
+    rows, C = B * T * S, 1
+    act, out = rows * H * itemsize, rows * C * itemsize
+    weights = (DECODER_HIDDEN * H + DECODER_HIDDEN + C * DECODER_HIDDEN + C) * itemsize
+    flops = 2 * rows * H * C + 2 * C * DECODER_HIDDEN * H
+    return _split((flops, act + out + weights), (2 * flops, 2 * act + out + 2 * weights), mode)
+
+
+def grid_linear(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
+    """The encoder Linear([u, x/L]) -> H with C = 1 input channel: u in, y out; backward dy, u in, du out
+    (+ the weight's and bias's gradients)."""
+    B, T, S, H, _, _ = _dims(shape)
+    rows, C = B * T * S, 1
+    act, inp, weights = rows * H * itemsize, rows * C * itemsize, ((C + 1) * H + H) * itemsize
+    flops = 2 * rows * (C + 1) * H
+    return _split((flops, inp + act + weights), (2 * flops, act + 2 * inp + 2 * weights), mode)
+
+
 def amgfno_parameters(shape) -> int:
     """Parameter count of AMGFNO1d(in=out=1 channel, width H, modes K, state_dim 2N)."""
     _, _, _, H, K, N = _dims(shape)
@@ -167,7 +188,8 @@ def amgfno2d_train_step(shape, mode: str = "step", itemsize: int = 4) -> tuple[f
 
 
 OPS = {"spectral_conv1d": spectral_conv1d, "s4d_scan": s4d_scan, "gate_fusion": gate_fusion,
-       "feed_forward": feed_forward, TRAIN_STEP: amgfno_train_step, TRAIN_STEP_2D: amgfno2d_train_step}
+       "feed_forward": feed_forward, "grid_linear": grid_linear, "composed_linear": composed_linear,
+       TRAIN_STEP: amgfno_train_step, TRAIN_STEP_2D: amgfno2d_train_step}
 
 
 def flops_and_bytes(op: str, mode: str, shape, itemsize: int = 4) -> tuple[float, float]:
