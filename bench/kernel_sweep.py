@@ -3,7 +3,9 @@
 Prints one table per sweep (median ms by triton.testing.do_bench) and writes them as JSON:
   - spectral conv: transform "dft" (basis GEMM) vs "fft" (torch.fft) per S -> TRANSFORM_FFT_MIN_S,
     and block configurations of the three kernels at the paper's shapes;
-  - S4D: "toeplitz" vs "scan" per T -> TOEPLITZ_MAX_T;
+  - S4D: the Toeplitz kernels' tiling at T = 25 in fp32 mode and under TF32 -> kernels.s4d_scan.
+    TOEPLITZ_DOT_POLICY["cuda"] (the op was 11x its HBM floor on the H200), then "toeplitz" vs "scan"
+    per T -> TOEPLITZ_MAX_T;
   - the feed-forward's row GEMMs (method="gemm"): tile configurations in fp32 mode (3xTF32, the
     policy's "x3" entry) and under TF32 ("default") -> kernels.ffn_gemm.LAUNCH_POLICY["cuda"].
 Usage: python bench/kernel_sweep.py [--out sweep.json] [--quick] [--only spectral|configs|s4d|ffn ...]
@@ -123,41 +125,83 @@ def sweep_s4d(lengths, batch=32, S=128, width=128, n=32):
 
 FFN_GEMM_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[64, 128], BLOCK_K=[32, 64], num_warps=[4, 8], num_stages=[2, 3, 4])
 FFN_GEMM_MODES = {"fp32": ("x3", False), "tf32": ("default", True)}  # mode -> (policy entry, TF32 allowed)
+# The S4D Toeplitz kernels' tiling (kernels.s4d_scan.TOEPLITZ_DOT_POLICY): "elements" bounds a program's
+# [BH, T_PAD, max(T_PAD, BN)] tile, so at T = 25 (T_PAD 32) it sets BH = elements / 1024 channels (2..16:
+# 8..64 contiguous bytes a row in fp32), BN columns a dot, "programs" the grid the column groups fill.
+S4D_TOEPLITZ_SPACE = dict(elements=[2048, 4096, 8192, 16384], BN=[16, 32, 64], num_warps=[4, 8],
+                          programs=[512, 1024, 2048])
+
+
+def sweep_policy_entries(container: dict, entries: dict, space: dict, sizes, make_run, label: str, timer=None,
+                         fallback: str | None = None) -> list[dict]:
+    """For each S of sizes and each mode of entries (mode -> (key, TF32 allowed)): every configuration of
+    space timed as container[key] (the launch policy entry the kernels read at launch) under that TF32
+    setting, on make_run(S)'s fwd + bwd; then the policy's own (container[key], or container[fallback]
+    where the kernels fall back to it for a missing key); the container and the TF32 setting restored
+    after, also when interrupted. -> [{"S", "mode", "config", "fwdbwd_ms"}]; a configuration the compiler
+    refuses is printed and skipped; each mode's best printed beside the policy's own."""
+    timer = timer or bench
+    saved, allowed = dict(container), torch.backends.cuda.matmul.allow_tf32
+    results = []
+    try:
+        for S, (mode, (key, tf32)) in itertools.product(sizes, entries.items()):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            run = make_run(S)
+            default = dict(saved[key] if key in saved else saved[fallback])
+            timed = time_configs(space, lambda cfg, key=key: container.__setitem__(key, cfg), run,
+                                 f"{label} S={S} {mode}", timer)
+            results += [{"S": S, "mode": mode, "config": cfg, "fwdbwd_ms": t} for cfg, t in timed]
+            container[key] = default
+            if timed:
+                fastest, ms = min(timed, key=lambda c: c[1])
+                print(f"{label} S={S} {mode}: policy {default} ({timer(run):.4g} ms) -> best {fastest} at "
+                      f"{ms:.4g} ms", flush=True)
+    finally:
+        container.clear()
+        container.update(saved)
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+    return results
 
 
 def sweep_ffn_gemm_configs(sizes, width=128, rows_per_s=800, space=None, device="cuda", timer=None):
     """feed_forward(method="gemm") fwd + bwd (x [rows_per_s * S, width], F = 4 width, the residual on) under
     each tile configuration of space (default FFN_GEMM_SPACE) as kernels.ffn_gemm.LAUNCH_POLICY[device]'s
-    entry for the mode (FFN_GEMM_MODES), every row GEMM of the step taking it; the policy and the TF32
-    setting restored after. -> [{"S", "mode", "config", "fwdbwd_ms"}], a refused config printed and skipped."""
+    entry for the mode (FFN_GEMM_MODES), every row GEMM of the step taking it (sweep_policy_entries)."""
     from amg_fast.kernels import ffn_gemm
     from amg_fast.ops.ffn import feed_forward
 
-    timer, space = timer or bench, space or FFN_GEMM_SPACE
-    policy, allowed = ffn_gemm.LAUNCH_POLICY[device], torch.backends.cuda.matmul.allow_tf32
-    saved = dict(policy)
-    results = []
-    try:
-        for S, (mode, (entry, tf32)) in itertools.product(sizes, FFN_GEMM_MODES.items()):
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            x = torch.randn(rows_per_s * S, width, device=device, requires_grad=True)
-            weights = [(torch.randn(*shape, device=device) / width ** 0.5).requires_grad_()
-                       for shape in ((4 * width, width), (4 * width,), (width, 4 * width), (width,))]
-            run = fwd_bwd(lambda *a: feed_forward(*a, residual=a[0], backend="triton", method="gemm"), x, *weights)
-            default = dict(saved.get(entry, saved["default"]))
-            timed = time_configs(space, lambda cfg, entry=entry: policy.__setitem__(entry, cfg), run,
-                                 f"S={S} {mode}", timer)
-            results += [{"S": S, "mode": mode, "config": cfg, "fwdbwd_ms": t} for cfg, t in timed]
-            policy[entry] = default
-            if timed:
-                fastest, ms = min(timed, key=lambda c: c[1])
-                print(f"S={S} {mode}: policy {default} ({timer(run):.4g} ms) -> best {fastest} at {ms:.4g} ms",
-                      flush=True)
-    finally:
-        policy.clear()
-        policy.update(saved)
-        torch.backends.cuda.matmul.allow_tf32 = allowed
-    return results
+    policy = ffn_gemm.LAUNCH_POLICY[device]
+
+    def make_run(S):
+        x = torch.randn(rows_per_s * S, width, device=device, requires_grad=True)
+        weights = [(torch.randn(*shape, device=device) / width ** 0.5).requires_grad_()
+                   for shape in ((4 * width, width), (4 * width,), (width, 4 * width), (width,))]
+        return fwd_bwd(lambda *a: feed_forward(*a, residual=a[0], backend="triton", method="gemm"), x, *weights)
+
+    return sweep_policy_entries(policy, FFN_GEMM_MODES, space or FFN_GEMM_SPACE, sizes, make_run, "ffn-gemm", timer,
+                                fallback="default")
+
+
+def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device="cuda", timer=None):
+    """s4d_scan(method="toeplitz", activation="gelu") fwd + bwd (the AMGFNO memory's op: u [batch, T, S, width],
+    n poles) under each tiling of space (default S4D_TOEPLITZ_SPACE) as kernels.s4d_scan.TOEPLITZ_DOT_POLICY
+    [device], in fp32 mode (tf32x3 dots) and under TF32 (sweep_policy_entries)."""
+    from amg_fast.kernels import s4d_scan as kernels
+    from amg_fast.ops import s4d_scan
+
+    mag = torch.empty(width, n, device=device).uniform_(0.5, 0.99)
+    phase = torch.empty(width, n, device=device).uniform_(0, 3.14)
+    params = [torch.stack([mag * torch.cos(phase), mag * torch.sin(phase)], -1).requires_grad_(),
+              torch.randn(width, n, 2, device=device, requires_grad=True),
+              torch.randn(width, device=device, requires_grad=True)]
+
+    def make_run(S):
+        u = torch.randn(batch, T, S, width, device=device, requires_grad=True)
+        return fwd_bwd(lambda *a: s4d_scan(*a, backend="triton", method="toeplitz", activation="gelu"), u, *params)
+
+    entries = {"fp32": (device, False), "tf32": (device, True)}
+    return sweep_policy_entries(kernels.TOEPLITZ_DOT_POLICY, entries, space or S4D_TOEPLITZ_SPACE, sizes, make_run,
+                                "s4d-toeplitz", timer)
 
 
 def main(argv=None) -> int:
@@ -178,6 +222,7 @@ def main(argv=None) -> int:
     if "spectral" in only:
         res["spectral_transform"] = sweep_spectral_transform([32, 64, 128, 256, 512, 1024])
     if "s4d" in only:
+        res["s4d_configs"] = sweep_s4d_configs([128] if args.quick else [32, 128])
         res["s4d_method"] = sweep_s4d([25, 50, 100, 200] if args.quick else [25, 50, 100, 200, 400, 1000])
     if "configs" in only:
         res["spectral_configs"] = sweep_spectral_configs([32, 128] if args.quick else [32, 128, 1024], quick=args.quick)

@@ -68,3 +68,42 @@ def test_ffn_gemm_sweep_restores_policy_and_tf32_when_interrupted(allow_tf32):
     with pytest.raises(Interrupted):
         sweep.sweep_ffn_gemm_configs((1,), width=16, rows_per_s=40, space=SPACE, device="cpu", timer=timer)
     assert ffn_gemm.LAUNCH_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf32):
+    """The S4D Toeplitz tiling sweep: each configuration is TOEPLITZ_DOT_POLICY[device] while it is timed
+    (the kernels launch with its BH, BN and grid), in fp32 mode and under TF32; the policy and the TF32
+    setting come back."""
+    from amg_fast.kernels import s4d_scan
+
+    sweep = load_bench("kernel_sweep")
+    allow_tf32(False)
+    before = copy.deepcopy(s4d_scan.TOEPLITZ_DOT_POLICY)
+    seen, tilings = [], []
+    real_tiling = s4d_scan._dot_tiling
+
+    def spy(*args):
+        tilings.append(real_tiling(*args))
+        return dict(tilings[-1])
+
+    def timer(run):
+        tilings.clear()
+        run()
+        seen.append((torch.backends.cuda.matmul.allow_tf32, {(t["BH"], t["BN"], t["grid"][0]) for t in tilings}))
+        return float(tilings[0]["BH"])
+
+    space = dict(elements=[256, 512], BN=[16], num_warps=[4], programs=[2])
+    s4d_scan._dot_tiling = spy
+    try:
+        rows = sweep.sweep_s4d_configs((4,), batch=2, T=4, width=8, n=2, space=space, device="cpu", timer=timer)
+    finally:
+        s4d_scan._dot_tiling = real_tiling
+    assert [(r["mode"], r["config"]["elements"], r["fwdbwd_ms"]) for r in rows] == [
+        ("fp32", 256, 1.0), ("fp32", 512, 2.0), ("tf32", 256, 1.0), ("tf32", 512, 2.0)]
+    # T = 4 pads to 16: BH = elements / 256 channels; 8 columns (2 x 4) in groups of 16 -> 1 program; then the
+    # policy's own (CPU: one program over all channels)
+    assert [(tf32, used) for tf32, used in seen] == [
+        (False, {(1, 16, 1)}), (False, {(2, 16, 1)}), (False, {(8, 64, 1)}),
+        (True, {(1, 16, 1)}), (True, {(2, 16, 1)}), (True, {(8, 64, 1)})]
+    assert "s4d-toeplitz S=4 tf32: policy" in capsys.readouterr().out
+    assert s4d_scan.TOEPLITZ_DOT_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
