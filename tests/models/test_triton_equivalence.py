@@ -112,3 +112,25 @@ def test_encoder_and_decoder_run_their_ops_on_the_models_backend(backend, kdev, 
     model = get_model("ffno", width=16, modes=4, backend=backend).to(kdev)
     model(torch.randn(2, 3, 10, 1, generator=gen).to(kdev)).sum().backward()
     assert sorted(calls) == (["ComposedLinearFn", "GridLinearFn"] if backend == "triton" else [])
+
+
+@pytest.mark.parametrize("name,kw", [("ffno", dict(out_channels=9)),
+                                     ("multi_input_ffno", dict(in_channels=8, out_channels=8)),
+                                     ("ffno", dict(width=513, modes=2))],
+                         ids=["decoder-C9", "encoder-C32", "width513"])
+def test_triton_models_beyond_the_encoder_decoder_kernels_limits_still_run(name, kw, kdev, gen):
+    """A model built with backend="triton" (--fast-kernels) whose encoder or decoder the grid_linear /
+    composed_linear kernels cannot take (C + 1 > 32 encoder columns, C > 8 outputs, width > 512) ran before
+    these ops (nn.Linear) and must still run, on the reference for that layer, with the reference's values."""
+    kw = {"width": 16, "modes": 4, **kw}
+    ref, fast = _twin_models(name, kdev, **kw)
+    cin = ref.in_channels
+    u = torch.randn(1, 2, 8, cin, generator=gen).to(kdev)
+    outs = []
+    for model in (ref, fast):
+        out = model(u)
+        out.square().sum().backward()
+        outs.append(out)
+    assert rel_err(outs[1], outs[0]) <= TOL
+    for (pname, p_ref), p_fast in zip(ref.named_parameters(), fast.parameters()):
+        assert rel_err(p_fast.grad, p_ref.grad) <= TOL, pname
