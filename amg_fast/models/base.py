@@ -31,8 +31,8 @@ from amg_fast._nvtx import nvtx_range
 from amg_fast.kernels._common import tracing
 from amg_fast.layers import FFNOBlock
 from amg_fast.ops._backend import check_backend
-from amg_fast.ops.decoder import composed_linear
-from amg_fast.ops.encoder import grid_linear
+from amg_fast.ops.decoder import COMPOSED_MAX_C, COMPOSED_MAX_H, composed_linear
+from amg_fast.ops.encoder import GRID_LINEAR_MAX_H, GRID_LINEAR_MAX_K, grid_linear
 
 __all__ = ["grid_coordinates", "append_grid", "SequenceModel", "composed_linears", "FFNOBackbone"]
 
@@ -247,11 +247,19 @@ class FFNOBackbone(SequenceModel):
             if self.spatial_dims > 1:
                 return self.encoder(append_grid(u, self.spatial_dims))
             grid = grid_coordinates(u.shape[-2], u)[:, 0]
-            return grid_linear(u, grid, self.encoder.weight, self.encoder.bias, backend=self.backend)
+            fits = u.shape[-1] + 1 <= GRID_LINEAR_MAX_K and self.width <= GRID_LINEAR_MAX_H
+            return grid_linear(u, grid, self.encoder.weight, self.encoder.bias, backend=self._layer_backend(fits))
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
         with nvtx_range("amg_fast.model.decode"):
-            return composed_linears(self.decoder[0], self.decoder[1], h, self.backend)
+            fits = self.out_channels <= COMPOSED_MAX_C and h.shape[-1] <= COMPOSED_MAX_H
+            return composed_linears(self.decoder[0], self.decoder[1], h, self._layer_backend(fits))
+
+    def _layer_backend(self, fits: bool) -> str:
+        """The model's backend for the encoder / decoder op, "auto" (the reference, logged once) where
+        backend="triton" but their kernels cannot take the layer's shape: such a model ran before these ops
+        (nn.Linear) and keeps running."""
+        return "auto" if self.backend == "triton" and not fits else self.backend
 
     def run_blocks(self, h: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         """Blocks start..stop-1 on h; with decoder_input="last_block", a range that ends with the
