@@ -161,3 +161,16 @@ def test_encoder_and_decoder_trace_under_torch_compile_gpu(gen):
     dy = torch.randn(got.shape, generator=gen).cuda()
     for g_c, g_e in zip(torch.autograd.grad(got, inputs, dy), torch.autograd.grad(eager, inputs, dy)):
         assert rel_err(g_c, g_e) <= 1e-5
+
+
+def test_mixed_dtypes_read_and_written_as_the_op_says(gen, kdev):
+    """fp32 u and weight against an fp64 bias: y and du in u's dtype, each parameter's gradient in its own;
+    the accumulation dtype is fp64 (any fp64 input) in the backward as in the forward, so dbias is the fp64
+    sum of dy's rows."""
+    (u, weight, bias), grid = make_inputs((4,), 50, 2, 16, gen, device=kdev)
+    u32, w32 = (t.detach().float().requires_grad_() for t in (u, weight))
+    y = grid_linear(u32, grid.float(), w32, bias, backend="triton")
+    dy = (1e4 + torch.randn(y.shape, generator=gen, dtype=torch.float64)).float().to(kdev)
+    du, dweight, dbias = torch.autograd.grad(y, (u32, w32, bias), dy)
+    assert (y.dtype, du.dtype, dweight.dtype, dbias.dtype) == (torch.float32,) * 3 + (torch.float64,)
+    assert rel_err(dbias, dy.double().sum(dim=(0, 1))) <= 1e-12
