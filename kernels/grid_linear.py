@@ -159,7 +159,7 @@ def grid_linear_bwd(dy: torch.Tensor, u: torch.Tensor, grid: torch.Tensor, weigh
     M = P * Q
     tiling = _tiling(M, C + 1, H, u.device)
     programs = tiling.pop("grid")[0]
-    acc = acc_dtype(dy, u, grid, weight)
+    acc = acc_dtype(dy, u, grid, weight, bias)
     fp64 = acc == torch.float64
     du = new_output((M, C) if need_du else (0,), dtype=u.dtype, device=u.device)
     part = new_output((programs, tiling["K_PAD"] + 1, tiling["H_PAD"]), dtype=acc, device=u.device)
