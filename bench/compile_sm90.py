@@ -230,9 +230,9 @@ def ffn_cases(quick: bool):
 
 
 def decoder_cases(quick: bool):
-    """The FFNO decoder H -> 128 -> C as one composed Linear (kernels/composed_linear.py) at x [B*T*S, 128]
-    (S = 128), C = 1 (every model) and C = 8 (the kernels' widest), forward and backward; fp32 weights
-    against bf16 x, as the op leaves them under autocast."""
+    """The FFNO decoder H -> 128 -> C as one composed Linear (kernels/composed_linear.py) at x [B*T*S, H]
+    (S = 128), H = 128 with C = 1 (every model) and C = 8, and the kernels' limits H = 512, C = 8; forward and
+    backward; fp32 weights against bf16 x, as the op leaves them under autocast."""
     from amg_fast.kernels import composed_linear as k
 
     def run(x, C):
@@ -242,25 +242,25 @@ def decoder_cases(quick: bool):
         k.composed_linear_bwd(torch.empty_like(y), x, w1, b1, w2, b2, True)
 
     for mode in MODES:
-        x = _t(102400, 128, dtype=MODES[mode])
-        for C in ((1,) if quick else (1, 8)):
-            yield f"decoder H128 C{C} {mode}", lambda x=x, C=C: run(x, C), mode
+        for H, C in (((128, 1),) if quick else ((128, 1), (128, 8), (512, 8))):  # the paper's; the limits
+            yield f"decoder H{H} C{C} {mode}", lambda x=_t(102400, H, dtype=MODES[mode]), C=C: run(x, C), mode
 
 
 def encoder_cases(quick: bool):
-    """The grid encoder Linear([u, x/L]) (kernels/grid_linear.py) at u [B, T*S, C], S = 128, H = 128, C = 1
-    (the KS / Burgers models) and C = 31 (the kernels' widest), forward and backward with du."""
+    """The grid encoder Linear([u, x/L]) (kernels/grid_linear.py) at u [B, T*S, C], S = 128: H = 128 with C = 1
+    (the KS / Burgers models) and C = 31, and the kernels' limits H = 512, C = 31; forward and backward with du."""
     from amg_fast.kernels import grid_linear as k
 
-    def run(u):
+    def run(u, H):
         wd = torch.float64 if u.dtype == torch.float64 else torch.float32
-        grid, weight, bias = _t(128, dtype=wd), _t(128, u.shape[1] + 1, dtype=wd), _t(128, dtype=wd)
+        grid, weight, bias = _t(128, dtype=wd), _t(H, u.shape[2] + 1, dtype=wd), _t(H, dtype=wd)
         y = k.grid_linear_fwd(u, grid, weight, bias)
         k.grid_linear_bwd(torch.empty_like(y), u, grid, weight, bias, True)
 
     for mode in MODES:
-        for C in ((1,) if quick else (1, 31)):
-            yield f"encoder H128 C{C} {mode}", lambda u=_t(32, 25 * 128, C, dtype=MODES[mode]): run(u), mode
+        for H, C in (((128, 1),) if quick else ((128, 1), (128, 31), (512, 31))):  # the paper's; the limits
+            yield (f"encoder H{H} C{C} {mode}", lambda u=_t(32, 25 * 128, C, dtype=MODES[mode]), H=H: run(u, H),
+                   mode)
 
 
 CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases, "decoder": decoder_cases,

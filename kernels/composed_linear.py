@@ -10,7 +10,7 @@ sum dy over its rows; (2) one program sums the partials and forms the parameters
 
     dW1 = W2^T dW,   db1 = W2^T db,   dW2 = dW W1^T + db b1^T,   db2 = db.
 
-Why (issue 19: at most 100 kernels a step, the small ops folded): the reference (models.base.composed_linears)
+Why (issue 19: at most 100 kernels a step, the small ops folded): the reference (ops.decoder.composed_linear_ref)
 runs W2 W1, the bias's addmv and the GEMM forward, and eight kernels backward (two GEMMs and a bias sum for
 the Linear, four weight-side products and an add for the composition) plus cuBLAS's split-K reduction for
 dW = dy^T x: 12 on a GPU against these 3, and one pass over x fewer in the backward (dx and dW's partial

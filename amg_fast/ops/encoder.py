@@ -47,23 +47,25 @@ def grid_linear_ref(u, grid, weight, bias) -> torch.Tensor:
 
 
 def row_groups(u: torch.Tensor) -> torch.Tensor:
-    """u [..., S, C] as a view [P, Q, C] whose groups' rows are contiguous (the leading axes split where their
-    strides allow: frames 0..T-1 sliced from [B, T + 1, S, C] are [B, T S, C]); a contiguous copy [1, M, C]
-    when no split allows it."""
+    """u [..., S, C] as a view [P, Q, C] whose groups' rows are contiguous (strides (any, C, 1): the leading
+    axes split where their strides allow, the fewest groups first; frames 0..T-1 sliced from [B, T + 1, S, C]
+    are [B, T S, C]), which the kernels read in place; a contiguous copy [1, M, C] when no split gives one."""
     lead, C = u.shape[:-1], u.shape[-1]
     for k in range(len(lead)):
         try:
-            return u.view(math.prod(lead[:k]), math.prod(lead[k:]), C)
+            view = u.view(math.prod(lead[:k]), math.prod(lead[k:]), C)
         except RuntimeError:  # not viewable with this split
             continue
-    return u.reshape(1, -1, C)
+        if (C == 1 or view.stride(2) == 1) and (view.shape[1] == 1 or view.stride(1) == C):
+            return view
+    return u.contiguous().view(1, -1, C)
 
 
 class GridLinearFn(torch.autograd.Function):
     """u [P, Q, C] (rows r = p Q + q at grid position r mod S; read in place when each group's rows are
     contiguous), grid [S], weight [H, C + 1], bias [H] -> y [P Q, H] in u's dtype (the others in theirs: read
     and accumulated in fp32, fp64 when any input is fp64). The grid takes no gradient (coordinates). Saves
-    u, grid and the weight."""
+    u, the grid, the weight and the bias."""
 
     @staticmethod
     def forward(ctx, u, grid, weight, bias):
@@ -95,7 +97,8 @@ def grid_linear(u, grid, weight, bias, *, backend: str = "auto") -> torch.Tensor
         unsupported = (f"grid_linear's Triton kernels take C + 1 <= {GRID_LINEAR_MAX_K} input columns and H <= "
                        f"{GRID_LINEAR_MAX_H} outputs, got C = {C} (u.shape[-1]), H = {H} (weight.shape[0])")
     elif grid.requires_grad:
-        unsupported = "grid_linear's Triton kernels give the grid no gradient, got a grid that requires grad"
+        unsupported = ("grid_linear's Triton kernels give the grid no gradient, got a grid that requires grad: "
+                       "pass grid.detach(), or use backend='reference'")
 
     def fused(u_):
         y = GridLinearFn.apply(row_groups(u_), grid, weight, bias)

@@ -106,11 +106,16 @@ def test_bf16_autocast_follows_nn_linear(gen):
     assert all(rel_err(a, b) <= 2e-2 for a, b in zip(grads, grads_ref))
 
 
-def test_too_wide_is_refused_by_triton_and_run_by_auto(gen, kdev):
-    """C above the kernels' limit: "triton" names the limit and the argument, "auto" runs the reference."""
+def test_too_wide_is_refused_by_triton_and_run_by_auto(gen, kdev, monkeypatch):
+    """C above the kernels' limit: "triton" names the limit and the argument; "auto", where it would pick
+    Triton (as on CUDA: forced here), runs the reference, the kernels' Function never called."""
+    from amg_fast.ops import _backend, decoder
+
     inputs = [t.detach() for t in make_inputs((3,), 4, 8, COMPOSED_MAX_C + 1, gen, device=kdev)]
     with pytest.raises(ValueError, match=r"C <= 8 outputs .* got C=9 \(w2.shape\[0\]\)"):
         composed_linear(*inputs, backend="triton")
+    monkeypatch.setattr(_backend, "resolve_backend", lambda op, backend, device: "triton")
+    monkeypatch.setattr(decoder.ComposedLinearFn, "apply", lambda *a: pytest.fail("the kernels ran"))
     assert rel_err(composed_linear(*inputs, backend="auto"), composed_linear_ref(*inputs)) <= 1e-14
 
 
@@ -119,7 +124,7 @@ def test_too_wide_is_refused_by_triton_and_run_by_auto(gen, kdev):
     (lambda a: (*a[:2], a[2][:5], *a[3:]), r"b1 must have shape"),
     (lambda a: (*a[:3], a[3][:, :7], a[4]), r"w2 must have shape .*F = 8"),
     (lambda a: (*a[:4], a[4][:0]), r"b2 must have shape .*C = 2"),
-    (lambda a: (a[0].to(torch.int64), *a[1:]), r"x"),
+    (lambda a: (a[0].to(torch.int64), *a[1:]), r"x must be a real floating-point tensor .* got dtype torch.int64"),
 ], ids=["w1", "b1", "w2", "b2", "x-int"])
 def test_bad_arguments_are_named(bad, match, gen):
     inputs = [t.detach() for t in make_inputs((2,), 4, 8, 2, gen)]

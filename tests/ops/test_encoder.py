@@ -64,20 +64,22 @@ def test_triton_matches_reference(lead, S, C, H, dtype, tiling, gen, kdev, poiso
         assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
-@pytest.mark.parametrize("layout", ["frames", "permuted"])
+@pytest.mark.parametrize("layout", ["frames", "permuted", "channel-slice"])
 def test_strided_inputs(layout, gen, kdev, monkeypatch):
     """frames: u = traj[:, :-1] (the trainer's input, frames sliced from a longer trajectory) is read in place
-    as [B, T S, C] row groups (a view, no copy); permuted: leading axes no view can merge (a copy). Both give
-    the reference's output and gradients, on the GPU's tiling (several programs)."""
+    as [B, T S, C] row groups (a view, no copy); permuted (leading axes no view can merge) and channel-slice
+    (rows not C apart) are copied once. Each gives the reference's output and gradients, on the GPU's tiling
+    (several programs)."""
     from amg_fast.kernels import grid_linear as kernels
     from amg_fast.ops.encoder import row_groups
 
     monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=64, programs=3))
     (traj, weight, bias), grid = make_inputs((3, 5), 6, 2, 8, gen, device=kdev)
-    u = traj[:, :-1] if layout == "frames" else traj.transpose(0, 1)
+    wide = torch.randn(3, 5, 6, 3, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
+    u = {"frames": traj[:, :-1], "permuted": traj.transpose(0, 1), "channel-slice": wide[..., :2]}[layout]
     groups = row_groups(u)
     assert (groups.data_ptr() == u.data_ptr()) == (layout == "frames")
-    assert groups.shape == ((3, 4 * 6, 2) if layout == "frames" else (1, 15 * 6, 2))
+    assert groups.shape == ((3, 4 * 6, 2) if layout == "frames" else (1, u.numel() // 2, 2))
     dy = torch.randn(*u.shape[:-1], 8, generator=gen, dtype=torch.float64).to(kdev)
     got = value_and_grads(lambda t, w, b: grid_linear(t, grid, w, b, backend="triton"), (u, weight, bias), dy)
     want = value_and_grads(lambda t, w, b: grid_linear_ref(t, grid, w, b), (u, weight, bias), dy)
@@ -118,22 +120,29 @@ def test_bf16_autocast_follows_nn_linear(gen):
     assert all(rel_err(a, b) <= 2e-2 for a, b in zip(grads, grads_ref))
 
 
-def test_what_the_kernels_cannot_take_is_refused_by_triton_and_run_by_auto(gen, kdev):
-    """Too many channels, or a grid that asks for a gradient: "triton" says which, "auto" runs the reference."""
-    (u, weight, bias), grid = make_inputs((2,), 5, GRID_LINEAR_MAX_K, 4, gen, device=kdev)
-    with pytest.raises(ValueError, match=r"C \+ 1 <= 32 input columns .* got C = 32 \(u.shape\[-1\]\)"):
-        grid_linear(u, grid, weight, bias, backend="triton")
-    assert rel_err(grid_linear(u, grid, weight, bias), grid_linear_ref(u, grid, weight, bias)) == 0
-    (u, weight, bias), grid = make_inputs((2,), 5, 1, 4, gen, device=kdev)
-    with pytest.raises(ValueError, match="give the grid no gradient"):
-        grid_linear(u, grid.requires_grad_(), weight, bias, backend="triton")
+def test_what_the_kernels_cannot_take_is_refused_by_triton_and_run_by_auto(gen, kdev, monkeypatch):
+    """Too many channels, or a grid that asks for a gradient: "triton" says which; "auto", where it would
+    pick Triton (as on CUDA: forced here), runs the reference instead, the kernels' Function never called."""
+    from amg_fast.ops import _backend, encoder
+
+    wide, grid = make_inputs((2,), 5, GRID_LINEAR_MAX_K, 4, gen, device=kdev)
+    narrow, _ = make_inputs((2,), 5, 1, 4, gen, device=kdev)
+    cases = [(wide, grid, r"C \+ 1 <= 32 input columns .* got C = 32 \(u.shape\[-1\]\)"),
+             (narrow, grid.clone().requires_grad_(), r"give the grid no gradient.*grid.detach\(\)")]
+    for (u, weight, bias), g, match in cases:
+        with pytest.raises(ValueError, match=match):
+            grid_linear(u, g, weight, bias, backend="triton")
+    monkeypatch.setattr(_backend, "resolve_backend", lambda op, backend, device: "triton")
+    monkeypatch.setattr(encoder.GridLinearFn, "apply", lambda *a: pytest.fail("the kernels ran"))
+    for (u, weight, bias), g, _ in cases:
+        assert rel_err(grid_linear(u, g, weight, bias, backend="auto"), grid_linear_ref(u, g, weight, bias)) == 0
 
 
 @pytest.mark.parametrize("bad,match", [
     (lambda u, g, w, b: (u, g[:4], w, b), r"grid must have shape .*S = 5"),
     (lambda u, g, w, b: (u, g, w[:, :2], b), r"weight must have shape .*C = 2"),
     (lambda u, g, w, b: (u, g, w, b[:3]), r"bias must have shape .*H = 4"),
-    (lambda u, g, w, b: (u.to(torch.int64), g, w, b), r"u"),
+    (lambda u, g, w, b: (u.to(torch.int64), g, w, b), r"u must be a real floating-point tensor .* got dtype torch.int64"),
 ], ids=["grid", "weight", "bias", "u-int"])
 def test_bad_arguments_are_named(bad, match, gen):
     (u, weight, bias), grid = make_inputs((2,), 5, 2, 4, gen)
