@@ -125,12 +125,14 @@ def composed_linear(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
 
 def grid_linear(shape, mode: str, itemsize: int = 4) -> tuple[float, float]:
     """The encoder Linear([u, x/L]) -> H with C = 1 input channel: u in, y out; backward dy, u in, du out
-    (+ the weight's and bias's gradients)."""
+    (+ the weight's and bias's gradients). Backward FLOPs: dW over all C + 1 columns, du over the C
+    channels only (the grid's column takes no gradient), not 2x the forward."""
     B, T, S, H, _, _ = _dims(shape)
     rows, C = B * T * S, 1
     act, inp, weights = rows * H * itemsize, rows * C * itemsize, ((C + 1) * H + H) * itemsize
     flops = 2 * rows * (C + 1) * H
-    return _split((flops, inp + act + weights), (2 * flops, act + 2 * inp + 2 * weights), mode)
+    bwd_flops = 2 * rows * (C + 1) * H + 2 * rows * C * H
+    return _split((flops, inp + act + weights), (bwd_flops, act + 2 * inp + 2 * weights), mode)
 
 
 def amgfno_parameters(shape) -> int:

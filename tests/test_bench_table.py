@@ -245,3 +245,18 @@ def test_summary_leaves_out_modes_without_data(tmp_path):
     summary = json.loads(path.read_text())
     assert summary["gpu"] is None and summary["train_step_ms"] == {"eager": {"32": 500.0}}
     assert summary["kernels_per_step"] == {} and summary["kernels_per_step_by_S"] == {}
+
+
+def test_roofline_encoder_and_decoder_counts():
+    """grid_linear (y = [u, x/L] W^T + b, C = 1 -> H) and composed_linear (H -> 128 -> 1 as one Linear):
+    forward 2 rows (C + 1) H and 2 rows H C + the weight-side W2 W1; the encoder's backward is dW over the
+    C + 1 columns plus du over the C channels only (the grid takes no gradient), the decoder's dx and dW."""
+    roofline = load_roofline()
+    rows, H, F = 32 * 25 * 128, 128, roofline.DECODER_HIDDEN
+    fwd, bwd = (roofline.flops_and_bytes("grid_linear", m, SHAPE) for m in ("fwd", "bwd"))
+    assert fwd == (2 * rows * 2 * H, 4 * (rows + rows * H + 3 * H))
+    assert bwd == (2 * rows * 2 * H + 2 * rows * H, 4 * (rows * H + 2 * rows + 2 * 3 * H))
+    fwd, bwd = (roofline.flops_and_bytes("composed_linear", m, SHAPE) for m in ("fwd", "bwd"))
+    weights = F * H + F + F + 1
+    assert fwd == (2 * rows * H + 2 * F * H, 4 * (rows * H + rows + weights))
+    assert bwd == (2 * fwd[0], 4 * (2 * rows * H + rows + 2 * weights))
