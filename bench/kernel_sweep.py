@@ -126,8 +126,9 @@ def sweep_s4d(lengths, batch=32, S=128, width=128, n=32):
 FFN_GEMM_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[64, 128], BLOCK_K=[32, 64], num_warps=[4, 8], num_stages=[2, 3, 4])
 FFN_GEMM_MODES = {"fp32": ("x3", False), "tf32": ("default", True)}  # mode -> (policy entry, TF32 allowed)
 # The S4D Toeplitz kernels' tiling (kernels.s4d_scan.TOEPLITZ_DOT_POLICY): "elements" bounds a program's
-# [BH, T_PAD, max(T_PAD, BN)] tile, so at T = 25 (T_PAD 32) it sets BH = elements / 1024 channels (2..16:
-# 8..64 contiguous bytes a row in fp32), BN columns a dot, "programs" the grid the column groups fill.
+# [BH, T_PAD, max(T_PAD, BN)] tile, so at T = 25 (T_PAD 32) it sets BH = elements / 1024 channels for BN <= 32
+# (2..16) and elements / 2048 for BN = 64 (1..8): 4..64 contiguous bytes a row in fp32; BN columns a dot,
+# "programs" the grid the column groups fill.
 S4D_TOEPLITZ_SPACE = dict(elements=[2048, 4096, 8192, 16384], BN=[16, 32, 64], num_warps=[4, 8],
                           programs=[512, 1024, 2048])
 
