@@ -19,6 +19,8 @@ import sys
 
 import torch
 
+from amg_fast._files import atomic_write_text
+
 
 def bench(fn) -> float:
     import triton.testing
@@ -131,6 +133,7 @@ FFN_GEMM_MODES = {"fp32": ("x3", False), "tf32": ("default", True)}  # mode -> (
 # "programs" the grid the column groups fill.
 S4D_TOEPLITZ_SPACE = dict(elements=[2048, 4096, 8192, 16384], BN=[16, 32, 64], num_warps=[4, 8],
                           programs=[512, 1024, 2048])
+S4D_TOEPLITZ_QUICK = dict(S4D_TOEPLITZ_SPACE, num_warps=[8], programs=[1024])  # --quick: 12 tilings a mode
 
 
 def sweep_policy_entries(container: dict, entries: dict, space: dict, sizes, make_run, label: str, timer=None,
@@ -200,7 +203,8 @@ def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device
         u = torch.randn(batch, T, S, width, device=device, requires_grad=True)
         return fwd_bwd(lambda *a: s4d_scan(*a, backend="triton", method="toeplitz", activation="gelu"), u, *params)
 
-    entries = {"fp32": (device, False), "tf32": (device, True)}
+    key = torch.device(device).type  # the kernels look their policy up by device type ("cuda:0" -> "cuda")
+    entries = {"fp32": (key, False), "tf32": (key, True)}
     return sweep_policy_entries(kernels.TOEPLITZ_DOT_POLICY, entries, space or S4D_TOEPLITZ_SPACE, sizes, make_run,
                                 "s4d-toeplitz", timer)
 
@@ -220,18 +224,21 @@ def main(argv=None) -> int:
     import triton
 
     res["triton"] = triton.__version__
-    if "spectral" in only:
-        res["spectral_transform"] = sweep_spectral_transform([32, 64, 128, 256, 512, 1024])
-    if "s4d" in only:
-        res["s4d_configs"] = sweep_s4d_configs([128] if args.quick else [32, 128])
-        res["s4d_method"] = sweep_s4d([25, 50, 100, 200] if args.quick else [25, 50, 100, 200, 400, 1000])
-    if "configs" in only:
-        res["spectral_configs"] = sweep_spectral_configs([32, 128] if args.quick else [32, 128, 1024], quick=args.quick)
-    if "ffn" in only:
-        res["ffn_gemm_configs"] = sweep_ffn_gemm_configs([128] if args.quick else [32, 128])
-    with open(args.out, "w") as f:
-        json.dump(res, f, indent=1)
-    print(f"wrote {args.out}")
+    quick = args.quick
+    sweeps = {  # key in the JSON -> the sweep; written after each, so a run stopped at a time limit keeps its part
+        "spectral_transform": ("spectral", lambda: sweep_spectral_transform([32, 64, 128, 256, 512, 1024])),
+        "s4d_configs": ("s4d", lambda: sweep_s4d_configs([128] if quick else [32, 128],
+                                                         space=S4D_TOEPLITZ_QUICK if quick else None)),
+        "s4d_method": ("s4d", lambda: sweep_s4d([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 1000])),
+        "spectral_configs": ("configs", lambda: sweep_spectral_configs([32, 128] if quick else [32, 128, 1024],
+                                                                       quick=quick)),
+        "ffn_gemm_configs": ("ffn", lambda: sweep_ffn_gemm_configs([128] if quick else [32, 128])),
+    }
+    for key, (name, sweep) in sweeps.items():
+        if name in only:
+            res[key] = sweep()
+            atomic_write_text(args.out, json.dumps(res, indent=1))
+            print(f"wrote {args.out} ({key})", flush=True)
     return 0
 
 

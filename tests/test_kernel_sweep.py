@@ -107,3 +107,35 @@ def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf3
         (True, {(1, 16, 1)}), (True, {(2, 16, 1)}), (True, {(8, 64, 1)})]
     assert "s4d-toeplitz S=4 tf32: policy" in capsys.readouterr().out
     assert s4d_scan.TOEPLITZ_DOT_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_main_writes_the_json_after_each_sweep(tmp_path, monkeypatch):
+    """The command line (GPU only; its sweeps stubbed here): the JSON holds each finished sweep as soon as it
+    ends, so a run stopped at a time limit keeps them; --quick narrows the S4D tiling space; the sweeps
+    not asked for do not run."""
+    import json
+
+    sweep = load_bench("kernel_sweep")
+    out = tmp_path / "sweep.json"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stub GPU")
+    calls = []
+
+    def s4d_configs(sizes, space=None):
+        calls.append(("s4d_configs", sizes, space))
+        return [{"S": 128}]
+
+    def s4d_method(lengths):
+        assert json.loads(out.read_text())["s4d_configs"] == [{"S": 128}]  # written before the next sweep
+        calls.append(("s4d_method", lengths, None))
+        raise KeyboardInterrupt  # stopped here: the first sweep's results stay
+
+    monkeypatch.setattr(sweep, "sweep_s4d_configs", s4d_configs)
+    monkeypatch.setattr(sweep, "sweep_s4d", s4d_method)
+    for name in ("sweep_spectral_transform", "sweep_spectral_configs", "sweep_ffn_gemm_configs"):
+        monkeypatch.setattr(sweep, name, lambda *a, **k: pytest.fail("a sweep not asked for ran"))
+    with pytest.raises(KeyboardInterrupt):
+        sweep.main(["--only", "s4d", "--quick", "--out", str(out)])
+    assert calls[0] == ("s4d_configs", [128], sweep.S4D_TOEPLITZ_QUICK) and calls[1][0] == "s4d_method"
+    saved = json.loads(out.read_text())
+    assert saved["gpu"] == "stub GPU" and "s4d_method" not in saved
