@@ -26,6 +26,19 @@ def value_and_grads(fn, inputs, dy):
     return y, torch.autograd.grad(y, inputs, dy.to(y.dtype))
 
 
+def gpu_tiling(monkeypatch, kernels, device: torch.device, **overrides) -> None:
+    """Patch a row-streaming kernel module's LAUNCH_POLICY[device type] (kernels/_rows.py) to its GPU entry with
+    overrides (e.g. a small row budget `elements` and a few `programs`), for the test's duration."""
+    monkeypatch.setitem(kernels.LAUNCH_POLICY, device.type, dict(kernels.LAUNCH_POLICY["cuda"], **overrides))
+
+
+def assert_each_close(names, got, want, dtype: torch.dtype, tol: float) -> None:
+    """For each named pair: got in dtype and want's shape, within tol of want (rel_err)."""
+    for name, a, b in zip(names, got, want):
+        assert a.dtype == dtype and a.shape == b.shape, name
+        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+
+
 def randn(*shape, dtype=torch.float64, generator=None, requires_grad=False) -> torch.Tensor:
     return torch.randn(*shape, dtype=dtype, generator=generator).requires_grad_(requires_grad)
 

@@ -3,7 +3,7 @@ replaces, and the Triton kernels (kernels/composed_linear.py) against the refere
 every gradient, on the GPU's tiling (several programs, each over several row tiles, partial tiles)."""
 import pytest
 import torch
-from helpers import ids, rel_err, value_and_grads
+from helpers import assert_each_close, gpu_tiling, ids, rel_err, value_and_grads
 
 from amg_fast.ops.decoder import (COMPOSED_MAX_C, COMPOSED_MAX_H, ComposedLinearFn, composed_linear,
                                          composed_linear_ref)
@@ -49,23 +49,20 @@ def test_triton_matches_reference(lead, H, F, C, dtype, tiling, gen, kdev, poiso
     from amg_fast.kernels import composed_linear as kernels
 
     if tiling == "small-tiles":
-        monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=256,
-                                                                    programs=3))
+        gpu_tiling(monkeypatch, kernels, kdev, elements=256, programs=3)
     inputs = make_inputs(lead, H, F, C, gen, dtype, kdev)
     dy = torch.randn(*lead, C, generator=gen, dtype=torch.float64).to(kdev)
     y, grads = value_and_grads(lambda *a: composed_linear(*a, backend="triton"), inputs, dy)
     y_ref, grads_ref = value_and_grads(composed_linear_ref, [t.detach().double().requires_grad_() for t in inputs], dy)
-    tol = 1e-12 if dtype == torch.float64 else 1e-5
-    for name, a, b in zip(("y", "dx", "dw1", "db1", "dw2", "db2"), (y, *grads), (y_ref, *grads_ref)):
-        assert a.dtype == dtype and a.shape == b.shape, name
-        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+    assert_each_close(("y", "dx", "dw1", "db1", "dw2", "db2"), (y, *grads), (y_ref, *grads_ref), dtype,
+                      1e-12 if dtype == torch.float64 else 1e-5)
 
 
 def test_gradcheck(gen, kdev, monkeypatch):
     from amg_fast.kernels import composed_linear as kernels
 
     # 2-row tiles: 5 rows are 3 tiles over 2 programs (the first loops over two)
-    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=8, programs=2))
+    gpu_tiling(monkeypatch, kernels, kdev, elements=8, programs=2)
     x, *weights = make_inputs((5,), 3, 4, 2, gen, device=kdev)
     assert torch.autograd.gradcheck(ComposedLinearFn.apply, (x, *weights))
 

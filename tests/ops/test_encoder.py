@@ -3,7 +3,7 @@ the Triton kernels (kernels/grid_linear.py) against the reference in fp64: outpu
 the GPU's tiling (several programs, each over several row tiles, partial tiles)."""
 import pytest
 import torch
-from helpers import ids, rel_err, value_and_grads
+from helpers import assert_each_close, gpu_tiling, ids, rel_err, value_and_grads
 
 from amg_fast.ops.encoder import (GRID_LINEAR_MAX_H, GRID_LINEAR_MAX_K, GridLinearFn, grid_linear,
                                       grid_linear_ref)
@@ -51,17 +51,14 @@ def test_triton_matches_reference(lead, S, C, H, dtype, tiling, gen, kdev, poiso
     from amg_fast.kernels import grid_linear as kernels
 
     if tiling == "small-tiles":
-        monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=256,
-                                                                    programs=3))
+        gpu_tiling(monkeypatch, kernels, kdev, elements=256, programs=3)
     inputs, grid = make_inputs(lead, S, C, H, gen, dtype, kdev)
     dy = torch.randn(*lead, S, H, generator=gen, dtype=torch.float64).to(kdev)
     y, grads = value_and_grads(lambda u, w, b: grid_linear(u, grid, w, b, backend="triton"), inputs, dy)
     y_ref, grads_ref = value_and_grads(lambda u, w, b: grid_linear_ref(u, grid.double(), w, b),
                                        [t.detach().double().requires_grad_() for t in inputs], dy)
-    tol = 1e-12 if dtype == torch.float64 else 1e-5
-    for name, a, b in zip(("y", "du", "dweight", "dbias"), (y, *grads), (y_ref, *grads_ref)):
-        assert a.dtype == dtype and a.shape == b.shape, name
-        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+    assert_each_close(("y", "du", "dweight", "dbias"), (y, *grads), (y_ref, *grads_ref), dtype,
+                      1e-12 if dtype == torch.float64 else 1e-5)
 
 
 @pytest.mark.parametrize("layout", ["frames", "permuted", "channel-slice"])
@@ -73,7 +70,7 @@ def test_strided_inputs(layout, gen, kdev, monkeypatch):
     from amg_fast.kernels import grid_linear as kernels
     from amg_fast.ops.encoder import row_groups
 
-    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=64, programs=3))
+    gpu_tiling(monkeypatch, kernels, kdev, elements=64, programs=3)
     (traj, weight, bias), grid = make_inputs((3, 5), 6, 2, 8, gen, device=kdev)
     wide = torch.randn(3, 5, 6, 3, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
     u = {"frames": traj[:, :-1], "permuted": traj.transpose(0, 1), "channel-slice": wide[..., :2]}[layout]
@@ -91,7 +88,7 @@ def test_gradcheck(gen, kdev, monkeypatch):
     from amg_fast.kernels import grid_linear as kernels
 
     # 2-row tiles (H = 4): 7 rows are 4 tiles over 3 programs (the first loops over two)
-    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, dict(kernels.LAUNCH_POLICY["cuda"], elements=8, programs=3))
+    gpu_tiling(monkeypatch, kernels, kdev, elements=8, programs=3)
     (u, weight, bias), grid = make_inputs((1,), 7, 2, 4, gen, device=kdev)
     assert torch.autograd.gradcheck(lambda u, w, b: GridLinearFn.apply(u, grid, w, b), (u, weight, bias))
 
