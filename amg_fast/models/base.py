@@ -23,7 +23,6 @@ import functools
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from amg_fast._checks import check_int_range, check_nonempty, check_rank, check_real_float, first_non_finite
