@@ -9,20 +9,24 @@ readout folded in front of it (op: amg_fast.ops.readout_gate).
     out    = g * z + (1 - g) * h                 from v = log(omega + eps) (the frequency gate)
 
 Tiling: one program owns BLOCK_M rows and *all* H output columns (H padded to a power of two
-BLOCK_H and masked), so the gate is applied and out written once, with no logits in HBM. The plain
-gate reduces over H in BLOCK_K chunks (H <= GATE_MAX_H = 256); with READOUT every product is one
-full-width tl.dot (H <= READOUT_MAX_H = 128: z is computed in registers, and a [BLOCK_H, BLOCK_H]
-weight must fit on chip). G_MEAN: instead of g [M, H] each program writes the sum of its g times
+BLOCK_H and masked), so the gate is applied and out written once, with no logits in HBM. The products
+reduce over H in BLOCK_K chunks (H <= GATE_MAX_H = 256). With READOUT (H <= READOUT_MAX_H = 128: a
+[BLOCK_M, BLOCK_H] tile of a stays in registers) z is formed BLOCK_K columns at a time, each chunk
+going straight into the logits' product and out to a buffer of this program's rows (the forward's out,
+the backward's saved z), read back after a barrier: full-width z, p1 and sigmoid(p2) are never live
+through the dots (in fp32 mode, tf32x3, they spilled 1.4 KB / 3.7 KB a thread when they were, sm_90).
+G_MEAN: instead of g [M, H] each program writes the sum of its g times
 1 / (M H), so the mean gate (all AMGFNO records of g) is one small sum and g never reaches HBM.
 
 Backward, per row tile (_gate_fusion_bwd_kernel; nothing stored by the forward, no atomics):
   recompute (z,) logits -> s, g; dg = dout (z - h) + dg_ext; dlogits = dg chi s (1 - s), written
   once (fp32 / fp64) for the weight gradients; dchi per row (FREQ: d(chi's logit) and its product
   with v), written for the reduction; dz = dout g + dlogits @ w_z, dh = dout (1 - g) + dlogits @ w_h
-  (plain gate: after a barrier, dlogits is read back in BLOCK_N column chunks -- Triton cannot
-  slice a register tile -- instead of recomputing the logits; READOUT: full-width dots);
-  READOUT then dp1 = dz sigmoid(p2), dp2 = dz p1 sigmoid'(p2), da = dp1 W_o1 + dp2 W_o2, and z and
-  dp = [dp1 | dp2] are written for the readout's weight gradient.
+  (after a barrier, dlogits is read back in BLOCK_N column chunks -- Triton cannot slice a register
+  tile -- instead of recomputing the logits); READOUT then, BLOCK_K columns of z at a time (dz parked
+  in dp's first half, p1 and p2 recomputed from a): dp1 = dz sigmoid(p2), dp2 = dz p1 sigmoid'(p2),
+  da += dp1 W_o1 + dp2 W_o2; z (written by the recomputation) and dp = [dp1 | dp2] are kept for the
+  readout's weight gradient.
 Weight gradients (_weight_grad_kernel, a split-K GEMM over the rows): per group of rows the partial
 sums of dW = dY^T [X1 | X2] and of db = colsum(dY) (and of extra per-row columns: dchi) into one
 [groups, P] buffer, reduced by one torch sum: dW_z, dW_h from (dlogits; z, h), dW_o from (dp; a).
@@ -41,7 +45,8 @@ import triton.language as tl
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H
 
-__all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "weight_grads", "check_width", "WGRAD_POLICY"]
+__all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "weight_grads", "check_width", "WGRAD_POLICY",
+           "TILE_POLICY"]
 
 
 # ----------------------------------------------------------------------------- device helpers
@@ -92,63 +97,62 @@ def _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_
 
 
 @triton.jit
-def _weight(w_ptr, cols, col_mask, H, dtype):
-    """The [H, H] row-major block at w_ptr as [BLOCK_H, BLOCK_H] in dtype (0 outside the masks)."""
-    return _load_tile(w_ptr, cols, col_mask, cols, col_mask, H).to(dtype)
-
-
-@triton.jit
-def _times_wt(x, w_ptr, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
-    """x @ w.T for x [BLOCK_M, BLOCK_H] in registers and w [H, H] (a row-major block of a weight), in acc_t."""
-    w = _weight(w_ptr, cols, col_mask, H, x.dtype)
-    return tl.dot(x, tl.trans(w), input_precision=DOT_PRECISION, out_dtype=acc_t)
-
-
-@triton.jit
-def _times_w(x, w_ptr, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
-    """x @ w for x [BLOCK_M, BLOCK_H] in registers and w [H, H] (the adjoint of _times_wt), in acc_t."""
-    w = _weight(w_ptr, cols, col_mask, H, x.dtype)
-    return tl.dot(x, w, input_precision=DOT_PRECISION, out_dtype=acc_t)
-
-
-@triton.jit
 def _sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
 @triton.jit
-def _glu_readout(a, wo_ptr, bo_ptr, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
-    """The S4D memory's readout z = GLU(a W_o^T + b_o) on a [BLOCK_M, BLOCK_H] (dot dtype): returns
-    (z, p1, sigmoid(p2)) in acc_t, p1 / p2 the first / second halves of the Linear's output."""
-    p1 = _times_wt(a, wo_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
-    p2 = _times_wt(a, wo_ptr + H * H, cols, col_mask, H, acc_t, DOT_PRECISION)
-    p1 += tl.load(bo_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
-    sg = _sigmoid(p2 + tl.load(bo_ptr + H + cols, mask=col_mask, other=0.0).to(acc_t)[None, :])
-    return p1 * sg, p1, sg
+def _readout_chunk(a, wo_ptr, bo_ptr, ks, k_mask, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
+    """Columns ks of the S4D memory's readout p = a W_o^T + b_o, a [BLOCK_M, BLOCK_H] (dot dtype):
+    (p1, sigmoid(p2)) [BLOCK_M, BLOCK_K] in acc_t, p1 / p2 from the first / second halves of W_o [2H, H]."""
+    w1 = _load_tile(wo_ptr, ks, k_mask, cols, col_mask, H).to(a.dtype)              # W_o[ks, :]
+    w2 = _load_tile(wo_ptr + H * H, ks, k_mask, cols, col_mask, H).to(a.dtype)      # W_o[H + ks, :]
+    p1 = tl.dot(a, tl.trans(w1), input_precision=DOT_PRECISION, out_dtype=acc_t)
+    p2 = tl.dot(a, tl.trans(w2), input_precision=DOT_PRECISION, out_dtype=acc_t)
+    p1 += tl.load(bo_ptr + ks, mask=k_mask, other=0.0).to(acc_t)[None, :]
+    return p1, _sigmoid(p2 + tl.load(bo_ptr + H + ks, mask=k_mask, other=0.0).to(acc_t)[None, :])
 
 
 @triton.jit
-def _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wo_ptr, bo_ptr, rows, row_mask, cols, col_mask, H,
-                 READOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+def _readout_logits(a, wo_ptr, bo_ptr, wz_ptr, zbuf_ptr, rows, row_mask, cols, col_mask, H, acc_t,
+                    BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+                    DOT_PRECISION: tl.constexpr):
+    """z @ w_z.T [BLOCK_M, BLOCK_H] with z = GLU(a W_o^T + b_o) formed BLOCK_K columns at a time (each chunk
+    stored to zbuf [M, H] in its dtype: the full z is never held in registers)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_H), dtype=acc_t)
+    for k0 in range(0, H, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_mask = ks < H
+        p1, sg = _readout_chunk(a, wo_ptr, bo_ptr, ks, k_mask, cols, col_mask, H, acc_t, DOT_PRECISION)
+        z = p1 * sg
+        tl.store(zbuf_ptr + rows[:, None] * H + ks[None, :], z.to(zbuf_ptr.dtype.element_ty),
+                 mask=row_mask[:, None] & k_mask[None, :])
+        w_z = _load_tile(wz_ptr, cols, col_mask, ks, k_mask, H).to(a.dtype)          # w_z[:, ks]
+        acc = tl.dot(z.to(a.dtype), tl.trans(w_z), acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
+    return acc
+
+
+@triton.jit
+def _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wo_ptr, bo_ptr, zbuf_ptr, rows, row_mask, cols, col_mask,
+                 H, READOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
                  DOT_PRECISION: tl.constexpr):
-    """(logits, z, h, p1, sigmoid(p2)) [BLOCK_M, BLOCK_H] in the accumulation dtype. READOUT: z_ptr
-    holds a and z = GLU(a W_o^T + b_o) is formed here (p1, sigmoid(p2) for the backward); else z is
-    read (p1, sigmoid(p2) are then z and 1, unused)."""
+    """(logits, z, h) [BLOCK_M, BLOCK_H] in the accumulation dtype, the products in BLOCK_K chunks of their
+    reduction, and h and z (full width) loaded after them: not live through the dots. READOUT: z_ptr holds
+    a, and z = GLU(a W_o^T + b_o) is formed chunk by chunk into zbuf (this program's rows), then read back."""
     acc_t = tl.float64 if h_ptr.dtype.element_ty == tl.float64 else tl.float32
-    if READOUT:  # h loaded after the readout's dots: not live through them
+    if READOUT:
         a = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H)
-        z, p1, sg = _glu_readout(a, wo_ptr, bo_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
-        logits = _times_wt(z.to(a.dtype), wz_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
-        h_in = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H)
-        logits += _times_wt(h_in, wh_ptr, cols, col_mask, H, acc_t, DOT_PRECISION)
+        logits = _readout_logits(a, wo_ptr, bo_ptr, wz_ptr, zbuf_ptr, rows, row_mask, cols, col_mask, H, acc_t,
+                                 BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+        logits = _chunked_product(logits, h_ptr, wh_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, DOT_PRECISION)
         logits += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
+        tl.debug_barrier()  # z's chunks, stored by other threads of this program, are in zbuf
+        z = _load_tile(zbuf_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
     else:
-        h_in = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H)
         logits = _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
                               BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
         z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
-        p1, sg = z, tl.zeros_like(z) + 1.0
-    return logits, z, h_in.to(acc_t), p1, sg
+    return logits, z, _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
 
 
 @triton.jit
@@ -180,11 +184,13 @@ def _gate_fusion_fwd_kernel(
 ):
     """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns (padded to BLOCK_H)."""
     rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
-    logits, z, h, _, _ = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, rows, row_mask, cols,
-                                      col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+    logits, z, h = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, out_ptr, rows, row_mask,
+                                cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
     chi, _ = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
     g = _sigmoid(logits) * chi.to(logits.dtype)[:, None]
     out = g * z + (1.0 - g) * h
+    if READOUT:  # out_ptr held z: every thread has read it back before out overwrites it
+        tl.debug_barrier()
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
     if G_MEAN:  # this program's share of the mean gate
         share = tl.sum(tl.sum(tl.where(mask, g, 0.0), axis=1), axis=0) / (M.to(g.dtype) * H)
@@ -207,16 +213,14 @@ def _gate_fusion_bwd_kernel(
 ):
     """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns; see the module docstring."""
     rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
-    logits, z, h, p1, sg = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, rows, row_mask,
-                                        cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+    logits, z, h = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, zsave_ptr, rows, row_mask,
+                                cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
     chi, v = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
     chi = chi.to(logits.dtype)
     s = _sigmoid(logits)
     g = s * chi[:, None]
     dout = _load_tile(dout_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
     dg = dout * (z - h)
-    if READOUT:  # z's last use: saved now, not kept live through the readout's backward dots
-        tl.store(zsave_ptr + offsets, z.to(zsave_ptr.dtype.element_ty), mask=mask)
     if HAS_DG:
         dg += _load_tile(dg_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
     dlogits = tl.where(mask, dg * chi[:, None] * s * (1.0 - s), 0.0)
@@ -231,31 +235,50 @@ def _gate_fusion_bwd_kernel(
     dz = dout * g
     dh = dout - dz
     dot_dtype = h_ptr.dtype.element_ty
-    if READOUT:  # full-width dots on dlogits in registers, then back through the GLU and the Linear
-        dl = dlogits.to(dot_dtype)
-        dh += _times_w(dl, wh_ptr, cols, col_mask, H, dh.dtype, DOT_PRECISION)
-        tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)  # done: not kept live
-        dz += _times_w(dl, wz_ptr, cols, col_mask, H, dz.dtype, DOT_PRECISION)
-        dp1 = dz * sg
-        dp2 = dz * p1 * sg * (1.0 - sg)
-        da = _times_w(dp1.to(dot_dtype), wout_ptr, cols, col_mask, H, dz.dtype, DOT_PRECISION)
-        da += _times_w(dp2.to(dot_dtype), wout_ptr + H * H, cols, col_mask, H, dz.dtype, DOT_PRECISION)
+    # dlogits @ w in chunks n of its columns, read back from memory (this program just wrote them)
+    tl.debug_barrier()
+    for n0 in range(0, H, BLOCK_N):
+        ns = n0 + tl.arange(0, BLOCK_N)
+        n_mask = ns < H
+        dl_n = _load_tile(dlogits_ptr, rows, row_mask, ns, n_mask, H).to(dot_dtype)   # [BLOCK_M, BLOCK_N]
+        w_z = _load_tile(wz_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)        # [BLOCK_N, BLOCK_H]
+        w_h = _load_tile(wh_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)
+        dz = tl.dot(dl_n, w_z, dz, input_precision=DOT_PRECISION, out_dtype=dz.dtype)
+        dh = tl.dot(dl_n, w_h, dh, input_precision=DOT_PRECISION, out_dtype=dh.dtype)
+    tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)
+    if READOUT:  # back through the GLU and the Linear, BLOCK_K columns of z at a time (p recomputed)
         dp_offsets = rows[:, None] * (2 * H) + cols[None, :]
-        tl.store(dp_ptr + dp_offsets, dp1, mask=mask)
-        tl.store(dp_ptr + dp_offsets + H, dp2, mask=mask)
-        tl.store(dz_ptr + offsets, da.to(dz_ptr.dtype.element_ty), mask=mask)
-    else:  # dlogits @ w in chunks n of its columns, read back from memory (this program just wrote them)
+        tl.store(dp_ptr + dp_offsets, dz, mask=mask)  # dz parked in dp's first half (acc dtype)
         tl.debug_barrier()
-        for n0 in range(0, H, BLOCK_N):
-            ns = n0 + tl.arange(0, BLOCK_N)
-            n_mask = ns < H
-            dl_n = _load_tile(dlogits_ptr, rows, row_mask, ns, n_mask, H).to(dot_dtype)   # [BLOCK_M, BLOCK_N]
-            w_z = _load_tile(wz_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)        # [BLOCK_N, BLOCK_H]
-            w_h = _load_tile(wh_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)
-            dz = tl.dot(dl_n, w_z, dz, input_precision=DOT_PRECISION, out_dtype=dz.dtype)
-            dh = tl.dot(dl_n, w_h, dh, input_precision=DOT_PRECISION, out_dtype=dh.dtype)
+        a = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H)
+        for k0 in range(0, H, BLOCK_K):  # dp, then da from it: a and da are never live together
+            ks = k0 + tl.arange(0, BLOCK_K)
+            k_mask = ks < H
+            k_offsets = rows[:, None] * (2 * H) + ks[None, :]
+            tile_mask = row_mask[:, None] & k_mask[None, :]
+            dz_k = tl.load(dp_ptr + k_offsets, mask=tile_mask, other=0.0)
+            p1, sg = _readout_chunk(a, wout_ptr, bout_ptr, ks, k_mask, cols, col_mask, H, dz.dtype, DOT_PRECISION)
+            dp1 = dz_k * sg
+            dp2 = dz_k * p1 * sg * (1.0 - sg)
+            tl.debug_barrier()  # every thread has read its dz_k before dp1 overwrites them
+            tl.store(dp_ptr + k_offsets, dp1, mask=tile_mask)
+            tl.store(dp_ptr + k_offsets + H, dp2, mask=tile_mask)
+        tl.debug_barrier()
+        da = tl.zeros_like(dz)
+        for k0 in range(0, H, BLOCK_K):
+            ks = k0 + tl.arange(0, BLOCK_K)
+            k_mask = ks < H
+            k_offsets = rows[:, None] * (2 * H) + ks[None, :]
+            tile_mask = row_mask[:, None] & k_mask[None, :]
+            dp1 = tl.load(dp_ptr + k_offsets, mask=tile_mask, other=0.0).to(dot_dtype)
+            dp2 = tl.load(dp_ptr + k_offsets + H, mask=tile_mask, other=0.0).to(dot_dtype)
+            w1 = _load_tile(wout_ptr, ks, k_mask, cols, col_mask, H).to(dot_dtype)      # W_o[ks, :]
+            w2 = _load_tile(wout_ptr + H * H, ks, k_mask, cols, col_mask, H).to(dot_dtype)
+            da = tl.dot(dp1, w1, da, input_precision=DOT_PRECISION, out_dtype=da.dtype)
+            da = tl.dot(dp2, w2, da, input_precision=DOT_PRECISION, out_dtype=da.dtype)
+        tl.store(dz_ptr + offsets, da.to(dz_ptr.dtype.element_ty), mask=mask)
+    else:
         tl.store(dz_ptr + offsets, dz.to(dz_ptr.dtype.element_ty), mask=mask)
-        tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -319,18 +342,32 @@ def check_width(H: int, readout: bool = False) -> None:
                          f"live in one program), got H={H}; use backend='reference' for wider gates")
 
 
-# Tile choices. For H <= 128 in fp32/bf16 the plain-gate configs are the fastest of a sweep at the
-# paper shape (R*S = 102400 rows, H = 128) on an H200 with triton 3.6 (its backward then recomputed
-# the logits in pass 2); the others (fp64, H = 256, READOUT, the weight gradients) are sized to stay
-# inside shared memory and registers, untuned. Every tl.dot dim is >= 16. READOUT with tf32x3 dots
-# (fp32, the paper preset) takes 64-row tiles: compiled for sm_90 by triton 3.6 (bench/compile_sm90.py)
-# the 32-row tiles ran the products as mma.sync with every [H, H] weight (split in two) held in
-# registers, and ptxas fell back to 32 registers with a 12.3 KB (forward) / 15.3 KB (backward) stack
-# per thread; 64 rows put them on wgmma with the weights in shared memory (1.8 / 4.4 KB of stack; 1.4 / 3.7
-# KB since h is loaded after the readout's dots and the backward stores z and dh as soon as they are final,
-# 2026-11-27).
-# Under TF32 and bf16 the 32-row tiles spill less than 64-row ones (0.2 / 0.9 KB against 0.2 / 2.8 KB),
-# so they keep them (KB = 1024 bytes). Untimed: bench/test_bench_gate_fusion.py on a GPU decides.
+# Tile choices. For the paper's width (H = 128, BLOCK_H 128) the table TILE_POLICY holds each kernel's
+# tiles per precision mode ("fp32": tf32x3 dots, "tf32", "bf16"; fp16 takes bf16's), so that
+# bench/kernel_sweep.py --only gate can time its alternatives on a GPU; other widths and fp64 take
+# _width_config's formulae (sized to stay inside shared memory and registers, untuned). Every tl.dot dim is
+# >= 16. Under TF32 and bf16 the plain-gate entries are the fastest of a sweep at the paper shape (R*S =
+# 102400 rows, H = 128) on an H200 with triton 3.6, TF32 allowed (its backward then recomputed the logits in
+# pass 2). The rest are chosen by what they spill compiled for sm_90 by triton 3.6 (bench/compile_sm90.py,
+# 2026-11-28; untimed, the sweep decides): in fp32 mode (tf32x3 splits every dot operand in three) the
+# plain gate's 64 x 64 / 32 x 64 tiles (rows x reduction chunk) spilled 120 / 480 B a thread (272 / 752 B
+# before h was loaded after the products), 32-column chunks and 8 warps in the backward spill nothing.
+# READOUT forms z BLOCK_K columns at a time; in fp32 mode its 64-row tiles put the products on wgmma with
+# the weights in shared memory (32-row tiles ran mma.sync with the weights in registers and spilled 12-15
+# KB), spilling 136 / 304 B (forward / backward; the full-width form spilled 1,472 / 3,768 B); under TF32
+# and bf16 32 rows and the chunks below spill nothing (152 / 520 and 16 / 352 B before).
+_PLAIN_FWD = {"BLOCK_M": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 2}
+_PLAIN_BWD = {"BLOCK_M": 32, "BLOCK_K": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
+_READOUT_FWD = {"BLOCK_M": 32, "BLOCK_K": 32, "num_warps": 8, "num_stages": 1}
+_READOUT_BWD = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 1}
+TILE_POLICY = {
+    "fwd": {"fp32": dict(_PLAIN_FWD, BLOCK_K=32), "tf32": dict(_PLAIN_FWD), "bf16": dict(_PLAIN_FWD)},
+    "bwd": {"fp32": dict(_PLAIN_BWD, BLOCK_K=32, num_warps=8), "tf32": dict(_PLAIN_BWD), "bf16": dict(_PLAIN_BWD)},
+    "fwd_readout": {"fp32": dict(_READOUT_FWD, BLOCK_M=64), "tf32": dict(_READOUT_FWD), "bf16": dict(_READOUT_FWD)},
+    "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=32), "tf32": dict(_READOUT_BWD, BLOCK_K=64),
+                    "bf16": dict(_READOUT_BWD, BLOCK_K=16)},
+}
+TILED_BLOCK_H = 128  # the width TILE_POLICY is for
 
 
 def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
@@ -339,35 +376,36 @@ def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
     return dict(config, BLOCK_M=min(256, next_pow2(M))) if device.type == "cpu" else config
 
 
-def _readout_rows(dtype: torch.dtype) -> int:
-    """BLOCK_M of the READOUT kernels: 64 with tf32x3 dots (fp32 mode), else 32 (see above)."""
-    return 64 if dot_precision(dtype) == "tf32x3" else 32
+def _tile_mode(dtype: torch.dtype) -> str:
+    """TILE_POLICY's mode for activations of dtype (fp32: by its dots, tf32x3 or tf32)."""
+    if dtype == torch.float32:
+        return "fp32" if dot_precision(dtype) == "tf32x3" else "tf32"
+    return "bf16"
 
 
-def _fwd_config(H: int, dtype: torch.dtype, readout: bool) -> dict:
-    """Forward tiles for width H: BLOCK_M rows per program, BLOCK_K reduction chunk, launch options."""
-    block_h = next_pow2(H)
+def _width_config(kind: str, block_h: int, dtype: torch.dtype, readout: bool) -> dict:
+    """Tiles of kind ("fwd" / "bwd") at widths other than TILED_BLOCK_H, and for fp64."""
     if readout:
-        return {"BLOCK_M": _readout_rows(dtype), "BLOCK_K": block_h, "num_warps": 8 if block_h == 128 else 4,
-                "num_stages": 1}
-    if block_h <= 128 and dtype != torch.float64:
-        return {"BLOCK_M": 64, "BLOCK_K": min(block_h, 64), "num_warps": 8 if block_h == 128 else 4,
-                "num_stages": 2}
-    return {"BLOCK_M": 64 if block_h <= 128 else 32, "BLOCK_K": min(block_h, 32 if block_h <= 128 else 16),
-            "num_warps": 4 if block_h <= 64 else 8, "num_stages": 2}
+        rows = 64 if dot_precision(dtype) == "tf32x3" else 32
+        config = {"BLOCK_M": rows, "BLOCK_K": min(block_h, 32), "num_warps": 8 if block_h == 128 else 4,
+                  "num_stages": 1}
+        return dict(config, BLOCK_N=min(block_h, 32)) if kind == "bwd" else config
+    narrow = block_h < 128 and dtype != torch.float64
+    config = {"BLOCK_M": 32 if kind == "bwd" or block_h > 128 else 64,
+              "BLOCK_K": min(block_h, 64 if narrow else 32 if block_h <= 128 else 16),
+              "num_warps": 4 if block_h <= 64 else 8, "num_stages": 2}
+    return dict(config, BLOCK_N=min(block_h, 32)) if kind == "bwd" else config
 
 
-def _bwd_config(H: int, dtype: torch.dtype, readout: bool) -> dict:
-    """Backward tiles: BLOCK_K reduction chunk of the logits, BLOCK_N column chunk of dlogits @ W."""
+def _config(kind: str, H: int, dtype: torch.dtype, readout: bool) -> dict:
+    """Launch options of the forward (kind "fwd": BLOCK_M rows per program, BLOCK_K reduction chunk, with the
+    readout also the chunk of z's columns formed at a time) or backward ("bwd": also BLOCK_N, the column
+    chunk of dlogits @ W) kernel for width H, with the readout folded in or not: TILE_POLICY's entry at the
+    paper's width, _width_config's elsewhere."""
     block_h = next_pow2(H)
-    if readout:
-        return {"BLOCK_M": _readout_rows(dtype), "BLOCK_K": block_h, "BLOCK_N": block_h,
-                "num_warps": 8 if block_h == 128 else 4, "num_stages": 1}
-    if block_h <= 128 and dtype != torch.float64:
-        return {"BLOCK_M": 32, "BLOCK_K": min(block_h, 64), "BLOCK_N": min(block_h, 32), "num_warps": 4,
-                "num_stages": 2}
-    return {"BLOCK_M": 32, "BLOCK_K": min(block_h, 32 if block_h <= 128 else 16), "BLOCK_N": min(block_h, 32),
-            "num_warps": 4 if block_h <= 64 else 8, "num_stages": 2}
+    if block_h == TILED_BLOCK_H and dtype != torch.float64:
+        return dict(TILE_POLICY[kind + ("_readout" if readout else "")][_tile_mode(dtype)])
+    return _width_config(kind, block_h, dtype, readout)
 
 
 def _prepare(h, z, w_z, w_h, b, chi, readout):
@@ -401,7 +439,7 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=Fals
     memory's activations a and the kernel forms z = GLU(a W_o^T + b_o) (H <= READOUT_MAX_H)."""
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
     extra = _extra_args(chi, freq, readout)
-    config = _on_cpu(_fwd_config(sc["H"], h.dtype, readout is not None), h.device, sc["M"])
+    config = _on_cpu(_config("fwd", sc["H"], h.dtype, readout is not None), h.device, sc["M"])
     grid = (cdiv(sc["M"], config["BLOCK_M"]),)
     out = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
     g = new_output(grid if g_mean else inputs[0].shape, dtype=acc_dtype(h) if g_mean else h.dtype, device=h.device)
@@ -494,7 +532,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
     dchi_rows = new_output((M, 2 if freq is not None else 1), dtype=acc, device=h.device)
     zsave = new_output((M, H) if readout is not None else (0,), dtype=h.dtype, device=h.device)
     dp = new_output((M, 2 * H) if readout is not None else (0,), dtype=acc, device=h.device)
-    config = _on_cpu(_bwd_config(H, h.dtype, readout is not None), h.device, M)
+    config = _on_cpu(_config("bwd", H, h.dtype, readout is not None), h.device, M)
     if M > 0:
         wrap_triton(_gate_fusion_bwd_kernel)[(cdiv(M, config["BLOCK_M"]),)](
             *inputs, *extra[:4], dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, dchi_rows,

@@ -11,7 +11,7 @@ import torch
 from helpers import RTOL, rel_err
 
 from amg_fast.kernels import gate_fusion as gate_kernels
-from amg_fast.ops import memory_gate, memory_gate_freq, memory_gate_ref
+from amg_fast.ops import gate_fusion_freq, memory_gate, memory_gate_freq, memory_gate_ref
 
 NAMES = ("h", "a", "w_out", "b_out", "w_z", "w_h", "b")
 
@@ -93,6 +93,38 @@ def test_gpu_tiling_of_the_weight_gradients(kdev, poisoned, gen, monkeypatch):
     want = run(in_float64(args), in_float64(gate), "reference", dout)
     for a, b in zip((got[0], got[1], *got[2]), (want[0], want[1], *want[2])):
         assert rel_err(a, b) <= 1e-10
+
+
+@pytest.mark.parametrize("readout", [True, False], ids=["memory_gate", "gate_fusion"])
+@pytest.mark.parametrize("mode", ["fp32", "tf32"])
+def test_gpu_tiles_at_the_paper_width(mode, readout, kdev, poisoned, gen, monkeypatch, allow_tf32):
+    """The GPU's tiles at H = 128 (kernels.gate_fusion.TILE_POLICY in the mode: several row programs and a
+    ragged last one; with the readout z formed 16-64 columns at a time through the out / saved-z buffers),
+    whatever device runs the test, against the fp64 reference; the plain gate's tiles too. fp32 mode's
+    tf32x3 dots are fp32-accurate; TF32 rounds (the interpreter truncates the operands as a GPU does)."""
+    monkeypatch.setattr(gate_kernels, "_on_cpu", lambda config, device, M: config)
+    allow_tf32(mode == "tf32")
+    shape = (2, 3, 25, 128)  # 150 rows: 32- and 64-row tiles leave a ragged last one
+    args = make_args(shape, torch.float32, gen, kdev)
+    gate = chi_args("freqB", 2, torch.float32, gen, kdev)
+    dout = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if readout:
+        got, want = run(args, gate, "triton", dout.to(kdev)), run(in_float64(args), in_float64(gate), "reference", dout)
+    else:  # gate_fusion_freq(h, z = a, w_z, w_h, b, ...)
+        plain = [args[0], args[1], *args[4:]]
+        got, want = (_plain_run(plain, gate, "triton", dout.to(kdev)),
+                     _plain_run(in_float64(plain), in_float64(gate), "reference", dout))
+    tol = 2e-5 if mode == "fp32" else RTOL[torch.float32]
+    names = ("out", "g", *(NAMES if readout else ("h", "z", "w_z", "w_h", "b")), "w1", "b_omega")
+    for name, a, b in zip(names, (got[0], got[1], *got[2]), (want[0], want[1], *want[2]), strict=True):
+        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+
+
+def _plain_run(args, gate, backend, dout):
+    """(out, g's mean, gradients of <out, dout> w.r.t. every input that requires grad) of gate_fusion_freq."""
+    out, g = gate_fusion_freq(*args, *gate, backend=backend)
+    leaves = [t for t in args + gate if t.requires_grad]
+    return out, g.mean(), torch.autograd.grad((out * dout.to(out)).sum(), leaves)
 
 
 @pytest.mark.parametrize("kind", ["chi0", "freqB"])
