@@ -7,8 +7,10 @@ Prints one table per sweep (median ms by triton.testing.do_bench) and writes the
     TOEPLITZ_DOT_POLICY["cuda"] (the op was 11x its HBM floor on the H200), then "toeplitz" vs "scan"
     per T -> TOEPLITZ_MAX_T;
   - the feed-forward's row GEMMs (method="gemm"): tile configurations in fp32 mode (3xTF32, the
-    policy's "x3" entry) and under TF32 ("default") -> kernels.ffn_gemm.LAUNCH_POLICY["cuda"].
-Usage: python bench/kernel_sweep.py [--out sweep.json] [--quick] [--only spectral|configs|s4d|ffn ...]
+    policy's "x3" entry) and under TF32 ("default") -> kernels.ffn_gemm.LAUNCH_POLICY["cuda"];
+  - the gate: its four kernels' tiles at H = 128 in fp32 mode (tf32x3 dots) and under TF32 ->
+    kernels.gate_fusion.TILE_POLICY, and the weight-gradient kernel's -> WGRAD_POLICY["cuda"].
+Usage: python bench/kernel_sweep.py [--out sweep.json] [--quick] [--only spectral|configs|s4d|ffn|gate ...]
 """
 from __future__ import annotations
 
@@ -209,17 +211,75 @@ def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device
                                 "s4d-toeplitz", timer)
 
 
+# The gate's kernels (kernels.gate_fusion.TILE_POLICY[kernel][mode] at H = 128, the weight gradients'
+# WGRAD_POLICY), each kernel's space timed with the others at their policy's tiles. "fwd" / "bwd": the
+# plain gate (op gate_fusion_freq); "*_readout" and "wgrad": AMGFNO's memory gate with the readout folded
+# in (memory_gate_freq; BLOCK_K there is also the chunk of z's columns formed at a time).
+GATE_SPACE = {
+    "fwd": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[32, 64, 128], num_warps=[4, 8], num_stages=[1, 2]),
+    "bwd": dict(BLOCK_M=[16, 32, 64], BLOCK_K=[64], BLOCK_N=[16, 32, 64], num_warps=[4, 8], num_stages=[1, 2]),
+    "fwd_readout": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[16, 32, 64], num_warps=[4, 8], num_stages=[1, 2]),
+    "bwd_readout": dict(BLOCK_M=[32, 64], BLOCK_K=[16, 32, 64], BLOCK_N=[16, 32], num_warps=[4, 8],
+                        num_stages=[1, 2]),
+    "wgrad": dict(BLOCK_M=[32, 64, 128], BLOCK_O=[64, 128], BLOCK_I=[64, 128], num_warps=[4, 8],
+                  programs=[256, 512, 1024]),
+}
+GATE_QUICK = {  # --quick: 30 configurations a mode
+    "fwd": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[64], num_warps=[4, 8], num_stages=[2]),
+    "bwd": dict(BLOCK_M=[16, 32, 64], BLOCK_K=[64], BLOCK_N=[32], num_warps=[4, 8], num_stages=[2]),
+    "fwd_readout": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[32], num_warps=[4, 8], num_stages=[1]),
+    "bwd_readout": dict(BLOCK_M=[32, 64], BLOCK_K=[32], BLOCK_N=[32], num_warps=[4, 8], num_stages=[1]),
+    "wgrad": dict(BLOCK_M=[64, 128], BLOCK_O=[64, 128], BLOCK_I=[64, 128], num_warps=[4], programs=[512]),
+}
+
+
+def sweep_gate_configs(sizes, batch=32, T=25, width=128, spaces=None, device="cuda", timer=None):
+    """The gate's fwd + bwd (h, z [batch, T, S, width], the frequency gate on, as AMGFNO) under each tile
+    configuration of spaces (kernel -> space; default GATE_SPACE) as that kernel's policy entry, in fp32
+    mode (tf32x3 dots) and under TF32 (sweep_policy_entries) -> rows tagged with "kernel"."""
+    from amg_fast.kernels import gate_fusion as kernels
+    from amg_fast.ops.gate import gate_fusion_freq
+    from amg_fast.ops.readout_gate import memory_gate_freq
+
+    def param(*shape):
+        return (torch.randn(shape, device=device) * width ** -0.5).requires_grad_()
+
+    gate = [param(width, width), param(width, width), param(width)]
+    freq = [torch.tensor(0.0, device=device), param(), param()]  # log(omega + eps) 0-dim, w1, b_omega
+    readout = [param(2 * width, width), param(2 * width)]
+
+    def make_run(with_readout: bool):
+        def make(S):
+            h, z = (torch.randn(batch, T, S, width, device=device, requires_grad=True) for _ in range(2))
+            if with_readout:
+                return fwd_bwd(lambda h_, a: memory_gate_freq(h_, a, *readout, *gate, *freq, backend="triton"), h, z)
+            return fwd_bwd(lambda h_, z_: gate_fusion_freq(h_, z_, *gate, *freq, backend="triton"), h, z)
+        return make
+
+    key = torch.device(device).type  # WGRAD_POLICY is looked up by device type
+    results = []
+    for kernel, space in (spaces or GATE_SPACE).items():
+        if kernel == "wgrad":
+            container, entries = kernels.WGRAD_POLICY, {"fp32": (key, False), "tf32": (key, True)}
+        else:
+            container, entries = kernels.TILE_POLICY[kernel], {"fp32": ("fp32", False), "tf32": ("tf32", True)}
+        rows = sweep_policy_entries(container, entries, space, sizes, make_run(kernel not in ("fwd", "bwd")),
+                                    f"gate-{kernel}", timer)
+        results += [dict(row, kernel=kernel) for row in rows]
+    return results
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="kernel_sweep.json", help="JSON file for the results")
     p.add_argument("--quick", action="store_true", help="fewer sizes and configurations")
-    p.add_argument("--only", choices=["spectral", "configs", "s4d", "ffn"], action="append",
+    p.add_argument("--only", choices=["spectral", "configs", "s4d", "ffn", "gate"], action="append",
                    help="run only these sweeps (repeatable; default all)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("kernel_sweep.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    only = set(args.only or ["spectral", "configs", "s4d", "ffn"])
+    only = set(args.only or ["spectral", "configs", "s4d", "ffn", "gate"])
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
     import triton
 
@@ -233,6 +293,8 @@ def main(argv=None) -> int:
         "spectral_configs": ("configs", lambda: sweep_spectral_configs([32, 128] if quick else [32, 128, 1024],
                                                                        quick=quick)),
         "ffn_gemm_configs": ("ffn", lambda: sweep_ffn_gemm_configs([128] if quick else [32, 128])),
+        "gate_configs": ("gate", lambda: sweep_gate_configs([128] if quick else [32, 128],
+                                                            spaces=GATE_QUICK if quick else None)),
     }
     for key, (name, sweep) in sweeps.items():
         if name in only:

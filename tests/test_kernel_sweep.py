@@ -132,10 +132,66 @@ def test_main_writes_the_json_after_each_sweep(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sweep, "sweep_s4d_configs", s4d_configs)
     monkeypatch.setattr(sweep, "sweep_s4d", s4d_method)
-    for name in ("sweep_spectral_transform", "sweep_spectral_configs", "sweep_ffn_gemm_configs"):
+    for name in ("sweep_spectral_transform", "sweep_spectral_configs", "sweep_ffn_gemm_configs", "sweep_gate_configs"):
         monkeypatch.setattr(sweep, name, lambda *a, **k: pytest.fail("a sweep not asked for ran"))
     with pytest.raises(KeyboardInterrupt):
         sweep.main(["--only", "s4d", "--quick", "--out", str(out)])
     assert calls[0] == ("s4d_configs", [128], sweep.S4D_TOEPLITZ_QUICK) and calls[1][0] == "s4d_method"
     saved = json.loads(out.read_text())
     assert saved["gpu"] == "stub GPU" and "s4d_method" not in saved
+
+
+def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, allow_tf32, monkeypatch):
+    """The gate tiling sweep: each configuration is the swept kernel's policy entry while it is timed (its
+    launch takes the entry's BLOCK_K / num_warps / programs; BLOCK_M is the interpreter's own), the other
+    kernels keep theirs, in fp32 mode (tf32x3 dots) and under TF32; both policies and TF32 come back."""
+    from amg_fast.kernels import gate_fusion
+
+    sweep = load_bench("kernel_sweep")
+    allow_tf32(False)
+    before = copy.deepcopy((gate_fusion.TILE_POLICY, gate_fusion.WGRAD_POLICY))
+    launches, seen = [], []
+    real_wrap = gate_fusion.wrap_triton
+
+    def spy(kernel):  # records each launch's name and options, then runs it
+        def grid(g):
+            def launch(*args, **kwargs):
+                launches.append((kernel.__name__, kwargs))
+                return real_wrap(kernel)[g](*args, **kwargs)
+            return launch
+        return type("Launcher", (), {"__getitem__": lambda self, g: grid(g)})()
+
+    def timer(run):
+        launches.clear()
+        run()
+        options = {name: kwargs for name, kwargs in launches}
+        seen.append((torch.backends.cuda.matmul.allow_tf32, options))
+        return float(options["_gate_fusion_fwd_kernel"].get("BLOCK_K", 0) + options["_gate_fusion_bwd_kernel"]
+                     ["num_warps"])
+
+    spaces = {"fwd": dict(BLOCK_M=[16], BLOCK_K=[32, 128], num_warps=[4], num_stages=[2]),
+              "bwd_readout": dict(BLOCK_M=[16], BLOCK_K=[32], BLOCK_N=[16], num_warps=[4, 2], num_stages=[1]),
+              "wgrad": dict(BLOCK_M=[16], BLOCK_O=[64], BLOCK_I=[64, 128], num_warps=[4], programs=[2])}
+    monkeypatch.setattr(gate_fusion, "wrap_triton", spy)
+    rows = sweep.sweep_gate_configs((1,), batch=1, T=2, width=128, spaces=spaces, device="cpu", timer=timer)
+    assert [(r["kernel"], r["mode"], r["fwdbwd_ms"]) for r in rows] == [
+        ("fwd", "fp32", 40.0), ("fwd", "fp32", 136.0), ("fwd", "tf32", 36.0), ("fwd", "tf32", 132.0),
+        ("bwd_readout", "fp32", 36.0), ("bwd_readout", "fp32", 34.0),
+        ("bwd_readout", "tf32", 36.0), ("bwd_readout", "tf32", 34.0),
+        ("wgrad", "fp32", 40.0), ("wgrad", "fp32", 40.0), ("wgrad", "tf32", 40.0), ("wgrad", "tf32", 40.0)]
+    # fwd: the plain gate, each BLOCK_K then the policy's (fp32 mode 32, TF32 64); its backward keeps the
+    # policy's 8 warps in fp32 mode, 4 under TF32
+    fwd = [(tf32, o["_gate_fusion_fwd_kernel"]["BLOCK_K"], o["_gate_fusion_fwd_kernel"]["READOUT"])
+           for tf32, o in seen[:6]]
+    assert fwd == [(False, 32, False), (False, 128, False), (False, 32, False),
+                   (True, 32, False), (True, 128, False), (True, 64, False)]
+    # bwd_readout: the memory gate's backward takes each num_warps, its forward keeps the policy's 8
+    readout = [(o["_gate_fusion_bwd_kernel"]["num_warps"], o["_gate_fusion_bwd_kernel"]["BLOCK_N"],
+                o["_gate_fusion_fwd_kernel"]["num_warps"], o["_gate_fusion_bwd_kernel"]["READOUT"])
+               for _, o in seen[6:12]]
+    assert readout == [(4, 16, 8, True), (2, 16, 8, True), (8, 32, 8, True)] * 2
+    # wgrad: the weight-gradient kernel's BLOCK_I (the CPU policy's own 128 last)
+    assert [o["_weight_grad_kernel"]["BLOCK_I"] for _, o in seen[12:]] == [64, 128, 128] * 2
+    assert "gate-wgrad S=1 tf32: policy" in capsys.readouterr().out
+    assert (gate_fusion.TILE_POLICY, gate_fusion.WGRAD_POLICY) == before
+    assert torch.backends.cuda.matmul.allow_tf32 is False
