@@ -17,6 +17,7 @@ Run it with the Triton the GPU machine has (triton 3.6 there, 2026-11):
     PYTHONPATH=/tmp/tri36 python bench/compile_sm90.py            # every case (a few minutes on 2 cores)
     python bench/compile_sm90.py --quick                          # one case per kernel and mode
     python bench/compile_sm90.py --ops gate_tiles --quick         # what each tiling the gate sweep times spills
+    python bench/compile_sm90.py --ops s4d_tiles --quick          # ... the S4D sweep's
 
 TRITON_INTERPRET must not be set (the kernels would be interpreter functions). Compiled kernels go to
 Triton's cache (~/.triton/cache), so a second run takes seconds. Exit status 1 when any case fails.
@@ -195,35 +196,68 @@ def gate_cases(quick: bool):
                    lambda h=h, f=freq, r=readout, p=per_batch: run(h, f, r, p), mode)
 
 
+def _sweep_module():
+    """bench/kernel_sweep.py (its tiling spaces), loaded from beside this file."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_sweep.py")
+    spec = importlib.util.spec_from_file_location("kernel_sweep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def _policy_entry(policy: dict, key: str, config: dict):
+    """policy[key] = config within the block (the launchers read their tiles from it), restored after."""
+    saved, policy[key] = policy[key], config
+    try:
+        yield
+    finally:
+        policy[key] = saved
+
+
+def _tiling_cases(label: str, space: dict, run):
+    """(name, thunk, mode) for each configuration of space in fp32 mode and under TF32: run(mode, config)."""
+    for values, mode in itertools.product(itertools.product(*space.values()), ("fp32", "tf32")):
+        config = dict(zip(space, values))
+        name = " ".join(f"{key}={value}" for key, value in config.items())
+        yield f"{label} {mode} {name}", lambda c=config, m=mode: run(m, c), mode
+
+
 def gate_tile_cases(quick: bool):
     """The gate's kernels at H = 128 (h [32 * 25 * 128, 128], the frequency gate on) under each tiling that
     bench/kernel_sweep.py --only gate times on a GPU (its GATE_QUICK with --quick, else GATE_SPACE), in fp32
     mode and under TF32: which of them compile, and what they spill, before a GPU session times them."""
     from amg_fast.kernels import gate_fusion as k
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_sweep.py")
-    spec = importlib.util.spec_from_file_location("kernel_sweep", path)
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
-
     def run(kernel, mode, config):
         policy, key = (k.WGRAD_POLICY, "cuda") if kernel == "wgrad" else (k.TILE_POLICY[kernel], mode)
-        saved, policy[key] = policy[key], config
-        try:
+        with _policy_entry(policy, key, config):
             h, w, b, chi = _t(32, 25, 128, 128), _t(128, 128), _t(128), _t()
             readout = (_t(256, 128), _t(256)) if kernel not in ("fwd", "bwd") else None
             if kernel.startswith("fwd"):
                 k.gate_fusion_fwd(h, h, w, w, b, chi, (_t(), _t()), readout, g_mean=readout is not None)
             else:
                 k.gate_grads(h, h, w, w, b, chi, torch.empty_like(h), None, (_t(), _t()), readout)
-        finally:
-            policy[key] = saved
 
+    sweep = _sweep_module()
     for kernel, space in (sweep.GATE_QUICK if quick else sweep.GATE_SPACE).items():
-        for values, mode in itertools.product(itertools.product(*space.values()), ("fp32", "tf32")):
-            config = dict(zip(space, values))
-            label = " ".join(f"{name}={value}" for name, value in config.items())
-            yield f"gate-tiles {kernel} {mode} {label}", lambda c=config, n=kernel, m=mode: run(n, m, c), mode
+        yield from _tiling_cases(f"gate-tiles {kernel}", space, lambda m, c, n=kernel: run(n, m, c))
+
+
+def s4d_tile_cases(quick: bool):
+    """The S4D Toeplitz kernels with the GELU epilogue (AMGFNO's memory) at u [32, 25, 128, 128] under each
+    tiling that bench/kernel_sweep.py --only s4d times (S4D_TOEPLITZ_QUICK with --quick, else
+    S4D_TOEPLITZ_SPACE), in fp32 mode and under TF32."""
+    from amg_fast.kernels import s4d_scan as k
+
+    def run(mode, config):
+        with _policy_entry(k.TOEPLITZ_DOT_POLICY, "cuda", config):
+            u, kk, d = _t(32, 25, 128, 128), _t(128, 25), _t(128)
+            k.s4d_toeplitz_fwd(u, kk, d, gelu=True)
+            k.s4d_toeplitz_bwd(torch.empty_like(u), u, kk, d, gelu=True)
+
+    sweep = _sweep_module()
+    yield from _tiling_cases("s4d-tiles", sweep.S4D_TOEPLITZ_QUICK if quick else sweep.S4D_TOEPLITZ_SPACE, run)
 
 
 def ffn_cases(quick: bool):
@@ -297,7 +331,8 @@ def encoder_cases(quick: bool):
 
 
 CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases, "decoder": decoder_cases,
-         "encoder": encoder_cases, "gate_tiles": gate_tile_cases}
+         "encoder": encoder_cases, "gate_tiles": gate_tile_cases, "s4d_tiles": s4d_tile_cases}
+TILING_CASES = {"gate_tiles", "s4d_tiles"}  # the sweeps' spaces: compiled only when named
 
 
 # ----------------------------------------------------------------------------- compiling
@@ -415,9 +450,9 @@ def _line(row: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ops", nargs="+", choices=sorted(CASES), default=sorted(set(CASES) - {"gate_tiles"}),
-                        help="which ops' kernels to compile (default: all; gate_tiles, the tilings "
-                             "kernel_sweep.py --only gate times, only when named)")
+    parser.add_argument("--ops", nargs="+", choices=sorted(CASES), default=sorted(set(CASES) - TILING_CASES),
+                        help="which ops' kernels to compile (default: all; gate_tiles / s4d_tiles, the tilings "
+                             "kernel_sweep.py --only gate / s4d times, only when named)")
     parser.add_argument("--quick", action="store_true",
                         help="one shape per op (S = 128, H = 128, T = 25) in every precision mode")
     parser.add_argument("--kernels", nargs="+", metavar="NAME",

@@ -11,8 +11,10 @@
 - The fused feed-forward's backward fits an H100's shared memory when compiled for sm_90 (it did
   not at Triton's default 3 pipeline stages: 256 KB in fp32, 336 KB in fp64, against 227 KB), with
   the Triton installed here, in a subprocess without the interpreter.
+- The tiling cases (--ops gate_tiles / s4d_tiles) compile exactly what the GPU sweeps would time.
 """
 import ast
+import itertools
 import importlib.util
 import os
 import subprocess
@@ -73,3 +75,36 @@ def test_feed_forward_backward_fits_shared_memory_on_sm90():
                            "_ffn_bwd_dw_kernel"], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count(" ok ") == 8  # dx and dw in fp32, tf32, bf16, fp64
+
+
+def test_the_tiling_cases_launch_each_configuration_the_sweeps_time():
+    """--ops gate_tiles / s4d_tiles: each configuration of bench/kernel_sweep.py's quick spaces is what the
+    swept kernel launches with in its case (in fp32 mode and under TF32), and the policies come back."""
+    import copy
+
+    from amg_fast.kernels import gate_fusion, s4d_scan
+
+    harness = _load_harness()
+    policies = (gate_fusion.TILE_POLICY, gate_fusion.WGRAD_POLICY, s4d_scan.TOEPLITZ_DOT_POLICY)
+    before = copy.deepcopy(policies)
+    launches, errors = harness.capture(["gate_tiles", "s4d_tiles"], quick=True)
+    assert not errors, errors
+    swept = {"fwd": "_gate_fusion_fwd_kernel", "bwd": "_gate_fusion_bwd_kernel",
+             "fwd_readout": "_gate_fusion_fwd_kernel", "bwd_readout": "_gate_fusion_bwd_kernel", "wgrad": "_weight_grad_kernel",
+             "s4d-tiles": "_s4d_toeplitz_dot_bwd_kernel"}
+    checked = set()
+    for launch in launches:
+        words = launch.case.split()
+        kernel = words[1] if words[0] == "gate-tiles" else words[0]
+        if launch.fn.fn.__name__ != swept[kernel] or (kernel.startswith(("fwd", "bwd")) and
+                                                     launch.kwargs["READOUT"] != kernel.endswith("readout")):
+            continue
+        config = dict(word.split("=") for word in words if "=" in word)
+        launched = {key: str(launch.kwargs[key]) for key in config if key in launch.kwargs}
+        assert launched == {key: config[key] for key in launched} and launched, launch.case
+        checked.add(launch.case)
+    sweep = harness._sweep_module()
+    cases = sum(len(list(itertools.product(*space.values()))) for space in
+                (*sweep.GATE_QUICK.values(), sweep.S4D_TOEPLITZ_QUICK))
+    assert len(checked) == 2 * cases  # every configuration, in both modes
+    assert policies == before
