@@ -59,9 +59,12 @@ LAUNCH_POLICY = {
 # The batched-dot Toeplitz kernels: "elements" bounds each [BH, T_PAD, max(T_PAD, BN)] register tile
 # (BH channels: a power of two), BN columns per dot, "programs" as above (each backward group writes
 # one [H, T] partial sum of dKk). The backward holds ~6 such tiles (L, L^T, u, g, du, P; tf32x3 splits
-# the dot operands in two), hence 4096 elements over 8 warps. Untuned: the GPU sessions time them.
+# the dot operands in two), hence 4096 elements over 8 warps. BN 16: compiled for sm_90 by triton 3.6 at
+# T = 25 (bench/compile_sm90.py --ops s4d_tiles, 2026-11-28) the GELU backward spills nothing in fp32 mode
+# (236 registers) and under TF32 (160), where BN 32 spilled 232 B a thread in fp32. Untimed: the GPU
+# sessions' sweep (bench/kernel_sweep.py --only s4d) decides.
 TOEPLITZ_DOT_POLICY = {
-    "cuda": {"elements": 4096, "BN": 32, "num_warps": 8, "programs": 1024},
+    "cuda": {"elements": 4096, "BN": 16, "num_warps": 8, "programs": 1024},
     "cpu": {"elements": 131072, "BN": 64, "num_warps": 4, "programs": 1},
 }
 

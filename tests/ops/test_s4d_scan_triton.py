@@ -271,16 +271,19 @@ def test_rollout_of_steps_equals_scan(kdev, poisoned, gen):
 
 @pytest.mark.parametrize(
     "B,T,S,H,programs",
-    [(3, 40, 5, 7, 1024), (3, 26, 3, 5, 2), (2, 26, 40, 5, 2)],
+    [(3, 40, 5, 7, 1024), (3, 26, 3, 5, 2), (2, 26, 40, 5, 4)],
     ids=["several-column-and-time-blocks", "uneven-batch-groups", "uneven-column-groups"],
 )
 def test_gpu_launch_policy(B, T, S, H, programs, kdev, poisoned, gen, monkeypatch):
     """The CUDA block sizes (several column / time / channel blocks, partial last blocks), batch
     groups of unequal size (B = 3 in groups of 2) and, for the batched dots, column groups of unequal
-    size (80 columns in groups of 64), whatever device runs the test."""
+    size (80 columns in two groups, the second shorter), whatever device runs the test."""
     monkeypatch.setitem(s4d_kernels.LAUNCH_POLICY, kdev.type, {"tile": 4096, "programs": programs})
     monkeypatch.setitem(s4d_kernels.TOEPLITZ_DOT_POLICY, kdev.type,
                         dict(s4d_kernels.TOEPLITZ_DOT_POLICY["cuda"], programs=programs))
+    tiling = s4d_kernels._dot_tiling(B, T, S, H, kdev)
+    if S == 40:  # the case's point: the batched dots' column groups are unequal
+        assert tiling["grid"][0] == 2 and tiling["COLS_PER_GROUP"] not in (B * S, B * S // 2)
     inputs = make_inputs(B, T, S, H, 32, gen, kdev)
     dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
     want = reference_fp64(inputs, dy)
