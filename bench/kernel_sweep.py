@@ -214,22 +214,26 @@ def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device
 # The gate's kernels (kernels.gate_fusion.TILE_POLICY[kernel][mode] at H = 128, the weight gradients'
 # WGRAD_POLICY), each kernel's space timed with the others at their policy's tiles. "fwd" / "bwd": the
 # plain gate (op gate_fusion_freq); "*_readout" and "wgrad": AMGFNO's memory gate with the readout folded
-# in (memory_gate_freq; BLOCK_K there is also the chunk of z's columns formed at a time).
+# in (memory_gate_freq; BLOCK_K there is also the chunk of z's columns formed at a time). WGRAD_POLICY["cuda"]
+# is one entry for every mode, and the feed-forward's row-GEMM path (method "gemm") takes its weight gradients
+# from the same kernel: a winner there is checked with --only ffn too, and one that differs by mode needs the
+# policy split by mode first. 128-row weight-gradient tiles mostly need more than an H100's 227 KB of shared
+# memory (bench/compile_sm90.py --ops gate_tiles): only the full space tries them.
 GATE_SPACE = {
     "fwd": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[32, 64, 128], num_warps=[4, 8], num_stages=[1, 2]),
-    "bwd": dict(BLOCK_M=[16, 32, 64], BLOCK_K=[64], BLOCK_N=[16, 32, 64], num_warps=[4, 8], num_stages=[1, 2]),
+    "bwd": dict(BLOCK_M=[16, 32, 64], BLOCK_K=[32, 64], BLOCK_N=[16, 32, 64], num_warps=[4, 8], num_stages=[1, 2]),
     "fwd_readout": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[16, 32, 64], num_warps=[4, 8], num_stages=[1, 2]),
     "bwd_readout": dict(BLOCK_M=[32, 64], BLOCK_K=[16, 32, 64], BLOCK_N=[16, 32], num_warps=[4, 8],
                         num_stages=[1, 2]),
     "wgrad": dict(BLOCK_M=[32, 64, 128], BLOCK_O=[64, 128], BLOCK_I=[64, 128], num_warps=[4, 8],
                   programs=[256, 512, 1024]),
 }
-GATE_QUICK = {  # --quick: 30 configurations a mode
-    "fwd": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[64], num_warps=[4, 8], num_stages=[2]),
-    "bwd": dict(BLOCK_M=[16, 32, 64], BLOCK_K=[64], BLOCK_N=[32], num_warps=[4, 8], num_stages=[2]),
+GATE_QUICK = {  # --quick: 34 configurations a mode
+    "fwd": dict(BLOCK_M=[32, 64], BLOCK_K=[32, 64], num_warps=[4, 8], num_stages=[2]),
+    "bwd": dict(BLOCK_M=[16, 32], BLOCK_K=[32, 64], BLOCK_N=[32], num_warps=[4, 8], num_stages=[2]),
     "fwd_readout": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[32], num_warps=[4, 8], num_stages=[1]),
     "bwd_readout": dict(BLOCK_M=[32, 64], BLOCK_K=[32], BLOCK_N=[32], num_warps=[4, 8], num_stages=[1]),
-    "wgrad": dict(BLOCK_M=[64, 128], BLOCK_O=[64, 128], BLOCK_I=[64, 128], num_warps=[4], programs=[512]),
+    "wgrad": dict(BLOCK_M=[32, 64], BLOCK_O=[64, 128], BLOCK_I=[64, 128], num_warps=[4], programs=[512]),
 }
 
 

@@ -342,7 +342,7 @@ def check_width(H: int, readout: bool = False) -> None:
                          f"live in one program), got H={H}; use backend='reference' for wider gates")
 
 
-# Tile choices. For the paper's width (H = 128, BLOCK_H 128) the table TILE_POLICY holds each kernel's
+# Tile choices. For BLOCK_H 128 (H = 65..128: the paper's 128) the table TILE_POLICY holds each kernel's
 # tiles per precision mode ("fp32": tf32x3 dots, "tf32", "bf16"; fp16 takes bf16's), so that
 # bench/kernel_sweep.py --only gate can time its alternatives on a GPU; other widths and fp64 take
 # _width_config's formulae (sized to stay inside shared memory and registers, untuned). Every tl.dot dim is
