@@ -370,10 +370,17 @@ TILE_POLICY = {
 TILED_BLOCK_H = 128  # the width TILE_POLICY is for
 
 
-def _on_cpu(config: dict, device: torch.device, M: int) -> dict:
+def _on_cpu(config: dict, device: torch.device, M: int, readout: bool = False, block_h: int = 0) -> dict:
     """On CPU (Triton's interpreter: a fixed cost per program, and per op one proportional to the
-    tile) up to 256-row tiles, no larger than M needs; the GPU's elsewhere."""
-    return dict(config, BLOCK_M=min(256, next_pow2(M))) if device.type == "cpu" else config
+    tile) up to 256-row tiles, no larger than M needs, and the readout's z in one chunk of block_h
+    columns (its GPU chunks doubled the interpreted memory gate's time); the GPU's elsewhere. The tests
+    run the GPU's tiles too (tests/ops/test_readout_gate.py, test_gpu_tiles)."""
+    if device.type != "cpu":
+        return config
+    config = dict(config, BLOCK_M=min(256, next_pow2(M)))
+    if readout:
+        config.update({key: block_h for key in ("BLOCK_K", "BLOCK_N") if key in config})
+    return config
 
 
 def _tile_mode(dtype: torch.dtype) -> str:
@@ -439,7 +446,8 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=Fals
     memory's activations a and the kernel forms z = GLU(a W_o^T + b_o) (H <= READOUT_MAX_H)."""
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
     extra = _extra_args(chi, freq, readout)
-    config = _on_cpu(_config("fwd", sc["H"], h.dtype, readout is not None), h.device, sc["M"])
+    config = _on_cpu(_config("fwd", sc["H"], h.dtype, readout is not None), h.device, sc["M"], readout is not None,
+                     next_pow2(sc["H"]))
     grid = (cdiv(sc["M"], config["BLOCK_M"]),)
     out = new_output(inputs[0].shape, dtype=h.dtype, device=h.device)
     g = new_output(grid if g_mean else inputs[0].shape, dtype=acc_dtype(h) if g_mean else h.dtype, device=h.device)
@@ -532,7 +540,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
     dchi_rows = new_output((M, 2 if freq is not None else 1), dtype=acc, device=h.device)
     zsave = new_output((M, H) if readout is not None else (0,), dtype=h.dtype, device=h.device)
     dp = new_output((M, 2 * H) if readout is not None else (0,), dtype=acc, device=h.device)
-    config = _on_cpu(_config("bwd", H, h.dtype, readout is not None), h.device, M)
+    config = _on_cpu(_config("bwd", H, h.dtype, readout is not None), h.device, M, readout is not None, next_pow2(H))
     if M > 0:
         wrap_triton(_gate_fusion_bwd_kernel)[(cdiv(M, config["BLOCK_M"]),)](
             *inputs, *extra[:4], dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, dchi_rows,

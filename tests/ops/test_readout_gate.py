@@ -96,16 +96,17 @@ def test_gpu_tiling_of_the_weight_gradients(kdev, poisoned, gen, monkeypatch):
 
 
 @pytest.mark.parametrize("readout", [True, False], ids=["memory_gate", "gate_fusion"])
-@pytest.mark.parametrize("mode", ["fp32", "tf32"])
-def test_gpu_tiles_at_the_paper_width(mode, readout, kdev, poisoned, gen, monkeypatch, allow_tf32, tf32_mma):
-    """The GPU's tiles at H = 128 (kernels.gate_fusion.TILE_POLICY in the mode: several row programs and a
-    ragged last one; with the readout z formed 32 (forward) / 32-64 (backward) columns at a time through the
-    out / saved-z buffers), whatever device runs the test, against the fp64 reference; the plain gate's tiles
-    too. fp32 mode's tf32x3 dots are fp32-accurate; TF32 rounds (tf32_mma: the interpreter truncates the
+@pytest.mark.parametrize("mode,H", [("fp32", 128), ("tf32", 128), ("fp32", 48)])
+def test_gpu_tiles(mode, H, readout, kdev, poisoned, gen, monkeypatch, allow_tf32, tf32_mma):
+    """The GPU's tiles (on CPU the kernels take one z chunk and up to 256 rows) at H = 128
+    (kernels.gate_fusion.TILE_POLICY in the mode: several row programs and a ragged last one; with the readout
+    z formed 32 (forward) / 32-64 (backward) columns at a time through the out / saved-z buffers) and at H = 48
+    (a second, partial chunk), whatever device runs the test, against the fp64 reference; the plain gate's
+    tiles too. fp32 mode's tf32x3 dots are fp32-accurate; TF32 rounds (tf32_mma: the interpreter truncates the
     operands as a GPU does), and must: the TF32 mode's dots are "tf32"."""
-    monkeypatch.setattr(gate_kernels, "_on_cpu", lambda config, device, M: config)
+    monkeypatch.setattr(gate_kernels, "_on_cpu", lambda config, *args: config)
     allow_tf32(mode == "tf32")
-    shape = (2, 3, 25, 128)  # 150 rows: 32- and 64-row tiles leave a ragged last one
+    shape = (2, 3, 25, H)  # 150 rows: 32- and 64-row tiles leave a ragged last one; H = 48: a partial chunk
     args = make_args(shape, torch.float32, gen, kdev)
     gate = chi_args("freqB", 2, torch.float32, gen, kdev)
     dout = torch.randn(shape, generator=gen, dtype=torch.float64)
@@ -118,7 +119,10 @@ def test_gpu_tiles_at_the_paper_width(mode, readout, kdev, poisoned, gen, monkey
     tol = 2e-5 if mode == "fp32" else RTOL[torch.float32]
     names = ("out", "g", *(NAMES if readout else ("h", "z", "w_z", "w_h", "b")), "w1", "b_omega")
     for name, a, b in zip(names, (got[0], got[1], *got[2]), (want[0], want[1], *want[2]), strict=True):
-        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
+        # w1, b_omega: scalars summed over every row from terms of both signs (dout is random), whose
+        # cancellation inflates TF32's relative error (up to ~1e-2 seen)
+        limit = 3e-2 if mode == "tf32" and name in ("w1", "b_omega") else tol
+        assert rel_err(a, b) <= limit, f"{name}: rel err {rel_err(a, b):.2e}"
     assert mode != "tf32" or rel_err(got[0], want[0]) > 1e-5  # TF32's rounding shows (tf32_mma on CPU)
 
 
