@@ -143,7 +143,7 @@ def test_main_writes_the_json_after_each_sweep(tmp_path, monkeypatch):
 
 def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, allow_tf32, monkeypatch):
     """The gate tiling sweep: each configuration is the swept kernel's policy entry while it is timed (its
-    launch takes the entry's BLOCK_K / num_warps / programs; BLOCK_M is the interpreter's own), the other
+    launch takes the entry's BLOCK_K / num_warps / programs, as on a GPU), the other
     kernels keep theirs, in fp32 mode (tf32x3 dots) and under TF32; both policies and TF32 come back."""
     from amg_fast.kernels import gate_fusion
 
@@ -173,6 +173,7 @@ def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, a
               "bwd_readout": dict(BLOCK_M=[16], BLOCK_K=[32], BLOCK_N=[16], num_warps=[4, 2], num_stages=[1]),
               "wgrad": dict(BLOCK_M=[16], BLOCK_O=[64], BLOCK_I=[64, 128], num_warps=[4], programs=[2])}
     monkeypatch.setattr(gate_fusion, "wrap_triton", spy)
+    monkeypatch.setattr(gate_fusion, "_on_cpu", lambda config, *args: config)  # the GPU's tiles as swept
     rows = sweep.sweep_gate_configs((1,), batch=1, T=2, width=128, spaces=spaces, device="cpu", timer=timer)
     assert [(r["kernel"], r["mode"], r["fwdbwd_ms"]) for r in rows] == [
         ("fwd", "fp32", 40.0), ("fwd", "fp32", 136.0), ("fwd", "tf32", 36.0), ("fwd", "tf32", 132.0),
