@@ -2,7 +2,8 @@
 
 Prints one table per sweep (median ms by triton.testing.do_bench) and writes them as JSON:
   - spectral conv: transform "dft" (basis GEMM) vs "fft" (torch.fft) per S -> TRANSFORM_FFT_MIN_S,
-    and block configurations of the three kernels at the paper's shapes;
+    and the tiles of its three kernels at the paper's shapes in fp32 mode (tf32x3 dots) and under TF32 ->
+    kernels.spectral_conv.LAUNCH_POLICY["cuda"];
   - S4D: the Toeplitz kernels' tiling at T = 25 in fp32 mode and under TF32 -> kernels.s4d_scan.
     TOEPLITZ_DOT_POLICY["cuda"] (the op was 11x its HBM floor on the H200), then "toeplitz" vs "scan"
     per T -> TOEPLITZ_MAX_T;
@@ -74,31 +75,42 @@ def sweep_spectral_transform(sizes, rows=800, width=128):
     return out
 
 
-def sweep_spectral_configs(sizes, rows=800, width=128, quick=False):
-    """Each kernel's block configuration at each S (transform forced to "dft")."""
-    from amg_fast.kernels import spectral_conv as k
+# The spectral conv's three kernels (kernels.spectral_conv.LAUNCH_POLICY[device][kernel][mode]: "x3" in fp32 mode,
+# tf32x3 dots; "tf32" under TF32, where the policy's "default" serves until a sweep's winner is put there), each
+# kernel's space timed with the others at their policy's tiles. bf16 takes "default" too (not swept: bf16
+# activations). The mixing's BLOCK_O = 64 reads each X tile twice, the second time from L2 (the grid runs a row
+# tile's output tiles next to each other).
+SPECTRAL_SPACE = {
+    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[16, 32, 64], BLOCK_N=[64, 128], num_warps=[4, 8]),
+    "mix": dict(BLOCK_R=[32, 64, 128], BLOCK_I=[16, 32, 64], BLOCK_O=[64, 128], num_warps=[4, 8]),
+    "dweight": dict(BLOCK_R=[16, 32, 64], BLOCK_I=[32, 64, 128], BLOCK_O=[64, 128], SPLIT_R=[1, 4], num_warps=[4, 8]),
+}
+SPECTRAL_QUICK = {  # --quick: 20 configurations a mode
+    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[32], BLOCK_N=[64, 128], num_warps=[4]),
+    "mix": dict(BLOCK_R=[32, 64], BLOCK_I=[16, 32], BLOCK_O=[64, 128], num_warps=[8]),
+    "dweight": dict(BLOCK_R=[16, 32], BLOCK_I=[64], BLOCK_O=[64, 128], SPLIT_R=[1], num_warps=[4, 8]),
+}
+
+
+def sweep_spectral_configs(sizes, rows=800, width=128, spaces=None, device="cuda", timer=None):
+    """The spectral conv's fwd + bwd (x [rows, S, width], K = S/2, transform "dft") under each tile configuration
+    of spaces (kernel -> space; default SPECTRAL_SPACE) as that kernel's policy entry, in fp32 mode (tf32x3
+    dots, "x3") and under TF32 ("tf32"; the policy's "default" its own) (sweep_policy_entries) -> rows tagged
+    with "kernel"."""
+    from amg_fast.kernels import spectral_conv as kernels
     from amg_fast.ops.spectral_conv import SpectralConv1dFn
 
-    spaces = {
-        "TRANSFORM_CONFIG": dict(BLOCK_M=[64, 128], BLOCK_J=[16, 32, 64], BLOCK_N=[64, 128], num_warps=[4, 8]),
-        "MIX_CONFIG": dict(BLOCK_R=[32, 64, 128], BLOCK_I=[16, 32, 64], BLOCK_O=[64, 128], num_warps=[4, 8]),
-        "DWEIGHT_CONFIG": dict(BLOCK_R=[32, 64], BLOCK_I=[32, 64, 128], BLOCK_O=[64, 128], SPLIT_R=[1, 4],
-                               num_warps=[4, 8]),
-    }
+    def make_run(S):
+        x = torch.randn(rows, S, width, device=device, requires_grad=True)
+        w = (torch.randn(S // 2, width, width, 2, device=device) * width ** -0.5).requires_grad_()
+        return fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w)
+
+    policy = kernels.LAUNCH_POLICY[torch.device(device).type]
     results = []
-    for S in sizes:
-        x = torch.randn(rows, S, width, device="cuda", requires_grad=True)
-        w = torch.randn(S // 2, width, width, 2, device="cuda", requires_grad=True)
-        run = fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w)
-        for attr, space in spaces.items():
-            default = dict(getattr(k, attr))
-            best = (bench(run), default)
-            timed = time_configs(space, lambda cfg, attr=attr: setattr(k, attr, cfg), run, f"S={S} {attr}",
-                                 keep=lambda cfg: not (quick and cfg["num_warps"] == 8))
-            results += [{"S": S, "kernel": attr, "config": cfg, "fwdbwd_ms": t} for cfg, t in timed]
-            best = min([best, *((t, cfg) for cfg, t in timed)], key=lambda b: b[0])
-            setattr(k, attr, default)
-            print(f"S={S} {attr}: default {default} -> best {best[1]} at {best[0]:.4g} ms", flush=True)
+    for kernel, space in (spaces or SPECTRAL_SPACE).items():
+        timed = sweep_policy_entries(policy[kernel], {"fp32": ("x3", False), "tf32": ("tf32", True)}, space, sizes,
+                                     make_run, f"spectral-{kernel}", timer, fallback="default")
+        results += [dict(row, kernel=kernel) for row in timed]
     return results
 
 
@@ -294,8 +306,8 @@ def main(argv=None) -> int:
         "s4d_configs": ("s4d", lambda: sweep_s4d_configs([128] if quick else [32, 128],
                                                          space=S4D_TOEPLITZ_QUICK if quick else None)),
         "s4d_method": ("s4d", lambda: sweep_s4d([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 1000])),
-        "spectral_configs": ("configs", lambda: sweep_spectral_configs([32, 128] if quick else [32, 128, 1024],
-                                                                       quick=quick)),
+        "spectral_configs": ("configs", lambda: sweep_spectral_configs([128] if quick else [32, 128, 1024],
+                                                                       spaces=SPECTRAL_QUICK if quick else None)),
         "ffn_gemm_configs": ("ffn", lambda: sweep_ffn_gemm_configs([128] if quick else [32, 128])),
         "gate_configs": ("gate", lambda: sweep_gate_configs([128] if quick else [32, 128],
                                                             spaces=GATE_QUICK if quick else None)),

@@ -110,19 +110,43 @@ VARIANTS = {
     "fft-four-wview": ("fft", "four", "triton", False),
 }
 
-# Launch configurations (block sizes are capped by the problem size, min 16 for tl.dot); module-level so a
-# sweep (bench/probe_spectral_stages.py --sweep) can override them. Mixing: BLOCK_O = 128 covers the
-# paper's H_out in one tile, so each X tile is read once (the H100's 0.46 ms kernel read it twice).
-TRANSFORM_CONFIG = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
-MIX_CONFIG = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8)
-DWEIGHT_CONFIG = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, SPLIT_R=1, num_warps=4)
+# Launch tiles per device type, kernel and dot mode (_tile_mode: "x3" = fp32 inputs at tf32x3 dots, fp32 mode;
+# "tf32" = plain TF32; "bf16" = bf16 operands; "fp64"), a mode without an entry taking "default"; block sizes
+# are capped by the problem size (min 16 for tl.dot); bench/kernel_sweep.py --only configs times each mode's
+# alternatives on a GPU. "default" (TF32, bf16): the mixing's BLOCK_O = 128 covers the paper's H_out in one
+# tile, so each X tile is read once. "x3": tf32x3 splits every dot operand in three, and those default tiles
+# spilled 200-272 B a thread in the mixing and 312 B in the fft path's dweight, compiled for sm_90 by triton 3.6
+# (bench/compile_sm90.py, 2026-11-28); 64 output columns in the mixing (64-row tiles keep wgmma; 32-row tiles
+# ran mma.sync) and 16-row, 8-warp dweight tiles spill nothing (210-228 / 172-188 registers); the dweight's 8
+# warps also end the fft path's 16 B under TF32 and bf16 (4 warps). Untimed: the sweep decides. The mixing's grid runs a row tile's output-channel tiles next to each other, so the X tile a second
+# one reads again is in L2. CPU (Triton's interpreter: a cost per program and loop step) the large tiles; the
+# tests run the GPU's too.
+_TRANSFORM_TILES = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
+_MIX_TILES = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8)
+_DWEIGHT_TILES = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, SPLIT_R=1, num_warps=4)
+LAUNCH_POLICY = {
+    "cuda": {"transform": {"default": dict(_TRANSFORM_TILES)},
+             "mix": {"default": dict(_MIX_TILES), "x3": dict(_MIX_TILES, BLOCK_O=64)},
+             "dweight": {"default": dict(_DWEIGHT_TILES, num_warps=8), "x3": dict(_DWEIGHT_TILES, BLOCK_R=16, num_warps=8)}},
+    "cpu": {"transform": {"default": dict(_TRANSFORM_TILES)}, "mix": {"default": dict(_MIX_TILES)},
+            "dweight": {"default": dict(_DWEIGHT_TILES)}},
+}
 
 
-def _blocks(config: dict, **sizes: int) -> dict:
-    """Cap each BLOCK_X of config at next_pow2(size X) (>= 16); keep the other launch options."""
-    out = dict(config)
+def _tile_mode(dots: str, operands: torch.dtype) -> str:
+    """LAUNCH_POLICY's mode of a kernel whose dots run at input_precision dots on operands of this dtype."""
+    if operands in (torch.bfloat16, torch.float16):
+        return "bf16"
+    return {"tf32x3": "x3", "ieee": "fp64"}.get(dots, "tf32")
+
+
+def _tiles(kernel: str, device: torch.device, dots: str, operands: torch.dtype, **sizes: int) -> dict:
+    """The launch options of kernel ("transform", "mix", "dweight") on device for its dots (_tile_mode): the
+    policy's entry, each BLOCK_X capped at next_pow2(size X) (>= 16)."""
+    policy = LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])[kernel]
+    out = dict(policy.get(_tile_mode(dots, operands), policy["default"]))
     for name, size in sizes.items():
-        out[f"BLOCK_{name}"] = min(config[f"BLOCK_{name}"], next_pow2(size))
+        out[f"BLOCK_{name}"] = min(out[f"BLOCK_{name}"], next_pow2(size))
     return out
 
 
@@ -258,8 +282,10 @@ def _spectral_conv1d_mix_kernel(
 
     inp [P, K, Q, C_IN] / out [P, modes, Q, C_OUT] complex, addressed by (outer, mode, inner, channel,
     part) strides (PAIRED_*: view_as_real layout); w: real, imaginary planes [2, K, C_IN, C_OUT] by
-    (part, mode, in, out) strides. Grid (row tiles, modes, output channel tiles)."""
-    pid_r, k, pid_o = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    (part, mode, in, out) strides. Grid (row tiles x output channel tiles, modes): a row tile's output tiles
+    run next to each other, so the X tile each reads again comes from L2."""
+    n_tiles_o = tl.cdiv(C_OUT, BLOCK_O)
+    pid_r, pid_o, k = tl.program_id(0) // n_tiles_o, tl.program_id(0) % n_tiles_o, tl.program_id(1)
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_o = pid_o * BLOCK_O + tl.arange(0, BLOCK_O)
     offs_i = tl.arange(0, BLOCK_I)
@@ -513,11 +539,12 @@ def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype,
     if _dft_gemm() == "torch":
         return torch.matmul(basis, inp.reshape(P, J, Q * N).to(basis.dtype)).view(P, M, Q, N).to(out_dtype)
     out = new_output((P, M, Q, N), dtype=out_dtype, device=inp.device)
-    cfg = _blocks(TRANSFORM_CONFIG, M=M, J=J, N=N)
+    dots = _dots(basis.dtype)
+    cfg = _tiles("transform", inp.device, dots, basis.dtype, M=M, J=J, N=N)
     grid = (P * Q, cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]))
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
         basis, inp, out, M, J, N, Q, basis.stride(0), basis.stride(1), *inp.stride(), *out.stride(),
-        DOT_PRECISION=_dots(basis.dtype), ROUND_OUT=round_out and plain_tf32(out_dtype), **cfg,
+        DOT_PRECISION=dots, ROUND_OUT=round_out and plain_tf32(out_dtype), **cfg,
     )
     return out
 
@@ -537,14 +564,15 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
         s_wi, s_wo = s_wo, s_wi
     in_strides, paired_in = _complex_strides(spec)
     out_strides, paired_out = _complex_strides(out)
-    cfg = _blocks(MIX_CONFIG, R=P * Q, I=C_in, O=C_out)
-    grid = (cdiv(P * Q, cfg["BLOCK_R"]), out.shape[1], cdiv(C_out, cfg["BLOCK_O"]))
+    dots = _operand_precision(planes.dtype, bf16_operands)
+    cfg = _tiles("mix", spec.device, dots, torch.bfloat16 if bf16_operands else planes.dtype, R=P * Q, I=C_in,
+                 O=C_out)
+    grid = (cdiv(P * Q, cfg["BLOCK_R"]) * cdiv(C_out, cfg["BLOCK_O"]), out.shape[1])
     wrap_triton(_spectral_conv1d_mix_kernel)[grid](
         spec, planes, out, P * Q, Q, K, C_in, C_out, S // 2 if S % 2 == 0 else -1,
         *in_strides, s_wp, s_wk, s_wi, s_wo, *out_strides,
         CONJ=adjoint, GAUSS=_mix_is_gauss(), PAIRED_IN=paired_in, PAIRED_OUT=paired_out,
-        BF16_OPERANDS=bf16_operands, DOT_PRECISION=_operand_precision(planes.dtype, bf16_operands),
-        ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, **cfg,
+        BF16_OPERANDS=bf16_operands, DOT_PRECISION=dots, ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, **cfg,
     )
 
 
@@ -559,7 +587,8 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight
     h_out = spec_dy.shape[3]
     R = P * Q
     acc = acc_dtype(spec_x.dtype)
-    cfg = _blocks(DWEIGHT_CONFIG, R=R, I=h_in, O=h_out)
+    dots = _operand_precision(acc, bf16_operands)
+    cfg = _tiles("dweight", spec_x.device, dots, torch.bfloat16 if bf16_operands else acc, R=R, I=h_in, O=h_out)
     split = max(1, min(int(cfg.pop("SPLIT_R")), cdiv(R, cfg["BLOCK_R"])))
     rows_per_split = cdiv(cdiv(R, split), cfg["BLOCK_R"]) * cfg["BLOCK_R"]
     split = cdiv(R, rows_per_split)
@@ -571,7 +600,7 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight
         spec_x, spec_dy, dw, R, Q, h_in, h_out, S // 2 if S % 2 == 0 else -1, rows_per_split,
         *x_strides, *y_strides, *dw.stride(),
         GAUSS=_mix_is_gauss(), PAIRED_X=paired_x, PAIRED_Y=paired_y, BF16_OPERANDS=bf16_operands,
-        DOT_PRECISION=_operand_precision(acc, bf16_operands), **cfg,
+        DOT_PRECISION=dots, **cfg,
     )
     return dw[0] if split == 1 else dw.sum(0).to(weight_dtype)
 

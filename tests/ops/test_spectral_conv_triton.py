@@ -80,11 +80,43 @@ def test_several_tiles_and_row_splits(name, variant, monkeypatch, kdev, gen, poi
     """Small blocks: several row, input- and output-channel tiles per kernel, and the dweight reduction
     split over 3 row ranges (partial sums added by torch), with K < S//2+1 (fft: zero-padded modes)."""
     transform = variant(name)
-    monkeypatch.setattr(kernels, "MIX_CONFIG", dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, num_warps=4))
-    monkeypatch.setattr(kernels, "DWEIGHT_CONFIG", dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, SPLIT_R=3, num_warps=4))
-    monkeypatch.setattr(kernels, "TRANSFORM_CONFIG", dict(BLOCK_M=16, BLOCK_J=16, BLOCK_N=16, num_warps=4))
+    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, {
+        "mix": {"default": dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, num_warps=4)},
+        "dweight": {"default": dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, SPLIT_R=3, num_warps=4)},
+        "transform": {"default": dict(BLOCK_M=16, BLOCK_J=16, BLOCK_N=16, num_warps=4)}})
     x, w = _inputs((5, 9), 20, 7, 20, 36, torch.float64, kdev, gen)
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w, gen, 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("name", ["dft-gauss", "fft-gauss"])
+def test_gpu_tiles(name, dtype, variant, monkeypatch, kdev, gen, poisoned):
+    """The GPU's launch policy (the CPU's tiles are larger): in fp32 mode (tf32x3 dots, the "x3" entries) the
+    mixing's 64 output columns a program (H_out = 96: two output tiles a row tile, next to each other in the
+    grid, the second masked) and the dweight's 16 rows a step (70 rows: a masked last step); fp64 takes the
+    "default" entries. Against the explicit DFT matrix."""
+    transform = variant(name)
+    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, kernels.LAUNCH_POLICY["cuda"])
+    x, w = _inputs((7, 10), 40, 20, 48, 96, dtype, kdev, gen)
+    _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w, gen,
+           RTOL[dtype] if dtype == torch.float32 else 1e-12, oracle=dft_matrix_spectral_conv)
+
+
+def test_launch_policy_modes(monkeypatch):
+    """Which LAUNCH_POLICY entry each dot mode takes: tf32x3 -> "x3", plain TF32 and bf16 operands ->
+    "default" unless the policy has their own, fp64 -> "default"; every BLOCK capped by the size."""
+    policy = {"mix": {"default": dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8),
+                      "x3": dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=64, num_warps=8),
+                      "bf16": dict(BLOCK_R=128, BLOCK_I=64, BLOCK_O=128, num_warps=4)}}
+    monkeypatch.setitem(kernels.LAUNCH_POLICY, "cuda", policy)
+    cuda = torch.device("cuda")
+    tiles = {mode: kernels._tiles("mix", cuda, dots, dtype, R=1000, I=128, O=128)
+             for mode, dots, dtype in (("x3", "tf32x3", torch.float32), ("tf32", "tf32", torch.float32),
+                                       ("bf16", "tf32", torch.bfloat16), ("fp64", "ieee", torch.float64))}
+    assert tiles == {"x3": policy["mix"]["x3"], "tf32": policy["mix"]["default"], "bf16": policy["mix"]["bf16"],
+                     "fp64": policy["mix"]["default"]}
+    assert kernels._tiles("mix", cuda, "tf32x3", torch.float32, R=20, I=8, O=40) == dict(
+        BLOCK_R=32, BLOCK_I=16, BLOCK_O=64, num_warps=8)
 
 
 def _field(shape, dtype, device, gen, layout):
