@@ -96,14 +96,20 @@ def sweep_spectral_configs(sizes, rows=800, width=128, spaces=None, device="cuda
     """The spectral conv's fwd + bwd (x [rows, S, width], K = S/2, transform "dft") under each tile configuration
     of spaces (kernel -> space; default SPECTRAL_SPACE) as that kernel's policy entry, in fp32 mode (tf32x3
     dots, "x3") and under TF32 ("tf32"; the policy's "default" its own) (sweep_policy_entries) -> rows tagged
-    with "kernel"."""
+    with "kernel". Timed on the "dft-gauss" variant with reduced-precision dots, whatever the switches say
+    (AMG_FAST_SPECTRAL_MIX=torch would time cuBLAS, _REDUCED_DOTS=0 tf32x3 dots under TF32)."""
     from amg_fast.kernels import spectral_conv as kernels
     from amg_fast.ops.spectral_conv import SpectralConv1dFn
 
     def make_run(S):
         x = torch.randn(rows, S, width, device=device, requires_grad=True)
         w = (torch.randn(S // 2, width, width, 2, device=device) * width ** -0.5).requires_grad_()
-        return fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w)
+        step = fwd_bwd(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w)
+
+        def run():
+            with kernels.use_variant("dft-gauss", reduced=True):
+                step()
+        return run
 
     policy = kernels.LAUNCH_POLICY[torch.device(device).type]
     results = []

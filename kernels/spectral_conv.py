@@ -118,16 +118,17 @@ VARIANTS = {
 # spilled 200-272 B a thread in the mixing and 312 B in the fft path's dweight, compiled for sm_90 by triton 3.6
 # (bench/compile_sm90.py, 2026-11-28); 64 output columns in the mixing (64-row tiles keep wgmma; 32-row tiles
 # ran mma.sync) and 16-row, 8-warp dweight tiles spill nothing (210-228 / 172-188 registers); the dweight's 8
-# warps also end the fft path's 16 B under TF32 and bf16 (4 warps). Untimed: the sweep decides. The mixing's grid runs a row tile's output-channel tiles next to each other, so the X tile a second
-# one reads again is in L2. CPU (Triton's interpreter: a cost per program and loop step) the large tiles; the
-# tests run the GPU's too.
+# warps also end the fft path's 16 B under TF32 and bf16 (4 warps). Untimed: the sweep decides. The mixing's
+# grid runs a row tile's output-channel tiles next to each other, so the X tile a second one reads again is in
+# L2. CPU (Triton's interpreter: a cost per program and loop step) the large tiles; the tests run the GPU's too.
 _TRANSFORM_TILES = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
 _MIX_TILES = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8)
 _DWEIGHT_TILES = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, SPLIT_R=1, num_warps=4)
 LAUNCH_POLICY = {
     "cuda": {"transform": {"default": dict(_TRANSFORM_TILES)},
              "mix": {"default": dict(_MIX_TILES), "x3": dict(_MIX_TILES, BLOCK_O=64)},
-             "dweight": {"default": dict(_DWEIGHT_TILES, num_warps=8), "x3": dict(_DWEIGHT_TILES, BLOCK_R=16, num_warps=8)}},
+             "dweight": {"default": dict(_DWEIGHT_TILES, num_warps=8),
+                         "x3": dict(_DWEIGHT_TILES, BLOCK_R=16, num_warps=8)}},
     "cpu": {"transform": {"default": dict(_TRANSFORM_TILES)}, "mix": {"default": dict(_MIX_TILES)},
             "dweight": {"default": dict(_DWEIGHT_TILES)}},
 }
@@ -282,10 +283,14 @@ def _spectral_conv1d_mix_kernel(
 
     inp [P, K, Q, C_IN] / out [P, modes, Q, C_OUT] complex, addressed by (outer, mode, inner, channel,
     part) strides (PAIRED_*: view_as_real layout); w: real, imaginary planes [2, K, C_IN, C_OUT] by
-    (part, mode, in, out) strides. Grid (row tiles x output channel tiles, modes): a row tile's output tiles
-    run next to each other, so the X tile each reads again comes from L2."""
+    (part, mode, in, out) strides. Grid (modes x row tiles x output channel tiles,), the output tile fastest:
+    a row tile's output tiles run next to each other, so the X tile each reads again comes from L2, and a
+    mode's programs together (W[k] stays in L2); one axis, so any number of modes fits."""
     n_tiles_o = tl.cdiv(C_OUT, BLOCK_O)
-    pid_r, pid_o, k = tl.program_id(0) // n_tiles_o, tl.program_id(0) % n_tiles_o, tl.program_id(1)
+    n_tiles = tl.cdiv(R, BLOCK_R) * n_tiles_o
+    k = tl.program_id(0) // n_tiles
+    tile = tl.program_id(0) - k * n_tiles
+    pid_r, pid_o = tile // n_tiles_o, tile % n_tiles_o
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_o = pid_o * BLOCK_O + tl.arange(0, BLOCK_O)
     offs_i = tl.arange(0, BLOCK_I)
@@ -567,12 +572,13 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     dots = _operand_precision(planes.dtype, bf16_operands)
     cfg = _tiles("mix", spec.device, dots, torch.bfloat16 if bf16_operands else planes.dtype, R=P * Q, I=C_in,
                  O=C_out)
-    grid = (cdiv(P * Q, cfg["BLOCK_R"]) * cdiv(C_out, cfg["BLOCK_O"]), out.shape[1])
+    grid = (out.shape[1] * cdiv(P * Q, cfg["BLOCK_R"]) * cdiv(C_out, cfg["BLOCK_O"]),)
     wrap_triton(_spectral_conv1d_mix_kernel)[grid](
         spec, planes, out, P * Q, Q, K, C_in, C_out, S // 2 if S % 2 == 0 else -1,
         *in_strides, s_wp, s_wk, s_wi, s_wo, *out_strides,
         CONJ=adjoint, GAUSS=_mix_is_gauss(), PAIRED_IN=paired_in, PAIRED_OUT=paired_out,
-        BF16_OPERANDS=bf16_operands, DOT_PRECISION=dots, ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, **cfg,
+        BF16_OPERANDS=bf16_operands, DOT_PRECISION=dots,
+        ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, **cfg,
     )
 
 

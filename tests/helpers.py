@@ -32,6 +32,22 @@ def gpu_tiling(monkeypatch, kernels, device: torch.device, **overrides) -> None:
     monkeypatch.setitem(kernels.LAUNCH_POLICY, device.type, dict(kernels.LAUNCH_POLICY["cuda"], **overrides))
 
 
+def record_launches(module, launches: list, monkeypatch) -> None:
+    """Patch a kernel module's wrap_triton so that each launch appends (kernel name, grid, its keyword options)
+    to launches, then runs, for the test's duration."""
+    real_wrap = module.wrap_triton
+
+    def spy(kernel):
+        def grid(g):
+            def launch(*args, **kwargs):
+                launches.append((kernel.__name__, tuple(g), kwargs))
+                return real_wrap(kernel)[g](*args, **kwargs)
+            return launch
+        return type("Launcher", (), {"__getitem__": lambda self, g: grid(g)})()
+
+    monkeypatch.setattr(module, "wrap_triton", spy)
+
+
 def assert_each_close(names, got, want, dtype: torch.dtype, tol: float) -> None:
     """For each named pair: got in dtype and want's shape, within tol of want (rel_err)."""
     for name, a, b in zip(names, got, want):

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 import torch
-from helpers import load_bench
+from helpers import load_bench, record_launches
 
 from amg_fast.kernels import ffn_gemm
 
@@ -141,22 +141,6 @@ def test_main_writes_the_json_after_each_sweep(tmp_path, monkeypatch):
     assert saved["gpu"] == "stub GPU" and "s4d_method" not in saved
 
 
-def _record_launches(module, launches: list, monkeypatch):
-    """Patch module.wrap_triton so that each kernel launch appends (kernel name, its keyword options) to
-    launches, then runs."""
-    real_wrap = module.wrap_triton
-
-    def spy(kernel):
-        def grid(g):
-            def launch(*args, **kwargs):
-                launches.append((kernel.__name__, kwargs))
-                return real_wrap(kernel)[g](*args, **kwargs)
-            return launch
-        return type("Launcher", (), {"__getitem__": lambda self, g: grid(g)})()
-
-    monkeypatch.setattr(module, "wrap_triton", spy)
-
-
 def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, allow_tf32, monkeypatch):
     """The gate tiling sweep: each configuration is the swept kernel's policy entry while it is timed (its
     launch takes the entry's BLOCK_K / num_warps / programs, as on a GPU), the other
@@ -171,7 +155,7 @@ def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, a
     def timer(run):
         launches.clear()
         run()
-        options = {name: kwargs for name, kwargs in launches}
+        options = {name: kwargs for name, _, kwargs in launches}
         seen.append((torch.backends.cuda.matmul.allow_tf32, options))
         return float(options["_gate_fusion_fwd_kernel"].get("BLOCK_K", 0) + options["_gate_fusion_bwd_kernel"]
                      ["num_warps"])
@@ -179,7 +163,7 @@ def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, a
     spaces = {"fwd": dict(BLOCK_M=[16], BLOCK_K=[32, 128], num_warps=[4], num_stages=[2]),
               "bwd_readout": dict(BLOCK_M=[16], BLOCK_K=[32], BLOCK_N=[16], num_warps=[4, 2], num_stages=[1]),
               "wgrad": dict(BLOCK_M=[16], BLOCK_O=[64], BLOCK_I=[64, 128], num_warps=[4], programs=[2])}
-    _record_launches(gate_fusion, launches, monkeypatch)
+    record_launches(gate_fusion, launches, monkeypatch)
     monkeypatch.setattr(gate_fusion, "_on_cpu", lambda config, *args: config)  # the GPU's tiles as swept
     rows = sweep.sweep_gate_configs((1,), batch=1, T=2, width=128, spaces=spaces, device="cpu", timer=timer)
     assert [(r["kernel"], r["mode"], r["fwdbwd_ms"]) for r in rows] == [
@@ -208,7 +192,9 @@ def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, a
 def test_spectral_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, allow_tf32, monkeypatch):
     """The spectral conv's tile sweep: each configuration is the swept kernel's policy entry while it is timed
     (its launches take it; the other kernels keep the policy's), in fp32 mode (tf32x3 dots: "x3") and under
-    TF32 ("tf32", where the policy's own is "default"); the policy and TF32 come back."""
+    TF32 ("tf32", where the policy's own is "default"), on our Triton kernels with reduced-precision dots
+    whatever the switches say (AMG_FAST_SPECTRAL_MIX=torch would launch no mixing kernel,
+    _REDUCED_DOTS=0 tf32x3 dots under TF32); the policy, the switches and TF32 come back."""
     from amg_fast.kernels import spectral_conv
 
     sweep = load_bench("kernel_sweep")
@@ -220,29 +206,38 @@ def test_spectral_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsy
         launches.clear()
         run()
         seen.append((torch.backends.cuda.matmul.allow_tf32,  # (kernel: "mix" of _spectral_conv1d_mix_kernel, ...)
-                     sorted({(name.split("_")[-2], kw["DOT_PRECISION"], kw["num_warps"]) for name, kw in launches})))
+                     sorted({(name.split("_")[-2], kw["DOT_PRECISION"], kw["num_warps"]) for name, _, kw in launches})))
         return float(len(seen))
 
-    spaces = {"mix": dict(BLOCK_R=[16], BLOCK_I=[16], BLOCK_O=[16], num_warps=[2]),
+    def tiles(warps):
+        return dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, num_warps=warps)
+
+    policy = {"transform": {"default": dict(BLOCK_M=16, BLOCK_J=16, BLOCK_N=16, num_warps=4)},
+              "mix": {"default": tiles(8), "x3": tiles(4)},
+              "dweight": {"default": dict(tiles(8), SPLIT_R=1), "x3": dict(tiles(2), SPLIT_R=1)}}
+    spaces = {"mix": dict(BLOCK_R=[16], BLOCK_I=[16], BLOCK_O=[16], num_warps=[1]),
               "dweight": dict(BLOCK_R=[16], BLOCK_I=[16], BLOCK_O=[16], SPLIT_R=[1, 2], num_warps=[1])}
-    _record_launches(spectral_conv, launches, monkeypatch)
-    monkeypatch.setitem(spectral_conv.LAUNCH_POLICY, "cpu", copy.deepcopy(spectral_conv.LAUNCH_POLICY["cuda"]))
-    gpu_policy = copy.deepcopy(spectral_conv.LAUNCH_POLICY["cpu"])
+    record_launches(spectral_conv, launches, monkeypatch)
+    monkeypatch.setitem(spectral_conv.LAUNCH_POLICY, "cpu", copy.deepcopy(policy))
+    monkeypatch.setattr(spectral_conv, "MIX_METHOD", "torch")
+    monkeypatch.setattr(spectral_conv, "REDUCED_PRECISION_DOTS", False)
     rows = sweep.sweep_spectral_configs((8,), rows=3, width=16, spaces=spaces, device="cpu", timer=timer)
     assert [(r["kernel"], r["mode"], r["config"].get("SPLIT_R")) for r in rows] == [
         ("mix", "fp32", None), ("mix", "tf32", None),
         ("dweight", "fp32", 1), ("dweight", "fp32", 2), ("dweight", "tf32", 1), ("dweight", "tf32", 2)]
-    # mix: its config (2 warps) then the policy's (8), the transform's 4 and the dweight's 8 kept; fp32 mode
-    # at tf32x3, TF32 at plain tf32
+    # mix: its config (1 warp), then the policy's own ("x3": 4 warps; under TF32 "default": 8), the transform's
+    # and the dweight's kept; fp32 mode at tf32x3 dots, TF32 at plain tf32
     x3 = "tf32x3"
     assert seen[:4] == [
-        (False, [("dweight", x3, 8), ("mix", x3, 2), ("transform", x3, 4)]),
-        (False, [("dweight", x3, 8), ("mix", x3, 8), ("transform", x3, 4)]),
-        (True, [("dweight", "tf32", 8), ("mix", "tf32", 2), ("transform", "tf32", 4)]),
+        (False, [("dweight", x3, 2), ("mix", x3, 1), ("transform", x3, 4)]),
+        (False, [("dweight", x3, 2), ("mix", x3, 4), ("transform", x3, 4)]),
+        (True, [("dweight", "tf32", 8), ("mix", "tf32", 1), ("transform", "tf32", 4)]),
         (True, [("dweight", "tf32", 8), ("mix", "tf32", 8), ("transform", "tf32", 4)])]
-    assert [sorted(w for name, p, w in used if name == "dweight") for _, used in seen[4:]] == [[1], [1], [8]] * 2
+    assert [sorted(w for name, _, w in used if name == "dweight") for _, used in seen[4:]] == [
+        [1], [1], [2], [1], [1], [8]]
     out = capsys.readouterr().out
     assert "spectral-dweight S=8 tf32: policy" in out and "spectral-mix S=8 fp32: policy" in out
-    assert spectral_conv.LAUNCH_POLICY["cpu"] == gpu_policy and torch.backends.cuda.matmul.allow_tf32 is False
+    assert spectral_conv.LAUNCH_POLICY["cpu"] == policy and torch.backends.cuda.matmul.allow_tf32 is False
+    assert (spectral_conv.MIX_METHOD, spectral_conv.REDUCED_PRECISION_DOTS) == ("torch", False)
     monkeypatch.undo()
     assert spectral_conv.LAUNCH_POLICY == before

@@ -13,7 +13,7 @@ import os
 
 import pytest
 import torch
-from helpers import RTOL, dft_matrix_spectral_conv, ids, rel_err
+from helpers import RTOL, dft_matrix_spectral_conv, ids, record_launches, rel_err
 
 from amg_fast.kernels import spectral_conv as kernels
 from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
@@ -90,16 +90,26 @@ def test_several_tiles_and_row_splits(name, variant, monkeypatch, kdev, gen, poi
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("name", ["dft-gauss", "fft-gauss"])
-def test_gpu_tiles(name, dtype, variant, monkeypatch, kdev, gen, poisoned):
+def test_gpu_tiles(name, dtype, variant, allow_tf32, monkeypatch, kdev, gen, poisoned):
     """The GPU's launch policy (the CPU's tiles are larger): in fp32 mode (tf32x3 dots, the "x3" entries) the
     mixing's 64 output columns a program (H_out = 96: two output tiles a row tile, next to each other in the
     grid, the second masked) and the dweight's 16 rows a step (70 rows: a masked last step); fp64 takes the
-    "default" entries. Against the explicit DFT matrix."""
+    "default" entries (one output tile, 32-row steps). Against the explicit DFT matrix."""
     transform = variant(name)
+    allow_tf32(False)
+    launches = []
+    record_launches(kernels, launches, monkeypatch)
     monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, kernels.LAUNCH_POLICY["cuda"])
     x, w = _inputs((7, 10), 40, 20, 48, 96, dtype, kdev, gen)
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w, gen,
            RTOL[dtype] if dtype == torch.float32 else 1e-12, oracle=dft_matrix_spectral_conv)
+    out_tiles, dweight_rows = (2, 16) if dtype == torch.float32 else (1, 32)
+    mixes = [(grid, kw["BLOCK_O"]) for kernel, grid, kw in launches if kernel == "_spectral_conv1d_mix_kernel"]
+    modes = 20 if transform == "dft" else 21  # the fft path's mixing also zero-fills mode S/2 of irfft's input
+    # forward (96 output channels), then the backward's (48: one tile of 64 either way); 2 row tiles of 64
+    assert mixes == [((modes * 2 * out_tiles,), 128 // out_tiles), ((modes * 2,), 64)]
+    assert {kw["BLOCK_R"] for kernel, _, kw in launches if kernel == "_spectral_conv1d_dweight_kernel"} == {
+        dweight_rows}
 
 
 def test_launch_policy_modes(monkeypatch):
