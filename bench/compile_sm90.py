@@ -18,6 +18,7 @@ Run it with the Triton the GPU machine has (triton 3.6 there, 2026-11):
     python bench/compile_sm90.py --quick                          # one case per kernel and mode
     python bench/compile_sm90.py --ops gate_tiles --quick         # what each tiling the gate sweep times spills
     python bench/compile_sm90.py --ops s4d_tiles --quick          # ... the S4D sweep's
+    python bench/compile_sm90.py --ops spectral_tiles --quick     # ... the spectral conv's (--only configs)
 
 TRITON_INTERPRET must not be set (the kernels would be interpreter functions). Compiled kernels go to
 Triton's cache (~/.triton/cache), so a second run takes seconds. Exit status 1 when any case fails.
@@ -101,22 +102,28 @@ def _t(*shape, dtype=torch.float32):
 # ----------------------------------------------------------------------------- the cases
 
 
+def _spectral_fwd_bwd(x, K, variant, reduced, dim):
+    """The spectral conv's forward and backward kernels on x (meta) along dim, K modes, in variant."""
+    from amg_fast.kernels import spectral_conv as sc
+    from amg_fast.kernels._common import acc_dtype
+
+    with sc.use_variant(variant, reduced=reduced) as transform:
+        S, H = x.shape[dim], x.shape[-1]
+        weight = _t(K, H, H, 2)
+        bases = sc.spectral_bases(S, K, sc.work_dtype(x.dtype), META)
+        planes = sc.weight_planes(weight, acc_dtype(x))
+        split = sc.row_split(x, dim)
+        y, spec = sc.spectral_conv1d_fwd(x, planes, *bases, transform == "fft", dim, split)
+        sc.spectral_conv1d_bwd(torch.empty_like(y), spec, planes, *bases, x.dtype, weight.dtype,
+                               transform == "fft", dim, split)
+
+
 def spectral_cases(quick: bool):
     """(name, thunk) for the spectral conv: forward and backward of the FFNO layer's x [B*T, S, H]
     (rows P = 800, K = S/2) per S, variant and mode; and a 2D field read along each axis."""
     from amg_fast.kernels import spectral_conv as sc
-    from amg_fast.kernels._common import acc_dtype
 
-    def run(x, K, variant, mode, reduced, dim):
-        with sc.use_variant(variant, reduced=reduced) as transform:
-            S, H = x.shape[dim], x.shape[-1]
-            weight = _t(K, H, H, 2)
-            bases = sc.spectral_bases(S, K, sc.work_dtype(x.dtype), META)
-            planes = sc.weight_planes(weight, acc_dtype(x))
-            split = sc.row_split(x, dim)
-            y, spec = sc.spectral_conv1d_fwd(x, planes, *bases, transform == "fft", dim, split)
-            sc.spectral_conv1d_bwd(torch.empty_like(y), spec, planes, *bases, x.dtype, weight.dtype,
-                                   transform == "fft", dim, split)
+    run = _spectral_fwd_bwd
 
     sizes = (128,) if quick else (32, 64, 128, 256, 512, 1024)
     variants = ("dft-gauss", "fft-gauss") if quick else tuple(sc.VARIANTS)
@@ -124,13 +131,13 @@ def spectral_cases(quick: bool):
         for reduced in ((False, True) if mode in ("tf32", "bf16") else (False,)):
             x = _t(800, S, 128, dtype=MODES[mode])
             yield (f"spectral S{S} {variant} {mode}{' reduced' if reduced else ''}",
-                   lambda x=x, S=S, v=variant, m=mode, r=reduced: run(x, S // 2, v, m, r, 1), mode)
+                   lambda x=x, S=S, v=variant, r=reduced: run(x, S // 2, v, r, 1), mode)
     if not quick:  # 2D fields [B, X, Y, H]: along X (rows B | Y) and Y (rows B*X), and X of a Y-major field
         field = _t(8, 64, 64, 128)
-        yield "spectral 2D dim1", lambda: run(field, 32, "dft-gauss", "fp32", False, 1), "fp32"
-        yield "spectral 2D dim2", lambda: run(field, 32, "dft-gauss", "fp32", False, 2), "fp32"
+        yield "spectral 2D dim1", lambda: run(field, 32, "dft-gauss", False, 1), "fp32"
+        yield "spectral 2D dim2", lambda: run(field, 32, "dft-gauss", False, 2), "fp32"
         swapped = _t(8, 64, 64, 128).transpose(1, 2)
-        yield "spectral 2D swapped dim2", lambda: run(swapped, 32, "fft-gauss", "fp32", False, 2), "fp32"
+        yield "spectral 2D swapped dim2", lambda: run(swapped, 32, "fft-gauss", False, 2), "fp32"
 
 
 def s4d_cases(quick: bool):
@@ -207,12 +214,15 @@ def _sweep_module():
 
 @contextlib.contextmanager
 def _policy_entry(policy: dict, key: str, config: dict):
-    """policy[key] = config within the block (the launchers read their tiles from it), restored after."""
-    saved, policy[key] = policy[key], config
+    """policy[key] = config within the block (the launchers read their tiles from it), restored (or removed,
+    where the policy had no such key) after."""
+    saved = dict(policy)
+    policy[key] = config
     try:
         yield
     finally:
-        policy[key] = saved
+        policy.clear()
+        policy.update(saved)
 
 
 def _tiling_cases(label: str, space: dict, run):
@@ -258,6 +268,21 @@ def s4d_tile_cases(quick: bool):
 
     sweep = _sweep_module()
     yield from _tiling_cases("s4d-tiles", sweep.S4D_TOEPLITZ_QUICK if quick else sweep.S4D_TOEPLITZ_SPACE, run)
+
+
+def spectral_tile_cases(quick: bool):
+    """The spectral conv's kernels (x [800, 128, 128], K = 64, "dft-gauss" with reduced-precision dots) under each
+    tiling that bench/kernel_sweep.py --only configs times (SPECTRAL_QUICK with --quick, else SPECTRAL_SPACE),
+    as LAUNCH_POLICY["cuda"][kernel]'s entry of the mode ("x3" in fp32 mode, "tf32" under TF32)."""
+    from amg_fast.kernels import spectral_conv as k
+
+    def run(kernel, mode, config):
+        with _policy_entry(k.LAUNCH_POLICY["cuda"][kernel], "x3" if mode == "fp32" else "tf32", config):
+            _spectral_fwd_bwd(_t(800, 128, 128), 64, "dft-gauss", True, 1)
+
+    sweep = _sweep_module()
+    for kernel, space in (sweep.SPECTRAL_QUICK if quick else sweep.SPECTRAL_SPACE).items():
+        yield from _tiling_cases(f"spectral-tiles {kernel}", space, lambda m, c, n=kernel: run(n, m, c))
 
 
 def ffn_cases(quick: bool):
@@ -331,8 +356,9 @@ def encoder_cases(quick: bool):
 
 
 CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases, "decoder": decoder_cases,
-         "encoder": encoder_cases, "gate_tiles": gate_tile_cases, "s4d_tiles": s4d_tile_cases}
-TILING_CASES = {"gate_tiles", "s4d_tiles"}  # the sweeps' spaces: compiled only when named
+         "encoder": encoder_cases, "gate_tiles": gate_tile_cases, "s4d_tiles": s4d_tile_cases,
+         "spectral_tiles": spectral_tile_cases}
+TILING_CASES = {"gate_tiles", "s4d_tiles", "spectral_tiles"}  # the sweeps' spaces: compiled only when named
 
 
 # ----------------------------------------------------------------------------- compiling
@@ -451,8 +477,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", nargs="+", choices=sorted(CASES), default=sorted(set(CASES) - TILING_CASES),
-                        help="which ops' kernels to compile (default: all; gate_tiles / s4d_tiles, the tilings "
-                             "kernel_sweep.py --only gate / s4d times, only when named)")
+                        help="which ops' kernels to compile (default: all; gate_tiles / s4d_tiles / spectral_tiles, "
+                             "the tilings kernel_sweep.py --only gate / s4d / configs times, only when named)")
     parser.add_argument("--quick", action="store_true",
                         help="one shape per op (S = 128, H = 128, T = 25) in every precision mode")
     parser.add_argument("--kernels", nargs="+", metavar="NAME",

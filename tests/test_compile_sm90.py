@@ -11,7 +11,7 @@
 - The fused feed-forward's backward fits an H100's shared memory when compiled for sm_90 (it did
   not at Triton's default 3 pipeline stages: 256 KB in fp32, 336 KB in fp64, against 227 KB), with
   the Triton installed here, in a subprocess without the interpreter.
-- The tiling cases (--ops gate_tiles / s4d_tiles) compile exactly what the GPU sweeps would time.
+- The tiling cases (--ops gate_tiles / s4d_tiles / spectral_tiles) compile exactly what the GPU sweeps would time.
 """
 import ast
 import itertools
@@ -78,24 +78,26 @@ def test_feed_forward_backward_fits_shared_memory_on_sm90():
 
 
 def test_the_tiling_cases_launch_each_configuration_the_sweeps_time():
-    """--ops gate_tiles / s4d_tiles: each configuration of bench/kernel_sweep.py's quick spaces is what the
+    """--ops gate_tiles / s4d_tiles / spectral_tiles: each configuration of bench/kernel_sweep.py's quick spaces is what the
     swept kernel launches with in its case (in fp32 mode and under TF32), and the policies come back."""
     import copy
 
-    from amg_fast.kernels import gate_fusion, s4d_scan
+    from amg_fast.kernels import gate_fusion, s4d_scan, spectral_conv
 
     harness = _load_harness()
-    policies = (gate_fusion.TILE_POLICY, gate_fusion.WGRAD_POLICY, s4d_scan.TOEPLITZ_DOT_POLICY)
+    policies = (gate_fusion.TILE_POLICY, gate_fusion.WGRAD_POLICY, s4d_scan.TOEPLITZ_DOT_POLICY,
+                spectral_conv.LAUNCH_POLICY)
     before = copy.deepcopy(policies)
-    launches, errors = harness.capture(["gate_tiles", "s4d_tiles"], quick=True)
+    launches, errors = harness.capture(["gate_tiles", "s4d_tiles", "spectral_tiles"], quick=True)
     assert not errors, errors
     swept = {"fwd": "_gate_fusion_fwd_kernel", "bwd": "_gate_fusion_bwd_kernel",
              "fwd_readout": "_gate_fusion_fwd_kernel", "bwd_readout": "_gate_fusion_bwd_kernel", "wgrad": "_weight_grad_kernel",
-             "s4d-tiles": "_s4d_toeplitz_dot_bwd_kernel"}
+             "s4d-tiles": "_s4d_toeplitz_dot_bwd_kernel", "transform": "_spectral_conv1d_transform_kernel",
+             "mix": "_spectral_conv1d_mix_kernel", "dweight": "_spectral_conv1d_dweight_kernel"}
     checked = set()
     for launch in launches:
         words = launch.case.split()
-        kernel = words[1] if words[0] == "gate-tiles" else words[0]
+        kernel = words[1] if words[0] in ("gate-tiles", "spectral-tiles") else words[0]
         if launch.fn.fn.__name__ != swept[kernel] or (kernel.startswith(("fwd", "bwd")) and
                                                      launch.kwargs["READOUT"] != kernel.endswith("readout")):
             continue
@@ -105,6 +107,6 @@ def test_the_tiling_cases_launch_each_configuration_the_sweeps_time():
         checked.add(launch.case)
     sweep = harness._sweep_module()
     cases = sum(len(list(itertools.product(*space.values()))) for space in
-                (*sweep.GATE_QUICK.values(), sweep.S4D_TOEPLITZ_QUICK))
+                (*sweep.GATE_QUICK.values(), sweep.S4D_TOEPLITZ_QUICK, *sweep.SPECTRAL_QUICK.values()))
     assert len(checked) == 2 * cases  # every configuration, in both modes
     assert policies == before
