@@ -1,8 +1,12 @@
-"""TF32 rounding, on the device (inside kernels) and on the host: the one definition every kernel uses.
+"""TF32 rounding, on the device (inside kernels) and on the host: the one definition every kernel uses;
+and the split of fp32 weights into TF32 planes for 3xTF32 products (split_tf32).
 
 TF32 keeps fp32's 8 exponent bits and 10 of its 23 explicit mantissa bits. A plain-TF32 MMA on Hopper
 drops an fp32 operand's low 13 bits (truncation); a value rounded here first is read exactly, and
-x - round_tf32(x) is exact in fp32 (the "lo" part of a 3xTF32 product, kernels/ffn_gemm.py).
+x - round_tf32(x) is exact in fp32 (the "lo" part of a 3xTF32 product: kernels/ffn_gemm.py, the gate
+kernels). Triton's own tf32x3 dot splits both operands in registers and writes a shared-memory operand's
+parts back every K step; with the weight split once per forward into planes in memory (hi = round_tf32(w),
+lo = w - hi) only the activation tile is split in registers (split_dot).
 """
 from __future__ import annotations
 
@@ -10,7 +14,11 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["round_tf32", "round_to_tf32"]
+from amg_fast.kernels._common import cdiv, new_output, wrap_triton
+
+__all__ = ["round_tf32", "round_to_tf32", "split_tf32", "split_dot"]
+
+SPLIT_BLOCK = 1024  # elements per program of the split
 
 
 @triton.jit
@@ -20,6 +28,56 @@ def round_tf32(x):
     halves an operand's error and removes its bias (round_to_tf32 is the host version)."""
     bits = x.to(tl.int32, bitcast=True)
     return ((bits + 0x1000) & -8192).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def split_dot(x, w, w_lo, acc, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """acc + x @ w. SPLIT (fp32 mode): w, w_lo are a weight tile's TF32 planes (split_tf32) and x is split
+    here, three TF32 products x_lo w + x_hi w_lo + x_hi w (small terms first; the dropped x_lo w_lo is ~2^-22
+    relative); else one dot at DOT_PRECISION (w_lo unused)."""
+    if SPLIT:
+        x_hi = round_tf32(x)
+        acc = tl.dot(x - x_hi, w, acc, input_precision="tf32", out_dtype=acc.dtype)
+        acc = tl.dot(x_hi, w_lo, acc, input_precision="tf32", out_dtype=acc.dtype)
+        acc = tl.dot(x_hi, w, acc, input_precision="tf32", out_dtype=acc.dtype)
+    else:
+        acc = tl.dot(x, w, acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
+    return acc
+
+
+@triton.jit
+def _split_tf32_kernel(src1_ptr, dst1_ptr, n1, src2_ptr, dst2_ptr, n2, src3_ptr, dst3_ptr, n3,
+                       BLOCK: tl.constexpr):
+    """dst[:n] = hi = round_tf32(src), dst[n:2n] = lo = src - hi, for up to three flat fp32 tensors (program
+    axis 1 picks one)."""
+    which = tl.program_id(1)
+    src = tl.where(which == 0, src1_ptr, tl.where(which == 1, src2_ptr, src3_ptr))
+    dst = tl.where(which == 0, dst1_ptr, tl.where(which == 1, dst2_ptr, dst3_ptr))
+    n = tl.where(which == 0, n1, tl.where(which == 1, n2, n3))
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    w = tl.load(src + offs, mask=mask, other=0.0)
+    hi = round_tf32(w)
+    tl.store(dst + offs, hi, mask=mask)
+    tl.store(dst + n + offs, w - hi, mask=mask)
+
+
+def split_tf32(*weights: torch.Tensor) -> torch.Tensor:
+    """Up to three fp32 weights' TF32 planes in one flat buffer, [hi1 | lo1 | hi2 | lo2 | ...] (hi = w rounded
+    to TF32, lo = w - hi: hi + lo == w exactly; weight i's hi plane starts at 2 (n_1 + ... + n_{i-1})), in one
+    launch."""
+    if not 1 <= len(weights) <= 3:
+        raise ValueError(f"split_tf32 takes 1 to 3 weights, got {len(weights)}")
+    sizes = [w.numel() for w in weights]
+    planes = new_output((2 * sum(sizes),), dtype=torch.float32, device=weights[0].device)
+    if sum(sizes):
+        args, offset = [], 0
+        for w, n in zip(weights, sizes):
+            args += [w.contiguous(), planes[offset:], n]
+            offset += 2 * n
+        args += args[-3:] * (3 - len(weights))  # unused slots repeat the last weight (never picked)
+        wrap_triton(_split_tf32_kernel)[(cdiv(max(sizes), SPLIT_BLOCK), len(weights))](*args, BLOCK=SPLIT_BLOCK)
+    return planes
 
 
 def round_to_tf32(t: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2, wrap_triton
-from amg_fast.kernels._tf32 import round_tf32
+from amg_fast.kernels._tf32 import split_dot, split_tf32
 from amg_fast.kernels.feed_forward import _plus_residual, _relu, _tile
 from amg_fast.kernels.gate_fusion import weight_grads
 
@@ -47,22 +47,6 @@ __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm
 
 
 # ----------------------------------------------------------------------------- kernels
-
-
-@triton.jit
-def _split_tf32_kernel(src1_ptr, dst1_ptr, n1, src2_ptr, dst2_ptr, n2, BLOCK: tl.constexpr):
-    """dst[:n] = hi = round_tf32(src), dst[n:2n] = lo = src - hi, for the two flat fp32 tensors (program
-    axis 1 picks one)."""
-    second = tl.program_id(1) == 1
-    src = tl.where(second, src2_ptr, src1_ptr)
-    dst = tl.where(second, dst2_ptr, dst1_ptr)
-    n = tl.where(second, n2, n1)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    w = tl.load(src + offs, mask=mask, other=0.0)
-    hi = round_tf32(w)
-    tl.store(dst + offs, hi, mask=mask)
-    tl.store(dst + n + offs, w - hi, mask=mask)
 
 
 @triton.jit
@@ -86,14 +70,8 @@ def _row_gemm_kernel(
         k_mask = ks < K
         a = _tile(a_ptr, rows, row_mask, ks, k_mask, K, 1).to(b_ptr.dtype.element_ty)
         b = _tile(b_ptr, ks, k_mask, cols, col_mask, stride_bk, stride_bn)
-        if SPLIT:  # 3xTF32: A split here, B's planes from memory; the small products first
-            b_lo = _tile(b_ptr + lo_offset, ks, k_mask, cols, col_mask, stride_bk, stride_bn)
-            a_hi = round_tf32(a)
-            acc = tl.dot(a - a_hi, b, acc, input_precision="tf32", out_dtype=acc_t)
-            acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32", out_dtype=acc_t)
-            acc = tl.dot(a_hi, b, acc, input_precision="tf32", out_dtype=acc_t)
-        else:
-            acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        b_lo = _tile(b_ptr + lo_offset, ks, k_mask, cols, col_mask, stride_bk, stride_bn) if SPLIT else b
+        acc = split_dot(a, b, b_lo, acc, SPLIT, DOT_PRECISION)  # 3xTF32 with SPLIT: B's planes from memory
     if BIAS:
         acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
     if RELU:  # NaN kept, as torch.relu
@@ -119,7 +97,6 @@ LAUNCH_POLICY = {
              "fp64": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, num_warps=4, num_stages=2)},
     "cpu": {"default": dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128, num_warps=4)},
 }
-SPLIT_BLOCK = 1024
 
 
 def _tiles(device: torch.device, dtype: torch.dtype, split: bool, M: int, N: int, K: int) -> dict:
@@ -136,17 +113,6 @@ def _tiles(device: torch.device, dtype: torch.dtype, split: bool, M: int, N: int
 def _splits(dtype: torch.dtype) -> bool:
     """Whether row GEMMs on activations of this dtype take split weights: fp32 mode's tf32x3 dots."""
     return dot_precision(dtype) == "tf32x3"
-
-
-def split_tf32(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
-    """Two fp32 weights' TF32 planes in one flat buffer, [hi1 | lo1 | hi2 | lo2] (hi = w rounded to TF32,
-    lo = w - hi: hi + lo == w exactly), in one launch; feed_forward_gemm_fwd / _bwd hand each weight's planes to row_gemm (_operands)."""
-    n1, n2 = w1.numel(), w2.numel()
-    planes = new_output((2 * (n1 + n2),), dtype=torch.float32, device=w1.device)
-    if n1 + n2:
-        wrap_triton(_split_tf32_kernel)[(cdiv(max(n1, n2, 1), SPLIT_BLOCK), 2)](
-            w1.contiguous(), planes, n1, w2.contiguous(), planes[2 * n1:], n2, BLOCK=SPLIT_BLOCK)
-    return planes
 
 
 def _operands(w1: torch.Tensor, w2: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

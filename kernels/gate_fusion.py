@@ -35,6 +35,11 @@ cores; AMG_FAST_GATE_WGRAD=cublas (ops/gate.py) takes the two plain-gate ones to
 
 Precision: tl.dot inputs are h's dtype (weights are cast to it in-kernel, so fp32 weights work
 with bf16 activations); accumulation is fp32, fp64 for fp64 inputs. fp32 dots: see _common.dot_precision.
+In fp32 mode (tf32x3) the launchers split w_z, w_h (and W_o) once per call into TF32 planes in memory
+(_tf32.split_tf32, one launch; AMG_FAST_GATE_X3=dot: Triton's tf32x3 dot instead) and the kernels split
+only the activation tiles in registers (_tf32.split_dot), the readout's a then read again BLOCK_K columns
+at a time rather than split full-width: compiled for sm_90 by triton 3.6, the memory gate's 136 / 304 B
+a thread of spills (fwd / bwd; tf32x3 splits every operand in three) went to none.
 """
 from __future__ import annotations
 
@@ -43,7 +48,8 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
-from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H
+from amg_fast.kernels._tf32 import split_dot, split_tf32
+from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_x3
 
 __all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "weight_grads", "check_width", "WGRAD_POLICY",
            "TILE_POLICY"]
@@ -70,28 +76,38 @@ def _row_tile(M, H, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr):
 
 
 @triton.jit
+def _weight_tile(w_ptr, lo, rows, row_mask, cols, col_mask, H, dtype, SPLIT: tl.constexpr):
+    """(w, w_lo): w[rows, cols] of a row-major weight with H columns, cast to dtype; with SPLIT w_ptr is the
+    weight's TF32 hi plane and w_lo the same tile of its lo plane, lo elements further (split_tf32), else w."""
+    w = _load_tile(w_ptr, rows, row_mask, cols, col_mask, H).to(dtype)
+    if SPLIT:
+        return w, _load_tile(w_ptr + lo, rows, row_mask, cols, col_mask, H)
+    return w, w
+
+
+@triton.jit
 def _chunked_product(acc, x_ptr, w_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K: tl.constexpr,
-                     DOT_PRECISION: tl.constexpr):
+                     SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """acc + x[rows] @ w[cols].T with x [M, H], w [H, H] read from memory in BLOCK_K chunks of the
-    reduction (weights cast to x's dtype for tl.dot)."""
+    reduction (weights cast to x's dtype for tl.dot; SPLIT: w's TF32 planes, split_dot)."""
     for k0 in range(0, H, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_mask = ks < H
-        x = _load_tile(x_ptr, rows, row_mask, ks, k_mask, H)                       # [BLOCK_M, BLOCK_K]
-        w = _load_tile(w_ptr, cols, col_mask, ks, k_mask, H).to(x.dtype)          # [BLOCK_N, BLOCK_K]
-        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
+        x = _load_tile(x_ptr, rows, row_mask, ks, k_mask, H)                                  # [BLOCK_M, BLOCK_K]
+        w, w_lo = _weight_tile(w_ptr, H * H, cols, col_mask, ks, k_mask, H, x.dtype, SPLIT)  # [BLOCK_N, BLOCK_K]
+        acc = split_dot(x, tl.trans(w), tl.trans(w_lo), acc, SPLIT, DOT_PRECISION)
     return acc
 
 
 @triton.jit
 def _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                  DOT_PRECISION: tl.constexpr):
     """logits[rows, cols] = z[rows] @ w_z[cols].T + h[rows] @ w_h[cols].T + b[cols]: [BLOCK_M, BLOCK_N]
     from z and h in memory. Masked rows/columns read zeros (padded columns give logits 0; callers mask them)."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if z_ptr.dtype.element_ty == tl.float64 else tl.float32)
-    acc = _chunked_product(acc, z_ptr, wz_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, DOT_PRECISION)
-    acc = _chunked_product(acc, h_ptr, wh_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, DOT_PRECISION)
+    acc = _chunked_product(acc, z_ptr, wz_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, SPLIT, DOT_PRECISION)
+    acc = _chunked_product(acc, h_ptr, wh_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, SPLIT, DOT_PRECISION)
     bias = tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(acc.dtype)
     return acc + bias[None, :]
 
@@ -102,20 +118,36 @@ def _sigmoid(x):
 
 
 @triton.jit
-def _readout_chunk(a, wo_ptr, bo_ptr, ks, k_mask, cols, col_mask, H, acc_t, DOT_PRECISION: tl.constexpr):
+def _readout_chunk(a, a_ptr, rows, row_mask, wo_ptr, bo_ptr, ks, k_mask, cols, col_mask, H, acc_t,
+                   BLOCK_J: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Columns ks of the S4D memory's readout p = a W_o^T + b_o, a [BLOCK_M, BLOCK_H] (dot dtype):
-    (p1, sigmoid(p2)) [BLOCK_M, BLOCK_K] in acc_t, p1 / p2 from the first / second halves of W_o [2H, H]."""
-    w1 = _load_tile(wo_ptr, ks, k_mask, cols, col_mask, H).to(a.dtype)              # W_o[ks, :]
-    w2 = _load_tile(wo_ptr + H * H, ks, k_mask, cols, col_mask, H).to(a.dtype)      # W_o[H + ks, :]
-    p1 = tl.dot(a, tl.trans(w1), input_precision=DOT_PRECISION, out_dtype=acc_t)
-    p2 = tl.dot(a, tl.trans(w2), input_precision=DOT_PRECISION, out_dtype=acc_t)
+    (p1, sigmoid(p2)) [BLOCK_M, BLOCK_K] in acc_t, p1 / p2 from the first / second halves of W_o [2H, H].
+    SPLIT (W_o's TF32 planes, the lo plane 2 H H elements on): a is read again from a_ptr (this program's
+    rows, from L1 / L2) BLOCK_J columns at a time and split per chunk, so no full-width split of a is live
+    (the register tile a is unused then)."""
+    zero = tl.zeros((a.shape[0], ks.shape[0]), dtype=acc_t)
+    if SPLIT:
+        p1, p2 = zero, zero
+        for j0 in range(0, H, BLOCK_J):
+            js = j0 + tl.arange(0, BLOCK_J)
+            j_mask = js < H
+            a_j = _load_tile(a_ptr, rows, row_mask, js, j_mask, H)
+            w1, w1_lo = _weight_tile(wo_ptr, 2 * H * H, ks, k_mask, js, j_mask, H, a_j.dtype, SPLIT)       # W_o[ks]
+            p1 = split_dot(a_j, tl.trans(w1), tl.trans(w1_lo), p1, SPLIT, DOT_PRECISION)
+            w2, w2_lo = _weight_tile(wo_ptr + H * H, 2 * H * H, ks, k_mask, js, j_mask, H, a_j.dtype, SPLIT)
+            p2 = split_dot(a_j, tl.trans(w2), tl.trans(w2_lo), p2, SPLIT, DOT_PRECISION)
+    else:
+        w1 = _load_tile(wo_ptr, ks, k_mask, cols, col_mask, H).to(a.dtype)              # W_o[ks, :]
+        w2 = _load_tile(wo_ptr + H * H, ks, k_mask, cols, col_mask, H).to(a.dtype)      # W_o[H + ks, :]
+        p1 = tl.dot(a, tl.trans(w1), zero, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        p2 = tl.dot(a, tl.trans(w2), zero, input_precision=DOT_PRECISION, out_dtype=acc_t)
     p1 += tl.load(bo_ptr + ks, mask=k_mask, other=0.0).to(acc_t)[None, :]
     return p1, _sigmoid(p2 + tl.load(bo_ptr + H + ks, mask=k_mask, other=0.0).to(acc_t)[None, :])
 
 
 @triton.jit
-def _readout_logits(a, wo_ptr, bo_ptr, wz_ptr, zbuf_ptr, rows, row_mask, cols, col_mask, H, acc_t,
-                    BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+def _readout_logits(a, a_ptr, wo_ptr, bo_ptr, wz_ptr, zbuf_ptr, rows, row_mask, cols, col_mask, H, acc_t,
+                    BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                     DOT_PRECISION: tl.constexpr):
     """z @ w_z.T [BLOCK_M, BLOCK_H] with z = GLU(a W_o^T + b_o) formed BLOCK_K columns at a time (each chunk
     stored to zbuf [M, H] in its dtype: the full z is never held in registers)."""
@@ -123,34 +155,36 @@ def _readout_logits(a, wo_ptr, bo_ptr, wz_ptr, zbuf_ptr, rows, row_mask, cols, c
     for k0 in range(0, H, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_mask = ks < H
-        p1, sg = _readout_chunk(a, wo_ptr, bo_ptr, ks, k_mask, cols, col_mask, H, acc_t, DOT_PRECISION)
+        p1, sg = _readout_chunk(a, a_ptr, rows, row_mask, wo_ptr, bo_ptr, ks, k_mask, cols, col_mask, H, acc_t,
+                                BLOCK_K, SPLIT, DOT_PRECISION)
         z = p1 * sg
         tl.store(zbuf_ptr + rows[:, None] * H + ks[None, :], z.to(zbuf_ptr.dtype.element_ty),
                  mask=row_mask[:, None] & k_mask[None, :])
-        w_z = _load_tile(wz_ptr, cols, col_mask, ks, k_mask, H).to(a.dtype)          # w_z[:, ks]
-        acc = tl.dot(z.to(a.dtype), tl.trans(w_z), acc, input_precision=DOT_PRECISION, out_dtype=acc_t)
+        w_z, w_z_lo = _weight_tile(wz_ptr, H * H, cols, col_mask, ks, k_mask, H, a.dtype, SPLIT)  # w_z[:, ks]
+        acc = split_dot(z.to(a.dtype), tl.trans(w_z), tl.trans(w_z_lo), acc, SPLIT, DOT_PRECISION)
     return acc
 
 
 @triton.jit
 def _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wo_ptr, bo_ptr, zbuf_ptr, rows, row_mask, cols, col_mask,
                  H, READOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr):
+                 SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """(logits, z, h) [BLOCK_M, BLOCK_H] in the accumulation dtype, the products in BLOCK_K chunks of their
     reduction, and h and z (full width) loaded after them: not live through the dots. READOUT: z_ptr holds
     a, and z = GLU(a W_o^T + b_o) is formed chunk by chunk into zbuf (this program's rows), then read back."""
     acc_t = tl.float64 if h_ptr.dtype.element_ty == tl.float64 else tl.float32
     if READOUT:
         a = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H)
-        logits = _readout_logits(a, wo_ptr, bo_ptr, wz_ptr, zbuf_ptr, rows, row_mask, cols, col_mask, H, acc_t,
-                                 BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
-        logits = _chunked_product(logits, h_ptr, wh_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, DOT_PRECISION)
+        logits = _readout_logits(a, z_ptr, wo_ptr, bo_ptr, wz_ptr, zbuf_ptr, rows, row_mask, cols, col_mask, H, acc_t,
+                                 BLOCK_M, BLOCK_H, BLOCK_K, SPLIT, DOT_PRECISION)
+        logits = _chunked_product(logits, h_ptr, wh_ptr, rows, row_mask, cols, col_mask, H, BLOCK_K, SPLIT,
+                                  DOT_PRECISION)
         logits += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(acc_t)[None, :]
         tl.debug_barrier()  # z's chunks, stored by other threads of this program, are in zbuf
         z = _load_tile(zbuf_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
     else:
         logits = _logits_tile(z_ptr, h_ptr, wz_ptr, wh_ptr, b_ptr, rows, row_mask, cols, col_mask, H,
-                              BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+                              BLOCK_M, BLOCK_H, BLOCK_K, SPLIT, DOT_PRECISION)
         z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
     return logits, z, _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(acc_t)
 
@@ -180,12 +214,13 @@ def _gate_fusion_fwd_kernel(
     out_ptr, g_ptr,                                 # out [M, H] in h's dtype; g [M, H] (G_MEAN: [n_programs], acc dtype)
     M, H, rows_per_batch, chi_stride,
     FREQ: tl.constexpr, READOUT: tl.constexpr, G_MEAN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
-    BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns (padded to BLOCK_H)."""
+    """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns (padded to BLOCK_H). SPLIT: the weight
+    pointers are their TF32 planes (split_tf32; fp32 mode)."""
     rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
     logits, z, h = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, out_ptr, rows, row_mask,
-                                cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+                                cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, SPLIT, DOT_PRECISION)
     chi, _ = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
     g = _sigmoid(logits) * chi.to(logits.dtype)[:, None]
     out = g * z + (1.0 - g) * h
@@ -209,12 +244,12 @@ def _gate_fusion_bwd_kernel(
     zsave_ptr, dp_ptr,                              # READOUT: z [M, H] in h's dtype, dp [M, 2H] acc dtype
     M, H, rows_per_batch, chi_stride,
     FREQ: tl.constexpr, HAS_DG: tl.constexpr, READOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
-    BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program: rows [pid*BLOCK_M, +BLOCK_M) x all H columns; see the module docstring."""
     rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
     logits, z, h = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, zsave_ptr, rows, row_mask,
-                                cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, DOT_PRECISION)
+                                cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, SPLIT, DOT_PRECISION)
     chi, v = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
     chi = chi.to(logits.dtype)
     s = _sigmoid(logits)
@@ -241,10 +276,10 @@ def _gate_fusion_bwd_kernel(
         ns = n0 + tl.arange(0, BLOCK_N)
         n_mask = ns < H
         dl_n = _load_tile(dlogits_ptr, rows, row_mask, ns, n_mask, H).to(dot_dtype)   # [BLOCK_M, BLOCK_N]
-        w_z = _load_tile(wz_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)        # [BLOCK_N, BLOCK_H]
-        w_h = _load_tile(wh_ptr, ns, n_mask, cols, col_mask, H).to(dot_dtype)
-        dz = tl.dot(dl_n, w_z, dz, input_precision=DOT_PRECISION, out_dtype=dz.dtype)
-        dh = tl.dot(dl_n, w_h, dh, input_precision=DOT_PRECISION, out_dtype=dh.dtype)
+        w_z, w_z_lo = _weight_tile(wz_ptr, H * H, ns, n_mask, cols, col_mask, H, dot_dtype, SPLIT)  # [BLOCK_N, BLOCK_H]
+        dz = split_dot(dl_n, w_z, w_z_lo, dz, SPLIT, DOT_PRECISION)
+        w_h, w_h_lo = _weight_tile(wh_ptr, H * H, ns, n_mask, cols, col_mask, H, dot_dtype, SPLIT)
+        dh = split_dot(dl_n, w_h, w_h_lo, dh, SPLIT, DOT_PRECISION)
     tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)
     if READOUT:  # back through the GLU and the Linear, BLOCK_K columns of z at a time (p recomputed)
         dp_offsets = rows[:, None] * (2 * H) + cols[None, :]
@@ -257,7 +292,8 @@ def _gate_fusion_bwd_kernel(
             k_offsets = rows[:, None] * (2 * H) + ks[None, :]
             tile_mask = row_mask[:, None] & k_mask[None, :]
             dz_k = tl.load(dp_ptr + k_offsets, mask=tile_mask, other=0.0)
-            p1, sg = _readout_chunk(a, wout_ptr, bout_ptr, ks, k_mask, cols, col_mask, H, dz.dtype, DOT_PRECISION)
+            p1, sg = _readout_chunk(a, z_ptr, rows, row_mask, wout_ptr, bout_ptr, ks, k_mask, cols, col_mask, H,
+                                    dz.dtype, BLOCK_K, SPLIT, DOT_PRECISION)
             dp1 = dz_k * sg
             dp2 = dz_k * p1 * sg * (1.0 - sg)
             tl.debug_barrier()  # every thread has read its dz_k before dp1 overwrites them
@@ -272,10 +308,10 @@ def _gate_fusion_bwd_kernel(
             tile_mask = row_mask[:, None] & k_mask[None, :]
             dp1 = tl.load(dp_ptr + k_offsets, mask=tile_mask, other=0.0).to(dot_dtype)
             dp2 = tl.load(dp_ptr + k_offsets + H, mask=tile_mask, other=0.0).to(dot_dtype)
-            w1 = _load_tile(wout_ptr, ks, k_mask, cols, col_mask, H).to(dot_dtype)      # W_o[ks, :]
-            w2 = _load_tile(wout_ptr + H * H, ks, k_mask, cols, col_mask, H).to(dot_dtype)
-            da = tl.dot(dp1, w1, da, input_precision=DOT_PRECISION, out_dtype=da.dtype)
-            da = tl.dot(dp2, w2, da, input_precision=DOT_PRECISION, out_dtype=da.dtype)
+            w1, w1_lo = _weight_tile(wout_ptr, 2 * H * H, ks, k_mask, cols, col_mask, H, dot_dtype, SPLIT)  # W_o[ks]
+            da = split_dot(dp1, w1, w1_lo, da, SPLIT, DOT_PRECISION)
+            w2, w2_lo = _weight_tile(wout_ptr + H * H, 2 * H * H, ks, k_mask, cols, col_mask, H, dot_dtype, SPLIT)
+            da = split_dot(dp2, w2, w2_lo, da, SPLIT, DOT_PRECISION)
         tl.store(dz_ptr + offsets, da.to(dz_ptr.dtype.element_ty), mask=mask)
     else:
         tl.store(dz_ptr + offsets, dz.to(dz_ptr.dtype.element_ty), mask=mask)
@@ -354,8 +390,9 @@ def check_width(H: int, readout: bool = False) -> None:
 # before h was loaded after the products), 32-column chunks and 8 warps in the backward spill nothing.
 # READOUT forms z BLOCK_K columns at a time; in fp32 mode its 64-row tiles put the products on wgmma with
 # the weights in shared memory (32-row tiles ran mma.sync with the weights in registers and spilled 12-15
-# KB), spilling 136 / 304 B (forward / backward; the full-width form spilled 1,472 / 3,768 B); under TF32
-# and bf16 32 rows and the chunks below spill nothing (152 / 520 and 16 / 352 B before).
+# KB), spilling 136 / 304 B (forward / backward; the full-width form spilled 1,472 / 3,768 B) with Triton's
+# tf32x3 dots; on split weights (_split_weights) none forward, and none backward at 16-column chunks (88 B
+# at 32); under TF32 and bf16 32 rows and the chunks below spill nothing (152 / 520 and 16 / 352 B before).
 _PLAIN_FWD = {"BLOCK_M": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 2}
 _PLAIN_BWD = {"BLOCK_M": 32, "BLOCK_K": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
 _READOUT_FWD = {"BLOCK_M": 32, "BLOCK_K": 32, "num_warps": 8, "num_stages": 1}
@@ -364,7 +401,7 @@ TILE_POLICY = {
     "fwd": {"fp32": dict(_PLAIN_FWD, BLOCK_K=32), "tf32": dict(_PLAIN_FWD), "bf16": dict(_PLAIN_FWD)},
     "bwd": {"fp32": dict(_PLAIN_BWD, BLOCK_K=32, num_warps=8), "tf32": dict(_PLAIN_BWD), "bf16": dict(_PLAIN_BWD)},
     "fwd_readout": {"fp32": dict(_READOUT_FWD, BLOCK_M=64), "tf32": dict(_READOUT_FWD), "bf16": dict(_READOUT_FWD)},
-    "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=32), "tf32": dict(_READOUT_BWD, BLOCK_K=64),
+    "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=16), "tf32": dict(_READOUT_BWD, BLOCK_K=64),
                     "bf16": dict(_READOUT_BWD, BLOCK_K=16)},
 }
 TILED_BLOCK_H = 128  # the width TILE_POLICY is for
@@ -436,6 +473,20 @@ def _extra_args(chi, freq, readout):
     return w1, b_omega, w_out, b_out, freq is not None, readout is not None
 
 
+def _split_weights(inputs: tuple, extra: tuple, dtype: torch.dtype) -> tuple[tuple, tuple, bool]:
+    """(inputs, extra, SPLIT): in fp32 mode (tf32x3 dots) with AMG_FAST_GATE_X3 "split" (the default), w_z,
+    w_h (and W_o) replaced by their TF32 planes, split in one launch (split_tf32): the kernels then split
+    only the activation tiles in registers; else as given."""
+    if dtype != torch.float32 or dot_precision(dtype) != "tf32x3" or gate_x3() != "split":
+        return inputs, extra, False
+    h2, z2, w_z, w_h, b, chi1 = inputs
+    readout = extra[5]
+    planes = split_tf32(w_z, w_h, *((extra[2],) if readout else ()))
+    n = w_z.numel()
+    w_out = planes[4 * n:] if readout else extra[2]
+    return (h2, z2, planes, planes[2 * n:], b, chi1), (*extra[:2], w_out, *extra[3:]), True
+
+
 def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=False
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward gate. h, z [..., H] (z is cast to h's dtype); w_z, w_h [H, H]; b [H]; chi 0-dim or [B]
@@ -445,7 +496,7 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=Fals
     gate chi = sigmoid(w1 chi + b_omega) itself. readout = (W_o [2H, H], b_o [2H]): z holds the S4D
     memory's activations a and the kernel forms z = GLU(a W_o^T + b_o) (H <= READOUT_MAX_H)."""
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
-    extra = _extra_args(chi, freq, readout)
+    inputs, extra, split = _split_weights(inputs, _extra_args(chi, freq, readout), h.dtype)
     config = _on_cpu(_config("fwd", sc["H"], h.dtype, readout is not None), h.device, sc["M"], readout is not None,
                      next_pow2(sc["H"]))
     grid = (cdiv(sc["M"], config["BLOCK_M"]),)
@@ -454,7 +505,7 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=Fals
     if sc["M"] > 0:
         wrap_triton(_gate_fusion_fwd_kernel)[grid](
             *inputs, *extra[:4], out, g, sc["M"], sc["H"], sc["rows_per_batch"], sc["chi_stride"],
-            FREQ=extra[4], READOUT=extra[5], G_MEAN=g_mean, BLOCK_H=next_pow2(sc["H"]),
+            FREQ=extra[4], READOUT=extra[5], G_MEAN=g_mean, BLOCK_H=next_pow2(sc["H"]), SPLIT=split,
             DOT_PRECISION=dot_precision(h.dtype), **config)
     return out.view(h.shape), (g.sum() if g_mean else g.view(h.shape))
 
@@ -529,7 +580,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
     The weight gradients are weight_grads' (or cuBLAS's) business.
     """
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
-    extra = _extra_args(chi, freq, readout)
+    inputs, extra, split = _split_weights(inputs, _extra_args(chi, freq, readout), h.dtype)
     M, H = sc["M"], sc["H"]
     acc = acc_dtype(h)
     dout2 = dout.to(h.dtype).reshape(M, H).contiguous()
@@ -546,7 +597,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
             *inputs, *extra[:4], dout2, dout2 if dg2 is None else dg2, dz, dh, dlogits, dchi_rows,
             zsave if readout is not None else dz, dp if readout is not None else dlogits,
             M, H, sc["rows_per_batch"], sc["chi_stride"],
-            FREQ=extra[4], HAS_DG=dg2 is not None, READOUT=extra[5], BLOCK_H=next_pow2(H),
+            FREQ=extra[4], HAS_DG=dg2 is not None, READOUT=extra[5], BLOCK_H=next_pow2(H), SPLIT=split,
             DOT_PRECISION=dot_precision(h.dtype), **config)
     saved = (zsave, dp) if readout is not None else None
     return dz.view(h.shape), dh.view(h.shape), dlogits, dchi_rows, saved

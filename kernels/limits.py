@@ -14,7 +14,7 @@ import torch
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
            "READOUT_MAX_H", "GATE_WGRAD_METHODS", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method",
-           "precision_mode", "gate_wgrad", "memory_readout"]
+           "precision_mode", "gate_wgrad", "memory_readout", "GATE_X3_METHODS", "gate_x3"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -48,6 +48,12 @@ READOUT_MAX_H = 128
 # "cublas" (two torch GEMMs, fp32 on the CUDA cores under matmul precision "highest"), by
 # $AMG_FAST_GATE_WGRAD; untimed, default triton.
 GATE_WGRAD_METHODS = ("triton", "cublas")
+
+# The gate kernels' fp32-accurate dots in fp32 mode: "split" (the weights split once per call into TF32 planes
+# in memory, kernels._tf32.split_tf32, and only the activation tile split in registers: three TF32 products)
+# or "dot" (Triton's tf32x3 dot, splitting both operands every step). $AMG_FAST_GATE_X3; untimed, default split
+# (compiled for sm_90, kernels/gate_fusion.py).
+GATE_X3_METHODS = ("split", "dot")
 
 # AMGFNO's memory readout and gate: "fused" (ops/readout_gate.py: GLU(Linear(a)) formed inside the
 # gate kernels, z never written; H <= READOUT_MAX_H) or "separate" (Linear, GLU, then the gate op),
@@ -136,6 +142,11 @@ def ffn_method(method: str, dtype: torch.dtype = torch.float32, widths: tuple[in
 def gate_wgrad() -> str:
     """How the gate's backward forms dW_z, dW_h: $AMG_FAST_GATE_WGRAD ("triton" or "cublas"), else "triton"."""
     return _env_choice("AMG_FAST_GATE_WGRAD", GATE_WGRAD_METHODS) or "triton"
+
+
+def gate_x3() -> str:
+    """How the gate kernels run fp32 mode's tf32x3 dots: $AMG_FAST_GATE_X3 ("split" or "dot"), else "split"."""
+    return _env_choice("AMG_FAST_GATE_X3", GATE_X3_METHODS) or "split"
 
 
 def memory_readout() -> str:

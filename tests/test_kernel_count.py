@@ -36,7 +36,9 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # The decoder's two Linears in Triton (kernels/composed_linear.py: W2 W1 formed in the kernels, 1 launch
 # forward and 2 backward against 3 + 8 aten ops and a split-K reduction) and the grid encoder
 # (kernels/grid_linear.py: 3 launches against cat, GEMM, dW GEMM + split-K, bias sum): fused 80 (estimate
-# 81), default 104 (113), gemm 96 (97: within issue 19's 100 as well). Ceilings at the count + ~5%.
+# 81), default 104 (113), gemm 96 (97: within issue 19's 100 as well). Ceilings at the count + ~5%. In fp32
+# mode (this step's) the gate kernels' launchers split their weights into TF32 planes (one launch forward, one
+# backward; AMG_FAST_GATE_X3=dot: none): fused 82 (83), default 106 (115), gemm 98 (99).
 TRITON_STEP_KERNEL_CEILING = {"fused": 84, "default": 109, "gemm": 101}
 TRITON_STEP_KERNEL_FLOOR = 60
 TRITON_STEP_CUDA_TARGET = 100  # issue 19, for the steps with the Triton feed-forwards ("fused", "gemm")

@@ -19,6 +19,7 @@ RESOLVERS = {
     "AMG_FAST_FFN_METHOD": "L.ffn_method('auto', torch.float32, (128, 128))",
     "AMG_FAST_S4D_METHOD": "L.s4d_method('auto', 25)",
     "AMG_FAST_GATE_WGRAD": "L.gate_wgrad()",
+    "AMG_FAST_GATE_X3": "L.gate_x3()",
     "AMG_FAST_MEMORY_READOUT": "L.memory_readout()",
     "AMG_FAST_SPECTRAL_TRANSFORM": "L.spectral_transform('auto', 128)",
     "AMG_FAST_SPECTRAL_MIX": "sc._mix_method()",

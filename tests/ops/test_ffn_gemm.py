@@ -6,21 +6,33 @@ import torch
 from helpers import rel_err
 
 from amg_fast.kernels import ffn_gemm
-from amg_fast.kernels._tf32 import round_to_tf32
+from amg_fast.kernels._tf32 import round_to_tf32, split_tf32
 
 
-def test_split_tf32_planes_are_exact_and_rounded(gen, kdev):
-    """[hi1 | lo1 | hi2 | lo2] of two weights of different sizes (the larger over several programs):
-    hi is the weight rounded to TF32 (round_to_tf32, itself checked against an independent formula in
-    test_spectral_conv_triton.py), hi + lo is the weight exactly, |lo| <= 2^-11 |w|."""
-    w1 = torch.randn(3000, generator=gen).to(kdev) * 10.0 ** torch.randint(-20, 20, (3000,), generator=gen).to(kdev)
-    w2 = torch.randn(17, 3, generator=gen).to(kdev)
-    planes = ffn_gemm.split_tf32(w1, w2)
-    assert planes.shape == (2 * (3000 + 51),) and planes.dtype == torch.float32
-    for w, (hi, lo) in ((w1, planes[:6000].view(2, 3000)), (w2.flatten(), planes[6000:].view(2, 51))):
-        assert torch.equal(hi, round_to_tf32(w))
-        assert torch.equal(hi.double() + lo.double(), w.double())
-        assert (lo.abs() <= w.abs() * 2.0 ** -11).all()
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_split_tf32_planes_are_exact_and_rounded(count, gen, kdev):
+    """[hi1 | lo1 | hi2 | lo2 | ...] of one to three weights of different sizes (the largest over several
+    programs; the feed-forward splits two, the gate kernels three): hi is the weight rounded to TF32
+    (round_to_tf32, itself checked against an independent formula in test_spectral_conv_triton.py), hi + lo is
+    the weight exactly, |lo| <= 2^-11 |w|."""
+    big = torch.randn(3000, generator=gen).to(kdev) * 10.0 ** torch.randint(-20, 20, (3000,), generator=gen).to(kdev)
+    weights = [torch.randn(17, 3, generator=gen).to(kdev), big, torch.randn(5, generator=gen).to(kdev)][:count]
+    planes = split_tf32(*weights)
+    assert planes.shape == (2 * sum(w.numel() for w in weights),) and planes.dtype == torch.float32
+    offset = 0
+    for w in weights:
+        hi, lo = planes[offset:offset + 2 * w.numel()].view(2, -1)
+        offset += 2 * w.numel()
+        assert torch.equal(hi, round_to_tf32(w.flatten()))
+        assert torch.equal(hi.double() + lo.double(), w.flatten().double())
+        assert (lo.abs() <= w.flatten().abs() * 2.0 ** -11).all()
+
+
+def test_split_tf32_takes_one_to_three_weights():
+    w = torch.ones(4)
+    for weights in ((), (w,) * 4):
+        with pytest.raises(ValueError, match="split_tf32 takes 1 to 3 weights, got"):
+            split_tf32(*weights)
 
 
 EPILOGUES = [dict(), dict(bias=True), dict(bias=True, relu=True), dict(mask=True), dict(residual=True),
@@ -60,7 +72,7 @@ def test_row_gemm_matches_the_formula_on_gpu_tiles(epilogue, transpose_w, mode, 
     extra = {"bias": rand(N) if epilogue.get("bias") else None, "relu": bool(epilogue.get("relu")),
              "mask": rand(M, N) if epilogue.get("mask") else None,
              "residual": rand(M, N) if epilogue.get("residual") else None}
-    operand = ffn_gemm.split_tf32(w, w[:0]).view(2, *w.shape) if mode == "fp32-x3" else w
+    operand = split_tf32(w).view(2, *w.shape) if mode == "fp32-x3" else w
     c = ffn_gemm.row_gemm(a, operand, transpose_w=transpose_w, **extra)
     assert c.shape == (M, N) and c.dtype == dtype
     err = rel_err(c, expected(a, w, transpose_w, **extra))

@@ -8,8 +8,9 @@ import importlib
 
 import pytest
 import torch
-from helpers import RTOL, rel_err
+from helpers import RTOL, record_launches, rel_err
 
+from amg_fast.kernels import _tf32 as tf32_kernels
 from amg_fast.kernels import gate_fusion as gate_kernels
 from amg_fast.ops import gate_fusion_freq, memory_gate, memory_gate_freq, memory_gate_ref
 
@@ -96,15 +97,20 @@ def test_gpu_tiling_of_the_weight_gradients(kdev, poisoned, gen, monkeypatch):
 
 
 @pytest.mark.parametrize("readout", [True, False], ids=["memory_gate", "gate_fusion"])
-@pytest.mark.parametrize("mode,H", [("fp32", 128), ("tf32", 128), ("fp32", 48)])
+@pytest.mark.parametrize("mode,H", [("fp32", 128), ("fp32-dot", 128), ("tf32", 128), ("fp32", 48)])
 def test_gpu_tiles(mode, H, readout, kdev, poisoned, gen, monkeypatch, allow_tf32, tf32_mma):
     """The GPU's tiles (on CPU the kernels take one z chunk and up to 256 rows) at H = 128
     (kernels.gate_fusion.TILE_POLICY in the mode: several row programs and a ragged last one; with the readout
-    z formed 32 (forward) / 32-64 (backward) columns at a time through the out / saved-z buffers) and at H = 48
-    (a second, partial chunk), whatever device runs the test, against the fp64 reference; the plain gate's
-    tiles too. fp32 mode's tf32x3 dots are fp32-accurate; TF32 rounds (tf32_mma: the interpreter truncates the
-    operands as a GPU does), and must: the TF32 mode's dots are "tf32"."""
+    z formed 16-32 (forward) / 16-64 (backward) columns at a time through the out / saved-z buffers) and at
+    H = 48 (a second, partial chunk), whatever device runs the test, against the fp64 reference; the plain
+    gate's tiles too. fp32 mode's tf32x3 dots are fp32-accurate, on the weights' TF32 planes (split once per
+    call: one more launch each way) or, with AMG_FAST_GATE_X3=dot ("fp32-dot"), Triton's tf32x3 dot; TF32
+    rounds (tf32_mma: the interpreter truncates the operands as a GPU does), and must: its dots are "tf32"."""
     monkeypatch.setattr(gate_kernels, "_on_cpu", lambda config, *args: config)
+    if mode == "fp32-dot":
+        monkeypatch.setenv("AMG_FAST_GATE_X3", "dot")
+    launches = []
+    record_launches(tf32_kernels, launches, monkeypatch)
     allow_tf32(mode == "tf32")
     shape = (2, 3, 25, H)  # 150 rows: 32- and 64-row tiles leave a ragged last one; H = 48: a partial chunk
     args = make_args(shape, torch.float32, gen, kdev)
@@ -116,7 +122,8 @@ def test_gpu_tiles(mode, H, readout, kdev, poisoned, gen, monkeypatch, allow_tf3
         plain = [args[0], args[1], *args[4:]]
         got, want = (_plain_run(plain, gate, "triton", dout.to(kdev)),
                      _plain_run(in_float64(plain), in_float64(gate), "reference", dout))
-    tol = 2e-5 if mode == "fp32" else RTOL[torch.float32]
+    assert len(launches) == (2 if mode == "fp32" else 0)  # the weights split, forward and backward
+    tol = 2e-5 if mode.startswith("fp32") else RTOL[torch.float32]
     names = ("out", "g", *(NAMES if readout else ("h", "z", "w_z", "w_h", "b")), "w1", "b_omega")
     for name, a, b in zip(names, (got[0], got[1], *got[2]), (want[0], want[1], *want[2]), strict=True):
         # w1, b_omega: scalars summed over every row from terms of both signs (dout is random), whose
