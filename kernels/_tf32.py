@@ -63,19 +63,24 @@ def _split_tf32_kernel(src1_ptr, dst1_ptr, n1, src2_ptr, dst2_ptr, n2, src3_ptr,
 
 
 def split_tf32(*weights: torch.Tensor) -> torch.Tensor:
-    """Up to three fp32 weights' TF32 planes in one flat buffer, [hi1 | lo1 | hi2 | lo2 | ...] (hi = w rounded
+    """Up to three weights' TF32 planes in one flat fp32 buffer, [hi1 | lo1 | hi2 | lo2 | ...] (hi = w rounded
     to TF32, lo = w - hi: hi + lo == w exactly; weight i's hi plane starts at 2 (n_1 + ... + n_{i-1})), in one
-    launch."""
+    launch; a weight of another dtype is cast to fp32 first (as the kernels cast a weight tile to the
+    activations' dtype)."""
     if not 1 <= len(weights) <= 3:
         raise ValueError(f"split_tf32 takes 1 to 3 weights, got {len(weights)}")
     sizes = [w.numel() for w in weights]
     planes = new_output((2 * sum(sizes),), dtype=torch.float32, device=weights[0].device)
     if sum(sizes):
+        # Each slot writes its own, non-overlapping slice, and an unused slot (never picked) an empty tensor:
+        # under torch.compile, functionalization copies every written argument back in order, so two slots
+        # aliasing one view would overwrite the first's planes with the second's untouched copy.
         args, offset = [], 0
         for w, n in zip(weights, sizes):
-            args += [w.contiguous(), planes[offset:], n]
+            args += [w.contiguous().to(torch.float32), planes[offset:offset + 2 * n], n]
             offset += 2 * n
-        args += args[-3:] * (3 - len(weights))  # unused slots repeat the last weight (never picked)
+        for _ in range(3 - len(weights)):
+            args += [planes.new_empty(0), planes.new_empty(0), 0]
         wrap_triton(_split_tf32_kernel)[(cdiv(max(sizes), SPLIT_BLOCK), len(weights))](*args, BLOCK=SPLIT_BLOCK)
     return planes
 

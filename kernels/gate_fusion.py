@@ -391,8 +391,9 @@ def check_width(H: int, readout: bool = False) -> None:
 # READOUT forms z BLOCK_K columns at a time; in fp32 mode its 64-row tiles put the products on wgmma with
 # the weights in shared memory (32-row tiles ran mma.sync with the weights in registers and spilled 12-15
 # KB), spilling 136 / 304 B (forward / backward; the full-width form spilled 1,472 / 3,768 B) with Triton's
-# tf32x3 dots; on split weights (_split_weights) none forward, and none backward at 16-column chunks (88 B
-# at 32); under TF32 and bf16 32 rows and the chunks below spill nothing (152 / 520 and 16 / 352 B before).
+# tf32x3 dots ("fp32-dot": AMG_FAST_GATE_X3=dot keeps those tiles; its backward spilled 496 B at 16-column
+# chunks); on split weights (_split_weights) none forward, and none backward at 16-column chunks (88 B at 32);
+# under TF32 and bf16 32 rows and the chunks below spill nothing (152 / 520 and 16 / 352 B before).
 _PLAIN_FWD = {"BLOCK_M": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 2}
 _PLAIN_BWD = {"BLOCK_M": 32, "BLOCK_K": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
 _READOUT_FWD = {"BLOCK_M": 32, "BLOCK_K": 32, "num_warps": 8, "num_stages": 1}
@@ -401,7 +402,8 @@ TILE_POLICY = {
     "fwd": {"fp32": dict(_PLAIN_FWD, BLOCK_K=32), "tf32": dict(_PLAIN_FWD), "bf16": dict(_PLAIN_FWD)},
     "bwd": {"fp32": dict(_PLAIN_BWD, BLOCK_K=32, num_warps=8), "tf32": dict(_PLAIN_BWD), "bf16": dict(_PLAIN_BWD)},
     "fwd_readout": {"fp32": dict(_READOUT_FWD, BLOCK_M=64), "tf32": dict(_READOUT_FWD), "bf16": dict(_READOUT_FWD)},
-    "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=16), "tf32": dict(_READOUT_BWD, BLOCK_K=64),
+    "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=16), "fp32-dot": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=32),
+                    "tf32": dict(_READOUT_BWD, BLOCK_K=64),
                     "bf16": dict(_READOUT_BWD, BLOCK_K=16)},
 }
 TILED_BLOCK_H = 128  # the width TILE_POLICY is for
@@ -421,9 +423,12 @@ def _on_cpu(config: dict, device: torch.device, M: int, readout: bool = False, b
 
 
 def _tile_mode(dtype: torch.dtype) -> str:
-    """TILE_POLICY's mode for activations of dtype (fp32: by its dots, tf32x3 or tf32)."""
+    """TILE_POLICY's mode for activations of dtype (fp32: by its dots, tf32x3 or tf32; tf32x3 by Triton's dot,
+    AMG_FAST_GATE_X3=dot: "fp32-dot", where a kernel has that entry, else "fp32")."""
     if dtype == torch.float32:
-        return "fp32" if dot_precision(dtype) == "tf32x3" else "tf32"
+        if dot_precision(dtype) != "tf32x3":
+            return "tf32"
+        return "fp32-dot" if gate_x3() == "dot" else "fp32"
     return "bf16"
 
 
@@ -448,7 +453,8 @@ def _config(kind: str, H: int, dtype: torch.dtype, readout: bool) -> dict:
     paper's width, _width_config's elsewhere."""
     block_h = next_pow2(H)
     if block_h == TILED_BLOCK_H and dtype != torch.float64:
-        return dict(TILE_POLICY[kind + ("_readout" if readout else "")][_tile_mode(dtype)])
+        entries, mode = TILE_POLICY[kind + ("_readout" if readout else "")], _tile_mode(dtype)
+        return dict(entries[mode if mode in entries else "fp32"])  # "fp32-dot" only where it differs
     return _width_config(kind, block_h, dtype, readout)
 
 

@@ -234,3 +234,28 @@ def test_amgfno_compiled_step_matches_eager_gpu(kdev, gen):
     grads_c = torch.autograd.grad(compiled, list(model.parameters()))
     assert rel_err(compiled, eager) <= 1e-4
     assert all(rel_err(a, b) <= 1e-3 for a, b in zip(grads_c, grads))
+
+
+@pytest.mark.parametrize("wdtype", [torch.float64, torch.bfloat16], ids=["fp64", "bf16"])
+@pytest.mark.parametrize("readout", [True, False], ids=["memory_gate", "gate_fusion"])
+def test_fp32_activations_with_weights_of_another_dtype(wdtype, readout, kdev, gen, monkeypatch, allow_tf32):
+    """fp32 activations with weights of another dtype in fp32 mode: the split takes the weights' fp32 values
+    (as the kernels cast a weight tile to the activations' dtype), forward and backward, and agrees with
+    Triton's tf32x3 dots on the same inputs (AMG_FAST_GATE_X3=dot) to fp32 accuracy."""
+    allow_tf32(False)
+    H, M = 48, 70
+
+    def rand(*shape, dtype=torch.float32):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) / H ** 0.5).to(dtype).to(kdev)
+
+    h, a, dout = rand(M, H), rand(M, H), rand(M, H)
+    w_z, w_h, b = rand(H, H, dtype=wdtype), rand(H, H, dtype=wdtype), rand(H, dtype=wdtype)
+    extra = (rand(2 * H, H, dtype=wdtype), rand(2 * H, dtype=wdtype)) if readout else None
+    chi = torch.tensor(0.7, device=kdev)
+    results = {}
+    for x3 in ("split", "dot"):
+        monkeypatch.setenv("AMG_FAST_GATE_X3", x3)
+        out, g = gate_kernels.gate_fusion_fwd(h, a, w_z, w_h, b, chi, None, extra, g_mean=readout)
+        results[x3] = (out, g, *gate_kernels.gate_grads(h, a, w_z, w_h, b, chi, dout, None, None, extra))
+    for name, got, want in zip(("out", "g", "dz", "dh", "grads"), results["split"], results["dot"], strict=True):
+        assert torch.isfinite(got).all() and rel_err(got, want) <= 1e-5, f"{name}: {rel_err(got, want):.2e}"
