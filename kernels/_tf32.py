@@ -31,15 +31,28 @@ def round_tf32(x):
 
 
 @triton.jit
-def split_dot(x, w, w_lo, acc, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """acc + x @ w. SPLIT (fp32 mode): w, w_lo are a weight tile's TF32 planes (split_tf32) and x is split
-    here, three TF32 products x_lo w + x_hi w_lo + x_hi w (small terms first; the dropped x_lo w_lo is ~2^-22
-    relative); else one dot at DOT_PRECISION (w_lo unused)."""
+def _tf32_dot(a, b, acc):
+    return tl.dot(a, b, acc, input_precision="tf32", out_dtype=acc.dtype)
+
+
+@triton.jit
+def split_dot(x, w, w_lo, acc, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr, X_RIGHT: tl.constexpr = False):
+    """acc + x @ w (X_RIGHT: acc + w @ x). SPLIT (fp32 mode): w, w_lo are a weight tile's TF32 planes
+    (split_tf32) and x is split here, three TF32 products x_lo w + x_hi w_lo + x_hi w (small terms first; the
+    dropped x_lo w_lo is ~2^-22 relative); else one dot at DOT_PRECISION (w_lo unused)."""
     if SPLIT:
         x_hi = round_tf32(x)
-        acc = tl.dot(x - x_hi, w, acc, input_precision="tf32", out_dtype=acc.dtype)
-        acc = tl.dot(x_hi, w_lo, acc, input_precision="tf32", out_dtype=acc.dtype)
-        acc = tl.dot(x_hi, w, acc, input_precision="tf32", out_dtype=acc.dtype)
+        x_lo = x - x_hi
+        if X_RIGHT:
+            acc = _tf32_dot(w, x_lo, acc)
+            acc = _tf32_dot(w_lo, x_hi, acc)
+            acc = _tf32_dot(w, x_hi, acc)
+        else:
+            acc = _tf32_dot(x_lo, w, acc)
+            acc = _tf32_dot(x_hi, w_lo, acc)
+            acc = _tf32_dot(x_hi, w, acc)
+    elif X_RIGHT:
+        acc = tl.dot(w, x, acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
     else:
         acc = tl.dot(x, w, acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
     return acc

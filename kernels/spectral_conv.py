@@ -35,8 +35,9 @@ mixing kernel with conj(W)^T, and a dweight kernel (a reduction over rows, optio
 SPLIT_R partial sums added by torch; deterministic).
 
 Precision per mode (see work_dtype, _dots): fp64 -> fp64 dots; fp32 -> tf32x3 (three TF32 MMAs,
-fp32-accurate), plain TF32 when TF32 is allowed; bf16 inputs -> bf16 intermediates and bf16 MMA
-operands (fp32 accumulation). Without REDUCED_PRECISION_DOTS (on by default): fp32 intermediates and
+fp32-accurate; in the transforms against the cached bases' TF32 planes, only the activation tile split in
+registers: _tf32.split_dot, 128 registers against Triton's tf32x3 dot's 207 on sm_90), plain TF32 when
+TF32 is allowed; bf16 inputs -> bf16 intermediates and bf16 MMA operands (fp32 accumulation). Without REDUCED_PRECISION_DOTS (on by default): fp32 intermediates and
 tf32x3 in every case. Accumulation is always fp32 (fp64 for fp64).
 
 Why no fused analysis + mixing + synthesis kernel (docs/kernels.md): the mixing needs many rows per
@@ -55,7 +56,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton, tracing
-from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32  # noqa: F401 (round_to_tf32: public here too)
+from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32, split_dot  # round_to_tf32: public here too
 from amg_fast.kernels.limits import _choice, _env_choice
 
 # Reduced-precision MMAs (the mode's own precision), on by default since an H200 run against an fp64
@@ -231,15 +232,17 @@ def _complex_result(acc1, acc2, acc3, GAUSS: tl.constexpr):
 def _spectral_conv1d_transform_kernel(
     basis_ptr, inp_ptr, out_ptr,
     M, J, N, INNER,
-    stride_bm, stride_bj,
+    stride_bm, stride_bj, lo_offset,
     stride_io, stride_ij, stride_iq, stride_in,
     stride_oo, stride_om, stride_oq, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    ROUND_OUT: tl.constexpr,
+    ROUND_OUT: tl.constexpr, SPLIT: tl.constexpr,
 ):
     """out[r, m, n] = sum_j basis[m, j] * inp[r, j, n], one row r = p * INNER + q per program (grid
     axis 0); inp [P, J, Q, N] and out [P, M, Q, N] addressed by (outer, j|m, inner, n) strides. ROUND_OUT:
-    out rounded to TF32 (_round_tf32; an fp32 spectrum that plain-TF32 dots read next)."""
+    out rounded to TF32 (_round_tf32; an fp32 spectrum that plain-TF32 dots read next). SPLIT (fp32 mode):
+    basis_ptr is the basis's TF32 hi plane and its lo plane lo_offset elements on (spectral_bases), inp split
+    in registers (_tf32.split_dot: three TF32 products)."""
     r = tl.program_id(0)
     n_tiles_n = tl.cdiv(N, BLOCK_N)
     pid_m = tl.program_id(1) // n_tiles_n
@@ -253,11 +256,13 @@ def _spectral_conv1d_transform_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if DOT_PRECISION == "ieee" else tl.float32)
     for j0 in range(0, J, BLOCK_J):
         jj = j0 + offs_j
-        a = tl.load(basis_ptr + offs_m[:, None] * stride_bm + jj[None, :] * stride_bj,
-                    mask=(offs_m[:, None] < M) & (jj[None, :] < J), other=0.0)
+        a_offs = offs_m[:, None] * stride_bm + jj[None, :] * stride_bj
+        a_mask = (offs_m[:, None] < M) & (jj[None, :] < J)
+        a = tl.load(basis_ptr + a_offs, mask=a_mask, other=0.0)
+        a_lo = tl.load(basis_ptr + lo_offset + a_offs, mask=a_mask, other=0.0) if SPLIT else a
         b = tl.load(inp_row + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
                     mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b.to(a.dtype), acc, input_precision=DOT_PRECISION, out_dtype=acc.dtype)
+        acc = split_dot(b.to(a.dtype), a, a_lo, acc, SPLIT, DOT_PRECISION, X_RIGHT=True)
     if ROUND_OUT:
         acc = _round_tf32(acc)
     out_row = out_ptr + outer * stride_oo + inner * stride_oq
@@ -435,16 +440,25 @@ BASES_CACHE_SIZE = 32
 _BASES_CACHE: collections.OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = collections.OrderedDict()
 
 
+def _tf32_planes(b: torch.Tensor) -> torch.Tensor:
+    """fp64 b -> [2, *b.shape] fp32: hi = b rounded to TF32 (via fp32), lo = b - hi rounded to fp32."""
+    hi = round_to_tf32(b.float())
+    return torch.stack([hi, (b - hi.double()).float()])
+
+
 def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(A [2K, S], G [S, 2K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)); rounded to TF32
-    when plain_tf32(dtype) at the call.
+    when plain_tf32(dtype) at the call; in fp32 mode (fp32 at tf32x3 dots) each as its TF32 planes
+    [2, rows, cols] (hi = rounded to TF32, lo = the fp64 value minus hi, in fp32: the transform kernel then
+    splits only the activation tile, _tf32.split_dot; hi + lo is the basis to ~2^-24 relative).
 
     A: the ortho rFFT analysis basis, rows 2k and 2k+1 = cos and -sin of mode k: X = A x gives mode
     k's (re, im) in rows (2k, 2k+1). G = (A * a_k)^T, a_k = 1 for k = 0 and k = S/2, else 2: the
     synthesis, irfft(Y, n=S, norm="ortho") = G Y (the imaginary parts of modes 0 and S/2 dropped).
     Cached per (S, K, dtype, device, rounding) in eager mode, so a call launches no basis work."""
     rounded = plain_tf32(dtype)
-    key = (S, K, dtype, device, rounded)
+    split = dtype == torch.float32 and _dots(dtype) == "tf32x3"
+    key = (S, K, dtype, device, rounded, split)
     if key in _BASES_CACHE and not tracing():
         _BASES_CACHE.move_to_end(key)
         return _BASES_CACHE[key]
@@ -454,7 +468,10 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> 
     A = torch.stack([torch.cos(angle), -torch.sin(angle)], dim=1).reshape(2 * K, S) / math.sqrt(S)
     a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64).repeat_interleave(2)
     G = (A * a[:, None]).t().contiguous()
-    bases = tuple(round_to_tf32(B.to(dtype)) if rounded else B.to(dtype) for B in (A, G))
+    if split:
+        bases = tuple(_tf32_planes(B) for B in (A, G))
+    else:
+        bases = tuple(round_to_tf32(B.to(dtype)) if rounded else B.to(dtype) for B in (A, G))
     if not tracing():
         _BASES_CACHE[key] = bases
         while len(_BASES_CACHE) > BASES_CACHE_SIZE:
@@ -540,16 +557,19 @@ def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype,
     only when Q and N do not merge) in basis.dtype, then cast. round_out: out (a spectrum the next
     stage's dots read) rounded to TF32 when those are plain TF32 (plain_tf32; the Triton kernel only)."""
     P, J, Q, N = inp.shape
-    M = basis.shape[0]
+    M = basis.shape[-2]
+    split = basis.dim() == 3  # the TF32 planes (hi, lo) of fp32 mode's bases (spectral_bases)
     if _dft_gemm() == "torch":
-        return torch.matmul(basis, inp.reshape(P, J, Q * N).to(basis.dtype)).view(P, M, Q, N).to(out_dtype)
+        dense = basis[0] + basis[1] if split else basis  # hi + lo: the basis rounded to fp32
+        return torch.matmul(dense, inp.reshape(P, J, Q * N).to(dense.dtype)).view(P, M, Q, N).to(out_dtype)
     out = new_output((P, M, Q, N), dtype=out_dtype, device=inp.device)
-    dots = _dots(basis.dtype)
+    dots = "tf32x3" if split else _dots(basis.dtype)
     cfg = _tiles("transform", inp.device, dots, basis.dtype, M=M, J=J, N=N)
     grid = (P * Q, cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]))
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
-        basis, inp, out, M, J, N, Q, basis.stride(0), basis.stride(1), *inp.stride(), *out.stride(),
-        DOT_PRECISION=dots, ROUND_OUT=round_out and plain_tf32(out_dtype), **cfg,
+        basis, inp, out, M, J, N, Q, basis.stride(-2), basis.stride(-1), basis.stride(0) if split else 0,
+        *inp.stride(), *out.stride(), DOT_PRECISION=dots, ROUND_OUT=round_out and plain_tf32(out_dtype),
+        SPLIT=split, **cfg,
     )
     return out
 

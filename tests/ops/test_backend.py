@@ -157,8 +157,8 @@ def test_spectral_bases_cache_is_bounded_and_least_recently_used():
     for S in range(100, 110):
         k.spectral_bases(S, 2, torch.float64, torch.device("cpu"))
     assert len(k._BASES_CACHE) == k.BASES_CACHE_SIZE
-    assert (8, 3, torch.float64, torch.device("cpu"), False) in k._BASES_CACHE  # recently used: kept
-    assert (10, 2, torch.float64, torch.device("cpu"), False) not in k._BASES_CACHE  # least recently used: dropped
+    assert (8, 3, torch.float64, torch.device("cpu"), False, False) in k._BASES_CACHE  # recently used: kept
+    assert (10, 2, torch.float64, torch.device("cpu"), False, False) not in k._BASES_CACHE  # least recently used: dropped
 
 
 @pytest.mark.parametrize("transform", ["dft", "fft", "auto"])
