@@ -259,7 +259,7 @@ def _spectral_conv1d_transform_kernel(
         a_offs = offs_m[:, None] * stride_bm + jj[None, :] * stride_bj
         a_mask = (offs_m[:, None] < M) & (jj[None, :] < J)
         a = tl.load(basis_ptr + a_offs, mask=a_mask, other=0.0)
-        a_lo = tl.load(basis_ptr + lo_offset + a_offs, mask=a_mask, other=0.0) if SPLIT else a
+        a_lo = tl.load(basis_ptr + lo_offset.to(tl.int64) + a_offs, mask=a_mask, other=0.0) if SPLIT else a
         b = tl.load(inp_row + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
                     mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
         acc = split_dot(b.to(a.dtype), a, a_lo, acc, SPLIT, DOT_PRECISION, X_RIGHT=True)
@@ -448,16 +448,17 @@ def _tf32_planes(b: torch.Tensor) -> torch.Tensor:
 
 def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(A [2K, S], G [S, 2K]) for S samples and K modes, in dtype (use work_dtype(x.dtype)); rounded to TF32
-    when plain_tf32(dtype) at the call; in fp32 mode (fp32 at tf32x3 dots) each as its TF32 planes
-    [2, rows, cols] (hi = rounded to TF32, lo = the fp64 value minus hi, in fp32: the transform kernel then
-    splits only the activation tile, _tf32.split_dot; hi + lo is the basis to ~2^-24 relative).
+    when plain_tf32(dtype) at the call; in fp32 mode (fp32 at tf32x3 dots) with the Triton transform
+    (DFT_GEMM "triton") each as its TF32 planes [2, rows, cols] (hi = rounded to TF32, lo = the fp64 value
+    minus hi, in fp32: the transform kernel then splits only the activation tile, _tf32.split_dot; hi + lo is
+    the basis to ~2^-35 relative).
 
     A: the ortho rFFT analysis basis, rows 2k and 2k+1 = cos and -sin of mode k: X = A x gives mode
     k's (re, im) in rows (2k, 2k+1). G = (A * a_k)^T, a_k = 1 for k = 0 and k = S/2, else 2: the
     synthesis, irfft(Y, n=S, norm="ortho") = G Y (the imaginary parts of modes 0 and S/2 dropped).
-    Cached per (S, K, dtype, device, rounding) in eager mode, so a call launches no basis work."""
+    Cached per (S, K, dtype, device, rounding, planes) in eager mode, so a call launches no basis work."""
     rounded = plain_tf32(dtype)
-    split = dtype == torch.float32 and _dots(dtype) == "tf32x3"
+    split = dtype == torch.float32 and _dots(dtype) == "tf32x3" and _dft_gemm() == "triton"  # cuBLAS: one basis
     key = (S, K, dtype, device, rounded, split)
     if key in _BASES_CACHE and not tracing():
         _BASES_CACHE.move_to_end(key)

@@ -429,8 +429,8 @@ def test_round_to_tf32_is_round_to_nearest_ties_away_on_ten_mantissa_bits(gen):
 def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, gen, poisoned):
     """With TF32 allowed (plain-TF32 dots) the bases and the spectrum the analysis stores are TF32 values
     (rounded to nearest, not truncated by the MMA), y -- the op's output -- is not; the fp32-accurate path
-    (TF32 off) rounds nothing (its bases are TF32 planes, hi + lo: test_fp32_mode_bases_are_tf32_planes). The
-    result stays within TF32 error of the fp64 reference."""
+    (TF32 off) stores nothing rounded (its bases are TF32 planes whose lo plane carries the low bits:
+    test_fp32_mode_bases_are_tf32_planes). The result stays within TF32 error of the fp64 reference."""
     x, w = _inputs((3,), 64, 32, 32, 32, torch.float32, "cpu", gen)
     for tf32 in (True, False):
         allow_tf32(tf32)
@@ -444,15 +444,17 @@ def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, gen
         assert rel_err(y, _ref64(x, w)) <= (2e-3 if tf32 else RTOL[torch.float32])
 
 
-def test_fp32_mode_bases_are_tf32_planes(allow_tf32, monkeypatch, gen, poisoned):
+def test_fp32_mode_bases_are_tf32_planes(allow_tf32, monkeypatch, kdev, gen, poisoned):
     """In fp32 mode (tf32x3 dots) spectral_bases gives each basis as its TF32 planes [2, rows, cols], what the
     transform kernel's split products read: hi a TF32 value, hi + lo the fp64 basis to ~2^-35 (lo rounded to
     fp32), and the op fp32-accurate through them (within 2e-5 of fp64: a kernel reading hi alone is ~1e-4
-    off, which the suite's TF32-wide tolerance would pass); under plain TF32 one rounded basis [rows, cols];
-    with REDUCED_PRECISION_DOTS off the planes again whatever the TF32 setting; fp64 one basis."""
+    off, which the suite's TF32-wide tolerance would pass; on a GPU, where the MMAs truncate, an activation
+    left unsplit would be too); under plain TF32 one rounded basis [rows, cols]; with REDUCED_PRECISION_DOTS
+    off the planes again whatever the TF32 setting; with the cuBLAS transform (DFT_GEMM "torch") one basis;
+    fp64 one basis."""
     cpu = torch.device("cpu")
     allow_tf32(False)
-    x, w = _inputs((3, 2), 48, 20, 32, 32, torch.float32, cpu, gen)
+    x, w = _inputs((3, 2), 48, 20, 32, 32, torch.float32, kdev, gen)
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w, gen, 2e-5)
     for planes, exact in zip(kernels.spectral_bases(48, 20, torch.float32, cpu),
                              kernels.spectral_bases(48, 20, torch.float64, cpu)):
@@ -463,6 +465,8 @@ def test_fp32_mode_bases_are_tf32_planes(allow_tf32, monkeypatch, gen, poisoned)
     assert [b.dim() for b in kernels.spectral_bases(48, 20, torch.float32, cpu)] == [2, 2]
     monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)
     assert [b.dim() for b in kernels.spectral_bases(48, 20, torch.float32, cpu)] == [3, 3]
+    monkeypatch.setattr(kernels, "DFT_GEMM", "torch")
+    assert [b.dim() for b in kernels.spectral_bases(48, 20, torch.float32, cpu)] == [2, 2]
 
 
 @pytest.mark.parametrize("mix", ["gauss", "four"])
