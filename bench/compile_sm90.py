@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import torch
 
@@ -236,12 +237,13 @@ def _tiling_cases(label: str, space: dict, run):
 def gate_tile_cases(quick: bool):
     """The gate's kernels at H = 128 (h [32 * 25 * 128, 128], the frequency gate on) under each tiling that
     bench/kernel_sweep.py --only gate times on a GPU (its GATE_QUICK with --quick, else GATE_SPACE), in fp32
-    mode and under TF32: which of them compile, and what they spill, before a GPU session times them."""
+    mode and under TF32 (on the split weights, as the sweep): which of them compile, and what they spill,
+    before a GPU session times them."""
     from amg_fast.kernels import gate_fusion as k
 
     def run(kernel, mode, config):
         policy, key = (k.WGRAD_POLICY, "cuda") if kernel == "wgrad" else (k.TILE_POLICY[kernel], mode)
-        with _policy_entry(policy, key, config):
+        with _policy_entry(policy, key, config), mock.patch.dict(os.environ, {"AMG_FAST_GATE_X3": "split"}):
             h, w, b, chi = _t(32, 25, 128, 128), _t(128, 128), _t(128), _t()
             readout = (_t(256, 128), _t(256)) if kernel not in ("fwd", "bwd") else None
             if kernel.startswith("fwd"):

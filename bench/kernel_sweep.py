@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
+from unittest import mock
 
 import torch
 
@@ -258,7 +260,9 @@ GATE_QUICK = {  # --quick: 38 configurations a mode
 def sweep_gate_configs(sizes, batch=32, T=25, width=128, spaces=None, device="cuda", timer=None):
     """The gate's fwd + bwd (h, z [batch, T, S, width], the frequency gate on, as AMGFNO) under each tile
     configuration of spaces (kernel -> space; default GATE_SPACE) as that kernel's policy entry, in fp32
-    mode (tf32x3 dots) and under TF32 (sweep_policy_entries) -> rows tagged with "kernel"."""
+    mode (tf32x3 dots) and under TF32 (sweep_policy_entries) -> rows tagged with "kernel". fp32 mode on the
+    split weights, whatever AMG_FAST_GATE_X3 says (its "dot" takes TILE_POLICY's "fp32-dot" entries, which
+    the sweep does not set)."""
     from amg_fast.kernels import gate_fusion as kernels
     from amg_fast.ops.gate import gate_fusion_freq
     from amg_fast.ops.readout_gate import memory_gate_freq
@@ -280,14 +284,15 @@ def sweep_gate_configs(sizes, batch=32, T=25, width=128, spaces=None, device="cu
 
     key = torch.device(device).type  # WGRAD_POLICY is looked up by device type
     results = []
-    for kernel, space in (spaces or GATE_SPACE).items():
-        if kernel == "wgrad":
-            container, entries = kernels.WGRAD_POLICY, {"fp32": (key, False), "tf32": (key, True)}
-        else:
-            container, entries = kernels.TILE_POLICY[kernel], {"fp32": ("fp32", False), "tf32": ("tf32", True)}
-        rows = sweep_policy_entries(container, entries, space, sizes, make_run(kernel not in ("fwd", "bwd")),
-                                    f"gate-{kernel}", timer)
-        results += [dict(row, kernel=kernel) for row in rows]
+    with mock.patch.dict(os.environ, {"AMG_FAST_GATE_X3": "split"}):
+        for kernel, space in (spaces or GATE_SPACE).items():
+            if kernel == "wgrad":
+                container, entries = kernels.WGRAD_POLICY, {"fp32": (key, False), "tf32": (key, True)}
+            else:
+                container, entries = kernels.TILE_POLICY[kernel], {"fp32": ("fp32", False), "tf32": ("tf32", True)}
+            rows = sweep_policy_entries(container, entries, space, sizes, make_run(kernel not in ("fwd", "bwd")),
+                                        f"gate-{kernel}", timer)
+            results += [dict(row, kernel=kernel) for row in rows]
     return results
 
 

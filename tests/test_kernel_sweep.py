@@ -165,6 +165,7 @@ def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, a
               "wgrad": dict(BLOCK_M=[16], BLOCK_O=[64], BLOCK_I=[64, 128], num_warps=[4], programs=[2])}
     record_launches(gate_fusion, launches, monkeypatch)
     monkeypatch.setattr(gate_fusion, "_on_cpu", lambda config, *args: config)  # the GPU's tiles as swept
+    monkeypatch.setenv("AMG_FAST_GATE_X3", "dot")  # the sweep times the split weights' tiles whatever this says
     rows = sweep.sweep_gate_configs((1,), batch=1, T=2, width=128, spaces=spaces, device="cpu", timer=timer)
     assert [(r["kernel"], r["mode"], r["fwdbwd_ms"]) for r in rows] == [
         ("fwd", "fp32", 40.0), ("fwd", "fp32", 136.0), ("fwd", "tf32", 36.0), ("fwd", "tf32", 132.0),
