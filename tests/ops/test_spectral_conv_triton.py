@@ -444,14 +444,15 @@ def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, gen
         assert rel_err(y, _ref64(x, w)) <= (2e-3 if tf32 else RTOL[torch.float32])
 
 
-def test_fp32_mode_bases_are_tf32_planes(allow_tf32, monkeypatch, kdev, gen, poisoned):
+def test_fp32_mode_bases_are_tf32_planes(allow_tf32, tf32_mma, monkeypatch, kdev, gen, poisoned):
     """In fp32 mode (tf32x3 dots) spectral_bases gives each basis as its TF32 planes [2, rows, cols], what the
     transform kernel's split products read: hi a TF32 value, hi + lo the fp64 basis to ~2^-35 (lo rounded to
     fp32), and the op fp32-accurate through them (within 2e-5 of fp64: a kernel reading hi alone is ~1e-4
-    off, which the suite's TF32-wide tolerance would pass; on a GPU, where the MMAs truncate, an activation
-    left unsplit would be too); under plain TF32 one rounded basis [rows, cols]; with REDUCED_PRECISION_DOTS
-    off the planes again whatever the TF32 setting; with the cuBLAS transform (DFT_GEMM "torch") one basis;
-    fp64 one basis."""
+    off, which the suite's TF32-wide tolerance would pass; with the MMAs truncating their operands, a GPU's or
+    the interpreter's under tf32_mma, so is an activation tile left unrounded before its split: checked by
+    mutation, which exact interpreter dots would pass); under plain TF32 one rounded basis [rows, cols];
+    with REDUCED_PRECISION_DOTS off the planes again whatever the TF32 setting; with the cuBLAS transform
+    (DFT_GEMM "torch") one basis; fp64 one basis."""
     cpu = torch.device("cpu")
     allow_tf32(False)
     x, w = _inputs((3, 2), 48, 20, 32, 32, torch.float32, kdev, gen)
