@@ -52,14 +52,15 @@ def allow_tf32():
     torch.backends.cuda.matmul.allow_tf32 = previous
 
 
-@pytest.fixture
-def tf32_mma(monkeypatch):
-    """Triton's interpreter multiplies fp32 dots exactly whatever their input_precision: inside the test a
-    "tf32" dot reads its fp32 operands as a Hopper MMA does, the low 13 mantissa bits dropped (truncation),
-    so a TF32 path is checked at TF32 hardware's accuracy (3xTF32 with an A tile left unsplit shows; so does
-    plain TF32 without the rounding where its operands are formed). On a GPU the hardware does this
-    itself and nothing is patched."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
+@pytest.fixture(autouse=True)
+def tf32_mma(request, monkeypatch):
+    """Triton's interpreter multiplies fp32 dots exactly whatever their input_precision: in every test (but
+    those marked exact_dots) a "tf32" dot reads its fp32 operands as a Hopper MMA does, the low 13 mantissa
+    bits dropped (truncation), so a TF32 path is checked at TF32 hardware's accuracy on CPU as on a GPU
+    (3xTF32 with an operand left unsplit or unrounded shows; so does plain TF32 without the rounding where
+    its operands are formed). On a GPU the hardware does this itself and nothing is patched. Tests that
+    name the fixture state that they depend on it."""
+    if os.environ.get("TRITON_INTERPRET") != "1" or request.node.get_closest_marker("exact_dots"):
         return
     import numpy as np
     import triton.language as tl

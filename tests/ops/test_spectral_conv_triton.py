@@ -470,6 +470,7 @@ def test_fp32_mode_bases_are_tf32_planes(allow_tf32, tf32_mma, monkeypatch, kdev
     assert [b.dim() for b in kernels.spectral_bases(48, 20, torch.float32, cpu)] == [2, 2]
 
 
+@pytest.mark.exact_dots
 @pytest.mark.parametrize("mix", ["gauss", "four"])
 def test_plain_tf32_mixing_rounds_its_sums_and_its_output(mix, allow_tf32, gen, monkeypatch):
     """The mixing kernel under plain TF32 equals the fp64 product of its operands as it rounds them: the
