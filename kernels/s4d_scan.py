@@ -12,7 +12,9 @@ time step of a column block is one coalesced row segment. All kernels are parall
 - toeplitz (short T, the default): per channel h the causal convolution is one small matrix product,
   y_h = L_h u_h with the lower-triangular Toeplitz L_h[t, j] = Kk[h, t - j] ([T_PAD, T_PAD]) and u_h
   the [T, B*S] columns of that channel; a program takes BH channels x BN columns (n = b*S + s) x all T
-  and runs it as one batched tl.dot over the channels (tensor cores; every element of u read once).
+  and runs it as one batched tl.dot over the channels (tensor cores; every element of u read once). The
+  skip d u sits on L_h's diagonal, so the dots are the only readers of the u (and dy) tiles and Triton
+  pipelines their loads (cp.async, several tiles in flight).
   The backward: du_h = L_h^T dy_h (another batched dot) and P_h = dy_h u_h^T summed over the
   program's columns, whose diagonals are dKk[h, l] = sum_t P_h[t, t - l] (per-group partial sums).
   GELU can be applied to y in the epilogue (and its derivative in the backward's prologue, y
@@ -61,7 +63,8 @@ LAUNCH_POLICY = {
 # one [H, T] partial sum of dKk). The backward holds ~6 such tiles (L, L^T, u, g, du, P; tf32x3 splits
 # the dot operands in two), hence 4096 elements over 8 warps. BN 16: compiled for sm_90 by triton 3.6 at
 # T = 25 (bench/compile_sm90.py --ops s4d_tiles, 2026-11-28) the GELU backward spills nothing in fp32 mode
-# (236 registers) and under TF32 (160), where BN 32 spilled 232 B a thread in fp32. Untimed: the GPU
+# (236 registers; 220 since the skip sits on L's diagonal, 2026-11-29) and under TF32 (160; 162), where BN 32
+# spilled 232 B a thread in fp32. Untimed: the GPU
 # sessions' sweep (bench/kernel_sweep.py --only s4d) decides.
 TOEPLITZ_DOT_POLICY = {
     "cuda": {"elements": 4096, "BN": 16, "num_warps": 8, "programs": 1024},
@@ -276,10 +279,13 @@ def _gelu_grad(x):
 
 
 @triton.jit
-def _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD: tl.constexpr, TRANSPOSED: tl.constexpr, FP64: tl.constexpr):
-    """[BH, T_PAD, T_PAD] in the accumulation dtype, for the channels hs, from Kk [H, T]: the causal
-    convolution's L[h, t, j] = Kk[h, t - j] (j <= t < T), or with TRANSPOSED its adjoint L^T[h, j, t];
-    0 outside (padded rows and columns included)."""
+def _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD: tl.constexpr, TRANSPOSED: tl.constexpr,
+                       FP64: tl.constexpr):
+    """[BH, T_PAD, T_PAD] in the accumulation dtype, for the channels hs, from Kk [H, T] and d [H]: the
+    causal convolution with the skip, L[h, t, j] = Kk[h, t - j] + d[h] [t == j] (j <= t < T), or with
+    TRANSPOSED its adjoint L^T[h, j, t]; 0 outside (padded rows and columns included). The skip on the
+    diagonal leaves the dots as the only readers of the activation tiles, which lets Triton's pipeliner
+    prefetch them (cp.async, several tiles in flight; an elementwise d u kept each load synchronous)."""
     r = tl.arange(0, T_PAD)[None, :, None]
     c = tl.arange(0, T_PAD)[None, None, :]
     if TRANSPOSED:
@@ -287,7 +293,9 @@ def _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD: tl.constexpr, TRANSPOSED: tl.
     else:
         lag = r - c
     mask = hmask[:, None, None] & (lag >= 0) & (r < T) & (c < T)
-    return to_acc(tl.load(k_ptr + hs[:, None, None] * T + lag, mask=mask, other=0.0), FP64)
+    lmat = to_acc(tl.load(k_ptr + hs[:, None, None] * T + lag, mask=mask, other=0.0), FP64)
+    d = to_acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
+    return lmat + tl.where(mask & (lag == 0), d, 0.0)
 
 
 @triton.jit
@@ -311,9 +319,9 @@ def _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD: tl.constexpr, BN: tl.cons
 
 
 @triton.jit
-def _causal_conv(lmat, u, d, DOT_PRECISION: tl.constexpr):
-    """L u + d u per channel: lmat [BH, T_PAD, T_PAD], u [BH, T_PAD, BN], d [BH, 1, 1]."""
-    return tl.dot(lmat, u, input_precision=DOT_PRECISION, out_dtype=u.dtype) + d * u
+def _causal_conv(lmat, u, DOT_PRECISION: tl.constexpr):
+    """L u per channel (the skip d u on L's diagonal): lmat [BH, T_PAD, T_PAD], u [BH, T_PAD, BN]."""
+    return tl.dot(lmat, u, input_precision=DOT_PRECISION, out_dtype=u.dtype)
 
 
 @triton.jit
@@ -324,13 +332,12 @@ def _s4d_toeplitz_dot_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, S, H, NCOL, COLS
     [g * COLS_PER_GROUP, (g + 1) * COLS_PER_GROUP) of grid axis 0, BN at a time; u, y [B, T, S, H]
     contiguous, NCOL = B*S columns; Kk [H, T]; d [H]."""
     hs, hmask = _channel_block(H, BH)
-    lmat = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, False, FP64)
-    d = to_acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
+    lmat = _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD, False, FP64)
     first = tl.program_id(0) * COLS_PER_GROUP
     n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
     for n0 in range(first, n_end, BN):
         off, mask = _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD, BN)
-        y = _causal_conv(lmat, to_acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64), d, DOT_PRECISION)
+        y = _causal_conv(lmat, to_acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64), DOT_PRECISION)
         if GELU:
             y = _gelu(y)
         tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -346,11 +353,10 @@ def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, 
     from P = g u^T accumulated over the columns ([BH, T_PAD, T_PAD]) and summed along its diagonals.
     part [G, H, T] in the accumulation dtype."""
     hs, hmask = _channel_block(H, BH)
-    lmat_t = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, True, FP64)
-    d = to_acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)[:, None, None]
+    lmat_t = _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD, True, FP64)
     if GELU:
-        lmat = _toeplitz_matrices(k_ptr, hs, hmask, T, T_PAD, False, FP64)
-    p = tl.zeros((BH, T_PAD, T_PAD), dtype=d.dtype)
+        lmat = _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD, False, FP64)
+    p = tl.zeros((BH, T_PAD, T_PAD), dtype=lmat_t.dtype)
     first = tl.program_id(0) * COLS_PER_GROUP
     n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
     for n0 in range(first, n_end, BN):
@@ -358,8 +364,8 @@ def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, 
         u = to_acc(tl.load(u_ptr + off, mask=mask, other=0.0), FP64)
         g = to_acc(tl.load(dy_ptr + off, mask=mask, other=0.0), FP64)
         if GELU:
-            g = g * _gelu_grad(_causal_conv(lmat, u, d, DOT_PRECISION))
-        tl.store(du_ptr + off, _causal_conv(lmat_t, g, d, DOT_PRECISION).to(du_ptr.dtype.element_ty), mask=mask)
+            g = g * _gelu_grad(_causal_conv(lmat, u, DOT_PRECISION))
+        tl.store(du_ptr + off, _causal_conv(lmat_t, g, DOT_PRECISION).to(du_ptr.dtype.element_ty), mask=mask)
         p = tl.dot(g, tl.permute(u, (0, 2, 1)), p, input_precision=DOT_PRECISION, out_dtype=p.dtype)
     r = tl.arange(0, T_PAD)[None, :, None]
     c = tl.arange(0, T_PAD)[None, None, :]

@@ -109,6 +109,23 @@ def test_gelu_activation_matches_reference(method, dtype, kdev, poisoned, gen):
     assert_matches(ref, gelu_reference_fp64(inputs, dy), RTOL[dtype])
 
 
+@pytest.mark.parametrize("activation", [None, "gelu"])
+def test_toeplitz_tf32_dots_at_tf32_accuracy(activation, allow_tf32, kdev, poisoned, gen):
+    """TF32 allowed: the batched-dot Toeplitz kernels run plain TF32 dots, whose operands the MMA truncates
+    (a GPU's, or the interpreter's under tf32_mma), the skip d u included (it sits on L's diagonal): y and
+    every gradient within 2e-3 of fp64 (7-10e-4 on 2-core CPU, 2026-11-29) and above 2e-4 (the dots are
+    TF32: fp32 mode's tf32x3 is ~2e-7 here)."""
+    allow_tf32(True)
+    inputs = make_inputs(2, 25, 32, 16, 32, gen, kdev, torch.float32)
+    dy = torch.randn(2, 25, 32, 16, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method="toeplitz", activation=activation),
+                          inputs, dy)
+    ref_fn = gelu_reference_fp64 if activation else reference_fp64
+    y_ref, grads_ref = ref_fn(inputs, dy)
+    for name, a, b in zip(("y", "du", "dlam", "dc", "dd"), (got[0], *got[1]), (y_ref, *grads_ref), strict=True):
+        assert 2e-4 < rel_err(a.cpu(), b) <= 2e-3, f"{name}: rel err {rel_err(a.cpu(), b):.2e}"
+
+
 @pytest.mark.parametrize("method", ("toeplitz", "scan"))
 def test_extra_spatial_axes_fold_into_rows(method, kdev, poisoned, gen):
     """u [B, T, X, Y, H] (issue 22): every grid point scanned over time, as the 4-D op on [B, T, X*Y, H]."""
