@@ -9,7 +9,9 @@ tensors, captures every kernel launch (grid, arguments, constexprs, num_warps) i
 it, and compiles it for sm_90 through the same specialization the JIT uses (integers equal to 1
 become constants, 16-byte alignment of pointers and sizes). Checked per launch: it compiles; shared
 memory <= the H100's 227 KB per block; grid axes 1 and 2 <= 65535; registers and spills are
-reported (ptxas caps registers so that num_warps fit; spills only slow a kernel down).
+reported (ptxas caps registers so that num_warps fit; spills only slow a kernel down), and so are the
+dots' instructions (wgmma / mma / fma) and how the kernel loads global memory (cp.async: pipelined;
+ldg: synchronous loads into registers; tma), from its SASS.
 
 Run it with the Triton the GPU machine has (triton 3.6 there, 2026-11):
 
@@ -410,6 +412,24 @@ def _registers(cubin: bytes, cuobjdump: str) -> tuple[int | None, int | None]:
     return (int(regs.group(1)) if regs else None), (int(stack.group(1)) if stack else None)
 
 
+def _sass(cubin: bytes, cuobjdump: str) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        return subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+
+
+def _global_loads(sass: str) -> str:
+    """How the kernel reads global memory, from its SASS: "tma" (UTMALDG), "cp.async" (LDGSTS: Triton's
+    pipeliner prefetching a loop's tiles into shared memory, several in flight) and/or "ldg" (loads into
+    registers, each waited for where it is used), "+"-joined, "-" for none. A loop whose only loads are
+    "ldg" runs one tile at a time per program: an elementwise use of a loaded tile besides a dot, or a
+    conversion before it, keeps Triton from pipelining it (the S4D skip term did, 2026-11-29)."""
+    ops = set(re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9]*)", sass, re.MULTILINE))
+    kinds = [name for op, name in (("UTMALDG", "tma"), ("LDGSTS", "cp.async"), ("LDG", "ldg")) if op in ops]
+    return "+".join(kinds) or "-"
+
+
 def _mma(ttgir: str) -> str:
     """Which matrix instructions the kernel's dots became: wgmma (Hopper), mma (v2) or fma."""
     kinds = []
@@ -455,6 +475,7 @@ def compile_all(launches: list[Launch], capability: int) -> list[dict]:
             row["shared"] = compiled.metadata.shared
             row["regs"], row["stack"] = _registers(compiled.asm["cubin"], cuobjdump)
             row["mma"] = _mma(compiled.asm["ttgir"])
+            row["loads"] = _global_loads(_sass(compiled.asm["cubin"], cuobjdump))
             if row["shared"] > SHARED_LIMIT:
                 problems.append(f"shared memory {row['shared']} B > {SHARED_LIMIT}")
             if problems:
@@ -469,7 +490,7 @@ def compile_all(launches: list[Launch], capability: int) -> list[dict]:
 def _line(row: dict) -> str:
     if "shared" in row and "error" not in row:
         status = (f"ok   smem {row['shared'] / 1024:6.1f} KB  regs {row['regs']}  stack {row['stack']}  "
-                  f"{row['mma']:<9} warps {row['warps']}")
+                  f"{row['mma']:<9} {row['loads']:<12} warps {row['warps']}")
     else:
         status = f"FAIL {row['error']}"
     return f"{row['kernel']:<40} {status}  [{row['case']}]"

@@ -75,6 +75,23 @@ def test_feed_forward_backward_fits_shared_memory_on_sm90():
                            "_ffn_bwd_dw_kernel"], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count(" ok ") == 8  # dx and dw in fp32, tf32, bf16, fp64
+    # the SASS scan: fp32 dx's loop loads are pipelined (cp.async); fp64's 32-row tiles are unpipelined
+    lines = {line.split("[")[-1]: line for line in proc.stdout.splitlines() if line.startswith("_ffn_bwd_dx_kernel")}
+    assert " cp.async" in lines["ffn H128 residual fp32]"] and " ldg " in lines["ffn H128 residual fp64]"], lines
+
+
+def test_global_load_kinds_from_sass():
+    """_global_loads reads the opcodes of cuobjdump -sass lines, predicated ones included."""
+    loads = _load_harness()._global_loads
+    sass = """
+        /*0100*/                   LDG.E.128 R4, desc[UR6][R2.64] ;            /* 0x000000060204 */
+        /*0110*/              @!P0 LDGSTS.E.BYPASS.128 [R9], desc[UR6][R6.64] ; /* 0x0000000006097fae */
+        /*0120*/                   HMMA.1688.F32.TF32 R8, R12, R16, R8 ;       /* 0x000000100c08723c */
+"""
+    assert loads(sass) == "cp.async+ldg"
+    assert loads(sass.replace("LDG.E.128", "STG.E.128")) == "cp.async"
+    assert loads(sass.replace("@!P0 LDGSTS", "@P1 UTMALDG")) == "tma+ldg"
+    assert loads("") == "-"
 
 
 def test_the_tiling_cases_launch_each_configuration_the_sweeps_time():
