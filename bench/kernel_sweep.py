@@ -248,11 +248,11 @@ GATE_SPACE = {
     "wgrad": dict(BLOCK_M=[32, 64, 128], BLOCK_O=[64, 128], BLOCK_I=[64, 128], num_warps=[4, 8],
                   programs=[256, 512, 1024]),
 }
-GATE_QUICK = {  # --quick: 38 configurations a mode
+GATE_QUICK = {  # --quick: 38 configurations a mode (the memory gate's at 8 warps, its defaults', 1 and 2 stages)
     "fwd": dict(BLOCK_M=[32, 64], BLOCK_K=[32, 64], num_warps=[4, 8], num_stages=[2]),
     "bwd": dict(BLOCK_M=[16, 32], BLOCK_K=[32, 64], BLOCK_N=[32], num_warps=[4, 8], num_stages=[2]),
-    "fwd_readout": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[32], num_warps=[4, 8], num_stages=[1]),
-    "bwd_readout": dict(BLOCK_M=[32, 64], BLOCK_K=[16, 32], BLOCK_N=[32], num_warps=[4, 8], num_stages=[1]),
+    "fwd_readout": dict(BLOCK_M=[32, 64, 128], BLOCK_K=[32], num_warps=[8], num_stages=[1, 2]),
+    "bwd_readout": dict(BLOCK_M=[32, 64], BLOCK_K=[16, 32], BLOCK_N=[32], num_warps=[8], num_stages=[1, 2]),
     "wgrad": dict(BLOCK_M=[32, 64], BLOCK_O=[64, 128], BLOCK_I=[64, 128], num_warps=[4], programs=[512]),
 }
 

@@ -394,15 +394,24 @@ def check_width(H: int, readout: bool = False) -> None:
 # tf32x3 dots ("fp32-dot": AMG_FAST_GATE_X3=dot keeps those tiles; its backward spilled 496 B at 16-column
 # chunks); on split weights (_split_weights) none forward, and none backward at 16-column chunks (88 B at 32);
 # under TF32 and bf16 32 rows and the chunks below spill nothing (152 / 520 and 16 / 352 B before).
+# READOUT's loops (over z's column chunks and the weights' reduction chunks) ran unpipelined (num_stages 1:
+# every load synchronous, with one 8-warp program an SM in fp32 mode nothing hides the weights' L2 latency);
+# at 2 stages Triton prefetches the loops' weight and activation chunks (cp.async), which compiled for sm_90
+# (triton 3.6, 2026-11-29) spills nothing forward in any mode (fp32 232 -> 216 registers; TF32 without the
+# frequency gate 8 B) nor backward under TF32 / bf16, but 48 B backward in fp32 mode, which keeps 1 stage.
+# Every read of a parked buffer (z, dz, dlogits) in those loops comes after the barrier that follows its
+# writes, before the loop; a prefetch stays within its loop. Untimed: the gate sweep has both stage counts.
 _PLAIN_FWD = {"BLOCK_M": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 2}
 _PLAIN_BWD = {"BLOCK_M": 32, "BLOCK_K": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
-_READOUT_FWD = {"BLOCK_M": 32, "BLOCK_K": 32, "num_warps": 8, "num_stages": 1}
-_READOUT_BWD = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 1}
+_READOUT_FWD = {"BLOCK_M": 32, "BLOCK_K": 32, "num_warps": 8, "num_stages": 2}
+_READOUT_BWD = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 2}
 TILE_POLICY = {
     "fwd": {"fp32": dict(_PLAIN_FWD, BLOCK_K=32), "tf32": dict(_PLAIN_FWD), "bf16": dict(_PLAIN_FWD)},
     "bwd": {"fp32": dict(_PLAIN_BWD, BLOCK_K=32, num_warps=8), "tf32": dict(_PLAIN_BWD), "bf16": dict(_PLAIN_BWD)},
-    "fwd_readout": {"fp32": dict(_READOUT_FWD, BLOCK_M=64), "tf32": dict(_READOUT_FWD), "bf16": dict(_READOUT_FWD)},
-    "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=16), "fp32-dot": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=32),
+    "fwd_readout": {"fp32": dict(_READOUT_FWD, BLOCK_M=64), "fp32-dot": dict(_READOUT_FWD, BLOCK_M=64, num_stages=1),
+                    "tf32": dict(_READOUT_FWD), "bf16": dict(_READOUT_FWD)},
+    "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=16, num_stages=1),
+                    "fp32-dot": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=32, num_stages=1),
                     "tf32": dict(_READOUT_BWD, BLOCK_K=64),
                     "bf16": dict(_READOUT_BWD, BLOCK_K=16)},
 }
