@@ -16,11 +16,14 @@ from amg_fast.kernels._common import cdiv, next_pow2
 __all__ = ["to_acc", "ROW_STREAM_POLICY", "row_stream_tiling"]
 
 # "elements": the row tile's register budget (BLOCK_M = elements // H_PAD rows, at least 1); "programs": the
-# grid (about two per SM of an H100); on CPU (the interpreter) one program runs fastest: tests patch in the
-# "cuda" policy (each module's LAUNCH_POLICY is a copy of this, patched apart).
+# grid (about two per SM of an H100); "stages": the row loop's pipeline depth (tl.range num_stages: 2 has
+# Triton prefetch the next row tile with cp.async while this one is computed; without an explicit depth it
+# pipelines only loads that feed a tl.dot, and these kernels have none: every load was synchronous, sm_90 SASS
+# by bench/compile_sm90.py, 2026-11-29; untimed); on CPU (the interpreter) one program runs fastest: tests
+# patch in the "cuda" policy (each module's LAUNCH_POLICY is a copy of this, patched apart).
 ROW_STREAM_POLICY = {
-    "cuda": {"elements": 8192, "programs": 264, "num_warps": 8},
-    "cpu": {"elements": 65536, "programs": 1, "num_warps": 4},
+    "cuda": {"elements": 8192, "programs": 264, "num_warps": 8, "stages": 2},
+    "cpu": {"elements": 65536, "programs": 1, "num_warps": 4, "stages": 1},
 }
 
 
@@ -36,10 +39,12 @@ def to_acc(x, FP64: tl.constexpr):
 
 
 def row_stream_tiling(M: int, width: int, policy: dict, device: torch.device) -> dict:
-    """(grid, H_PAD, BLOCK_M, num_warps) for M rows of `width` columns under policy[device type] (else
-    its "cuda" entry): H_PAD = width padded to a power of two, BLOCK_M = elements // H_PAD rows."""
+    """(grid, H_PAD, BLOCK_M, num_warps, STAGES) for M rows of `width` columns under policy[device type] (else
+    its "cuda" entry): H_PAD = width padded to a power of two, BLOCK_M = elements // H_PAD rows, STAGES the
+    row loop's pipeline depth."""
     chosen = policy.get(device.type, policy["cuda"])
     h_pad = next_pow2(width, 1)
     block_m = next_pow2(max(1, chosen["elements"] // h_pad), 1)
     programs = max(1, min(chosen["programs"], cdiv(M, block_m)))
-    return {"grid": (programs,), "H_PAD": h_pad, "BLOCK_M": block_m, "num_warps": chosen["num_warps"]}
+    return {"grid": (programs,), "H_PAD": h_pad, "BLOCK_M": block_m, "num_warps": chosen["num_warps"],
+            "STAGES": chosen["stages"]}

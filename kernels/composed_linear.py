@@ -70,12 +70,12 @@ def _row(t, cs, c):
 @triton.jit
 def _composed_linear_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, y_ptr, M, F, H, C,
                                 FP64: tl.constexpr, C_PAD: tl.constexpr, H_PAD: tl.constexpr,
-                                BLOCK_M: tl.constexpr, BLOCK_F: tl.constexpr):
+                                BLOCK_M: tl.constexpr, BLOCK_F: tl.constexpr, STAGES: tl.constexpr):
     """y [M, C] = x [M, H] W^T + b, W and b formed by each program; row tiles pid, pid + grid, ..."""
     w, b = _composed_weight(w1_ptr, b1_ptr, w2_ptr, b2_ptr, F, H, C, FP64, C_PAD, H_PAD, BLOCK_F)
     cs = tl.arange(0, C_PAD)
     hs = tl.arange(0, H_PAD)
-    for m0 in range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M):
+    for m0 in tl.range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M, num_stages=STAGES):
         rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
         rmask = rows < M
         x = to_acc(tl.load(x_ptr + rows[:, None] * H + hs[None, :], mask=rmask[:, None] & (hs < H)[None, :],
@@ -89,7 +89,8 @@ def _composed_linear_fwd_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, y_ptr, M,
 @triton.jit
 def _composed_linear_bwd_kernel(dy_ptr, x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, dx_ptr, part_w_ptr, part_b_ptr,
                                 M, F, H, C, NEED_DX: tl.constexpr, FP64: tl.constexpr, C_PAD: tl.constexpr,
-                                H_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_F: tl.constexpr):
+                                H_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_F: tl.constexpr,
+                                STAGES: tl.constexpr):
     """dx [M, H] = dy [M, C] W (when NEED_DX); part_w [G, C_PAD, H_PAD] = this program's rows' dy^T x,
     part_b [G, C_PAD] = their sum of dy (accumulation dtype), over the same row tiles as the forward."""
     w, b = _composed_weight(w1_ptr, b1_ptr, w2_ptr, b2_ptr, F, H, C, FP64, C_PAD, H_PAD, BLOCK_F)
@@ -97,7 +98,7 @@ def _composed_linear_bwd_kernel(dy_ptr, x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, d
     hs = tl.arange(0, H_PAD)
     dw = tl.zeros((C_PAD, H_PAD), dtype=w.dtype)
     db = tl.zeros((C_PAD,), dtype=w.dtype)
-    for m0 in range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M):
+    for m0 in tl.range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M, num_stages=STAGES):
         rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
         rmask = rows < M
         tile = rmask[:, None] & (hs < H)[None, :]
@@ -198,6 +199,7 @@ def composed_linear_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1:
         dy, x, w1, b1, w2, b2, dx, part_w, part_b, M, F, H, C, NEED_DX=need_dx, FP64=fp64, **tiling)
     grads = [new_output(p.shape, dtype=p.dtype, device=x.device) for p in (w1, b1, w2, b2)]
     tiling.pop("BLOCK_M")
+    tiling.pop("STAGES")
     wrap_triton(_composed_linear_wgrad_kernel)[(1,)](
         part_w, part_b, w1, b1, w2, *grads, grid[0], F, H, C, FP64=fp64, **tiling)
     return (dx, *grads)

@@ -45,14 +45,14 @@ def _row_offsets(rows, Q, stride_p, C):
 
 @triton.jit
 def _grid_linear_fwd_kernel(u_ptr, g_ptr, w_ptr, b_ptr, y_ptr, M, Q, stride_p, S, C, H, FP64: tl.constexpr,
-                            H_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
+                            H_PAD: tl.constexpr, BLOCK_M: tl.constexpr, STAGES: tl.constexpr):
     """y [M, H] = [u, g] W^T + b over row tiles pid, pid + grid, ... (u: rows r = p Q + q at p stride_p + q C,
     channels contiguous; g [S]; W [H, C + 1])."""
     hs = tl.arange(0, H_PAD)
     hmask = hs < H
     bias = to_acc(tl.load(b_ptr + hs, mask=hmask, other=0.0), FP64)
     w_grid = to_acc(tl.load(w_ptr + hs * (C + 1) + C, mask=hmask, other=0.0), FP64)
-    for m0 in range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M):
+    for m0 in tl.range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M, num_stages=STAGES):
         rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
         rmask = rows < M
         g = to_acc(tl.load(g_ptr + rows % S, mask=rmask, other=0.0), FP64)
@@ -68,7 +68,7 @@ def _grid_linear_fwd_kernel(u_ptr, g_ptr, w_ptr, b_ptr, y_ptr, M, Q, stride_p, S
 @triton.jit
 def _grid_linear_bwd_kernel(dy_ptr, u_ptr, g_ptr, w_ptr, du_ptr, part_ptr, M, Q, stride_p, S, C, H,
                             NEED_DU: tl.constexpr, FP64: tl.constexpr, K_PAD: tl.constexpr, H_PAD: tl.constexpr,
-                            BLOCK_M: tl.constexpr):
+                            BLOCK_M: tl.constexpr, STAGES: tl.constexpr):
     """du [M, C] (contiguous) = dy W[:, :C] (when NEED_DU; u's rows as the forward's); part [G, K_PAD + 1, H_PAD]: this program's rows' dW^T =
     [u, g]^T dy in rows 0..C and their sum of dy (db) in row K_PAD, in the accumulation dtype."""
     hs = tl.arange(0, H_PAD)
@@ -76,7 +76,7 @@ def _grid_linear_bwd_kernel(dy_ptr, u_ptr, g_ptr, w_ptr, du_ptr, part_ptr, M, Q,
     ks = tl.arange(0, K_PAD)
     dwt = tl.zeros((K_PAD, H_PAD), dtype=tl.float64 if FP64 else tl.float32)
     db = tl.zeros((H_PAD,), dtype=dwt.dtype)
-    for m0 in range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M):
+    for m0 in tl.range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M, num_stages=STAGES):
         rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
         rmask = rows < M
         dy = to_acc(tl.load(dy_ptr + rows[:, None] * H + hs[None, :], mask=rmask[:, None] & hmask[None, :], other=0.0),
