@@ -80,6 +80,27 @@ def test_feed_forward_backward_fits_shared_memory_on_sm90():
     assert " cp.async" in lines["ffn H128 residual fp32]"] and " ldg " in lines["ffn H128 residual fp64]"], lines
 
 
+def test_loops_prefetch_their_tiles_on_sm90():
+    """The forward kernels whose loops stream activations prefetch them (cp.async in their SASS, compiled for
+    sm_90 with the Triton installed here) in fp32 mode and under TF32: the memory gate (its former num_stages 1
+    fails this: checked by mutation), the encoder and the decoder (their former plain range loop, without a
+    dot, fails it), the S4D Toeplitz dots. The last guards less than it says: triton 3.9 (CI's) also prefetches
+    the dots' former form, with d u beside the dot, where triton 3.6 (the GPU machines') did not (bench/
+    compile_sm90.py run with 3.6, docs/kernels.md). bf16's S4D dots convert u in registers: not prefetched."""
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    kernels = ["_s4d_toeplitz_dot_fwd_kernel", "_gate_fusion_fwd_kernel", "_grid_linear_fwd_kernel",
+               "_composed_linear_fwd_kernel"]
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--ops", "s4d", "gate", "encoder", "decoder",
+                           "--kernels", *kernels], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(tuple(kernels)) and " ok " in line
+             and not line.endswith(("bf16]", "fp64]"))]
+    assert {line.split()[0] for line in lines} == set(kernels)
+    assert any("readout" in line for line in lines)
+    assert [line for line in lines if " cp.async" not in line] == []
+
+
 def test_global_load_kinds_from_sass():
     """_global_loads reads the opcodes of cuobjdump -sass lines, predicated ones included."""
     loads = _load_harness()._global_loads
