@@ -412,11 +412,13 @@ def _registers(cubin: bytes, cuobjdump: str) -> tuple[int | None, int | None]:
     return (int(regs.group(1)) if regs else None), (int(stack.group(1)) if stack else None)
 
 
-def _sass(cubin: bytes, cuobjdump: str) -> str:
+def _sass(cubin: bytes, cuobjdump: str) -> str | None:
+    """The cubin's SASS (cuobjdump -sass), None when cuobjdump fails."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        return subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+        proc = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def _global_loads(sass: str) -> str:
@@ -475,7 +477,8 @@ def compile_all(launches: list[Launch], capability: int) -> list[dict]:
             row["shared"] = compiled.metadata.shared
             row["regs"], row["stack"] = _registers(compiled.asm["cubin"], cuobjdump)
             row["mma"] = _mma(compiled.asm["ttgir"])
-            row["loads"] = _global_loads(_sass(compiled.asm["cubin"], cuobjdump))
+            sass = _sass(compiled.asm["cubin"], cuobjdump)
+            row["loads"] = "?" if sass is None else _global_loads(sass)  # "?": cuobjdump failed
             if row["shared"] > SHARED_LIMIT:
                 problems.append(f"shared memory {row['shared']} B > {SHARED_LIMIT}")
             if problems:

@@ -397,10 +397,12 @@ def check_width(H: int, readout: bool = False) -> None:
 # READOUT's loops (over z's column chunks and the weights' reduction chunks) ran unpipelined (num_stages 1:
 # every load synchronous, with one 8-warp program an SM in fp32 mode nothing hides the weights' L2 latency);
 # at 2 stages Triton prefetches the loops' weight and activation chunks (cp.async), which compiled for sm_90
-# (triton 3.6, 2026-11-29) spills nothing forward in any mode (fp32 232 -> 216 registers; TF32 without the
-# frequency gate 8 B) nor backward under TF32 / bf16, but 48 B backward in fp32 mode, which keeps 1 stage.
-# Every read of a parked buffer (z, dz, dlogits) in those loops comes after the barrier that follows its
-# writes, before the loop; a prefetch stays within its loop. Untimed: the gate sweep has both stage counts.
+# (triton 3.6, 2026-11-29) spills nothing forward (fp32 232 -> 216 registers) but 8 B under TF32 without the
+# frequency gate (AMGFNO has it), nothing backward under TF32 / bf16, and 48 B backward in fp32 mode, which
+# keeps 1 stage; so do the "fp32-dot" entries (AMG_FAST_GATE_X3=dot: the former path, unchanged) and the
+# readout at other widths (_width_config). Every read of a parked buffer (z, dz, dlogits) in those loops comes
+# after the barrier that follows its writes, before the loop; a prefetch stays within its loop. Untimed: the
+# gate sweep has both stage counts.
 _PLAIN_FWD = {"BLOCK_M": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 2}
 _PLAIN_BWD = {"BLOCK_M": 32, "BLOCK_K": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
 _READOUT_FWD = {"BLOCK_M": 32, "BLOCK_K": 32, "num_warps": 8, "num_stages": 2}

@@ -113,7 +113,8 @@ def test_gelu_activation_matches_reference(method, dtype, kdev, poisoned, gen):
 def test_toeplitz_tf32_dots_at_tf32_accuracy(activation, allow_tf32, kdev, poisoned, gen):
     """TF32 allowed: the batched-dot Toeplitz kernels run plain TF32 dots, whose operands the MMA truncates
     (a GPU's, or the interpreter's under tf32_mma), the skip d u included (it sits on L's diagonal): y and
-    every gradient within 2e-3 of fp64 (7-10e-4 on 2-core CPU, 2026-11-29) and above 2e-4 (the dots are
+    every gradient within 3e-3 of fp64 (7-10e-4 without GELU, 1.0-1.8e-3 with it, dd the largest, over a few
+    seeds on 2-core CPU, 2026-11-29; the same before d moved onto the diagonal) and above 2e-4 (the dots are
     TF32: fp32 mode's tf32x3 is ~2e-7 here)."""
     allow_tf32(True)
     inputs = make_inputs(2, 25, 32, 16, 32, gen, kdev, torch.float32)
@@ -123,7 +124,7 @@ def test_toeplitz_tf32_dots_at_tf32_accuracy(activation, allow_tf32, kdev, poiso
     ref_fn = gelu_reference_fp64 if activation else reference_fp64
     y_ref, grads_ref = ref_fn(inputs, dy)
     for name, a, b in zip(("y", "du", "dlam", "dc", "dd"), (got[0], *got[1]), (y_ref, *grads_ref), strict=True):
-        assert 2e-4 < rel_err(a.cpu(), b) <= 2e-3, f"{name}: rel err {rel_err(a.cpu(), b):.2e}"
+        assert 2e-4 < rel_err(a.cpu(), b) <= 3e-3, f"{name}: rel err {rel_err(a.cpu(), b):.2e}"
 
 
 @pytest.mark.parametrize("method", ("toeplitz", "scan"))
