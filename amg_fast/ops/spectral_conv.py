@@ -69,7 +69,8 @@ class SpectralConv1dFn(torch.autograd.Function):
     transform: "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing) | "auto"
     (kernels.limits.spectral_transform). The forward keeps the spectrum of x (as large as x at K = S/2)
     and W's real and imaginary planes for the backward. The DFT bases are computed here (cached in eager
-    mode) and passed to the custom ops as tensors.
+    mode) and passed to the custom ops as tensors; the fft path reads only their dtype, so it gets (and
+    saves) two empty tensors of the work dtype instead (at S = 4096 the fp32 bases' planes were 256 MB).
     """
 
     @staticmethod
@@ -79,7 +80,9 @@ class SpectralConv1dFn(torch.autograd.Function):
         dim %= x.dim()
         S = x.shape[dim]
         fft = spectral_transform(transform, S) == "fft"
-        bases = kernels.spectral_bases(S, weight.shape[0], kernels.work_dtype(x.dtype), x.device)
+        work = kernels.work_dtype(x.dtype)
+        bases = ((x.new_empty((0,), dtype=work),) * 2 if fft
+                 else kernels.spectral_bases(S, weight.shape[0], work, x.device))
         split = kernels.row_split(x, dim)  # how the other axes form two strided row groups (no copy of x)
         planes = kernels.weight_planes(weight, acc_dtype(x))  # W's real, imaginary parts [2, K, H_in, H_out]
         y, spec_x = triton_ops().spectral_conv1d_fwd(x, planes, *bases, fft, dim, split)

@@ -269,6 +269,22 @@ def test_torch_mixing_along_a_2d_fields_axis(transform, layout, monkeypatch, kde
            dim=1, oracle=dft_matrix_spectral_conv)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_fft_path_builds_no_bases(dtype, kdev, gen, poisoned, monkeypatch):
+    """The fft path reads only the bases' dtype: it builds none (spectral_bases refused here) and saves two
+    empty tensors of the work dtype for the backward; its output and gradients still match the DFT matrix."""
+    def refuse(*args):
+        raise AssertionError(f"spectral_bases{args} called on the fft path")
+
+    monkeypatch.setattr(kernels, "spectral_bases", refuse)
+    x = torch.randn(3, 16, 8, dtype=dtype, generator=gen).to(kdev).requires_grad_()
+    w = (torch.randn(6, 8, 8, 2, dtype=dtype, generator=gen) / 4).to(kdev).requires_grad_()
+    y = SpectralConv1dFn.apply(x, w, "fft")
+    saved = y.grad_fn.saved_tensors
+    assert [t.numel() for t in saved[2:]] == [0, 0] and {t.dtype for t in saved[2:]} == {dtype}
+    _check(lambda a, b: SpectralConv1dFn.apply(a, b, "fft"), x, w, gen, RTOL[dtype], oracle=dft_matrix_spectral_conv)
+
+
 @pytest.mark.parametrize("transform,S,K", [("fft", 15, 8), ("fft", 15, 5), ("dft", 15, 8)],
                          ids=["fft-S15-K8", "fft-S15-K5", "dft-S15-K8"])
 def test_torch_mixing_odd_S_and_truncated_modes(transform, S, K, monkeypatch, kdev, gen, poisoned):
