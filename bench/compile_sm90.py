@@ -401,24 +401,20 @@ def _specialize(launch: Launch, backend):
     return key, ASTSource(fn, signature, constexprs, attrs), options
 
 
-def _registers(cubin: bytes, cuobjdump: str) -> tuple[int | None, int | None]:
-    """(registers per thread, spill stores in bytes) of a cubin, from cuobjdump -res-usage."""
+def _cuobjdump(cubin: bytes, cuobjdump: str) -> str | None:
+    """cuobjdump -res-usage -sass of a cubin (resource lines and SASS in one pass), None when it fails."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        out = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
-    regs = re.search(r"REG:(\d+)", out)
-    stack = re.search(r"STACK:(\d+)", out)
-    return (int(regs.group(1)) if regs else None), (int(stack.group(1)) if stack else None)
-
-
-def _sass(cubin: bytes, cuobjdump: str) -> str | None:
-    """The cubin's SASS (cuobjdump -sass), None when cuobjdump fails."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        proc = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True)
+        proc = subprocess.run([cuobjdump, "-res-usage", "-sass", f.name], capture_output=True, text=True)
     return proc.stdout if proc.returncode == 0 else None
+
+
+def _registers(dump: str) -> tuple[int | None, int | None]:
+    """(registers per thread, spill stores in bytes) from cuobjdump -res-usage's output."""
+    regs = re.search(r"REG:(\d+)", dump)
+    stack = re.search(r"STACK:(\d+)", dump)
+    return (int(regs.group(1)) if regs else None), (int(stack.group(1)) if stack else None)
 
 
 def _global_loads(sass: str) -> str:
@@ -475,10 +471,10 @@ def compile_all(launches: list[Launch], capability: int) -> list[dict]:
             row["error"] = f"{type(exc).__name__}: {' | '.join(msg[-6:])}"
         else:
             row["shared"] = compiled.metadata.shared
-            row["regs"], row["stack"] = _registers(compiled.asm["cubin"], cuobjdump)
+            dump = _cuobjdump(compiled.asm["cubin"], cuobjdump) or ""
+            row["regs"], row["stack"] = _registers(dump)
             row["mma"] = _mma(compiled.asm["ttgir"])
-            sass = _sass(compiled.asm["cubin"], cuobjdump)
-            row["loads"] = "?" if sass is None else _global_loads(sass)  # "?": cuobjdump failed
+            row["loads"] = _global_loads(dump) if dump else "?"  # "?": cuobjdump failed
             if row["shared"] > SHARED_LIMIT:
                 problems.append(f"shared memory {row['shared']} B > {SHARED_LIMIT}")
             if problems:
