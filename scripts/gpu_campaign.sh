@@ -12,7 +12,8 @@
 #   bench    bench/gpu_summary.py (every precision mode, per-op floors, kernels per step, the kernel
 #            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the probes of CAMPAIGN_PROBES
 #            (bench/probe_spectral_stages.py at S = 128 and 32, bench/probe_spectral_accuracy.py,
-#            bench/probe_ffn.py) -> RESULTS_DIR/probes/
+#            bench/probe_ffn.py) -> RESULTS_DIR/probes/; the variants that beat the default step in every cell they
+#            were timed in (bench/adopt_variants.py -> RESULTS_DIR/bench/adopted.md) are kept in CAMPAIGN_WORK for the runs
 #   runs     for each sweep of CAMPAIGN_SWEEPS, in order: a copy of its committed tree (results/<NAME>: the
 #            runs earlier sessions finished) in CAMPAIGN_WORK, or the sweep an earlier call on this machine
 #            left there (its finished runs are not trained again, a run it stopped resumes from its
@@ -20,7 +21,8 @@
 #            finish), `export` of the finished runs to RESULTS_DIR/sweeps/<NAME>, `report`. With
 #            --fast-kernels, unless a test of the tests phase failed in this call: then the reference
 #            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on), also in
-#            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK)
+#            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK). With the
+#            kernel switches the latest bench on this machine adopted (unless CAMPAIGN_ADOPT=0, or one is set already)
 # After every phase RESULTS_DIR (no checkpoints, rollouts or data) is packed into
 # $CAMPAIGN_EXPORT/campaign.tgz, with campaign.log beside it.
 #
@@ -52,6 +54,10 @@
 #   CAMPAIGN_RUN_FLAGS  the flags of the sweeps' runs (default --fast-kernels --cuda-graph; dry run --device cpu)
 #   CAMPAIGN_EXPORT     a folder that receives campaign.tgz and campaign.log (e.g. the device tool's $OUT)
 #   CAMPAIGN_RESERVE_S  seconds kept for export and packing at the end (default 30)
+#   CAMPAIGN_ADOPT      1 (default): the runs take the switches of the variants the bench found faster everywhere
+#                       (each run records them: machine.json's software.kernel_switches); 0: the code's defaults
+#   CAMPAIGN_ADOPT_MODES  the precision modes a variant must win in to be adopted (comma-separated; default every
+#                       mode the bench timed; e.g. fp32 when this machine's runs all train in fp32)
 #   CAMPAIGN_DRY_RUN=1  on a machine without a GPU: the smoke preset, bench --dry-run, one small test file
 #                       (tests this script; CI runs it)
 #   PYTHON              interpreter (default python3)
@@ -80,7 +86,7 @@ ffn_gemm:AMG_FAST_FFN_METHOD=gemm spectral_mixtorch:AMG_FAST_SPECTRAL_MIX=torch 
 spectral_four:AMG_FAST_SPECTRAL_MIX=four spectral_wview:AMG_FAST_SPECTRAL_WEIGHT_PLANES=0 \
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
 gate_cublas:AMG_FAST_GATE_WGRAD=cublas gate_x3dot:AMG_FAST_GATE_X3=dot ffn_fused:AMG_FAST_FFN_METHOD=fused}
-DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results}
+DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
 PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}
 read -r -a BENCH_ARGS <<< "${CAMPAIGN_BENCH_ARGS:-}"
 
@@ -90,6 +96,7 @@ done
 for word in $PROBES; do
     [[ " stages accuracy ffn " == *" $word "* ]] || { echo "CAMPAIGN_PROBES: unknown probe '$word' (allowed: stages, accuracy, ffn)" >&2; exit 2; }
 done
+[[ $ADOPT == 0 || $ADOPT == 1 ]] || { echo "CAMPAIGN_ADOPT: '$ADOPT' is not 0 or 1" >&2; exit 2; }
 for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
     [[ $n =~ ^[0-9]+$ ]] || { echo "CAMPAIGN_*_S / CAMPAIGN_T_*: '$n' is not a whole number of seconds" >&2; exit 2; }
 done
@@ -156,6 +163,10 @@ phase_bench() {
     # part that hangs, e.g. a kernel compiling for the first time, 30 s past it
     timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${variants[@]}" \
         "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" || rc=1
+    if [[ -f $RESULTS/bench/summary.json ]]; then  # the switches this machine's runs take (kept in WORK)
+        "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --env-out "$ADOPTED" \
+            --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} || rc=1
+    fi
     pack
     [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
     mkdir -p "$RESULTS/probes"
@@ -200,8 +211,24 @@ run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]
     return $rc
 }
 
+adopt_switches() {  # export the switches the latest bench on this machine adopted, for this call's runs
+    local line key taken=()
+    [[ $ADOPT == 1 && -s $ADOPTED ]] || return 0
+    [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || { echo "(the reference kernels: no switch adopted)"; return 0; }
+    while IFS= read -r line; do
+        [[ $line =~ ^(AMG_FAST_[A-Z0-9_]+)=([A-Za-z0-9_.-]+)$ ]] || { echo "$ADOPTED: '$line' skipped"; continue; }
+        key=${BASH_REMATCH[1]}
+        if [[ -n ${!key:-} ]]; then echo "$key=${!key} set already: kept (the bench's choice: $line)"; continue; fi
+        export "$line"; taken+=("$line")
+    done < "$ADOPTED"
+    (( ${#taken[@]} )) || return 0
+    ADOPTED_NOTE="the runs adopt the kernel switches the bench found faster in every cell it timed: ${taken[*]} (bench/adopted.md)"
+    echo "gpu_campaign: $ADOPTED_NOTE"
+}
+
 phase_runs() {
     local word rc=0 name exp preset seeds settings
+    adopt_switches
     for word in $SWEEPS; do
         IFS=: read -r name exp preset seeds settings <<< "$word"
         [[ -n $name && -n $exp && -n $preset && -n $seeds ]] || { echo "CAMPAIGN_SWEEPS: '$word' is not NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]"; rc=1; continue; }
@@ -216,6 +243,7 @@ phase_runs() {
 
 declare -A STATUS=()
 FALLBACK="" KERNELS_FAILED=$WORK/cuda_tests_failed.txt  # kept in WORK: a later call without the tests phase reads it
+ADOPTED=$WORK/adopted_switches.env ADOPTED_NOTE=""  # KEY=VALUE lines: the latest bench's winners on this machine
 reference_kernels() {  # reference_kernels WHY: the runs of this call drop --fast-kernels
     [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || return 0
     RUN_FLAGS=("${RUN_FLAGS[@]/--fast-kernels}"); read -r -a RUN_FLAGS <<< "${RUN_FLAGS[*]}"
@@ -247,7 +275,8 @@ for phase in install tests bench runs; do
 done
 { echo "| phase | result |"; echo "|---|---|"
   for phase in install tests bench runs; do echo "| $phase | ${STATUS[$phase]} |"; done
-  [[ -n $FALLBACK ]] && printf '\n%s\n' "$FALLBACK"; } > "$RESULTS/phases.md"
+  [[ -n $FALLBACK ]] && printf '\n%s\n' "$FALLBACK"
+  [[ -n $ADOPTED_NOTE ]] && printf '\n%s\n' "$ADOPTED_NOTE"; } > "$RESULTS/phases.md"
 cat "$RESULTS/phases.md"
 echo "gpu_campaign: done in $(( $(date +%s) - START )) s of ${BUDGET}"
 pack

@@ -88,6 +88,34 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert fourth.returncode == 0 and "reference kernels" not in fourth.stdout, fourth.stdout[-3000:]
 
 
+def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
+    """A bench's winners (bench/adopt_variants.py's KEY=VALUE lines in CAMPAIGN_WORK) are exported to the runs
+    of this and later calls on the machine -- with --fast-kernels only, never over a switch set already, and
+    not with CAMPAIGN_ADOPT=0. A stand-in python records reproduce.py run's environment instead of training."""
+    work, dump = tmp_path / "work", tmp_path / "run_env.txt"
+    work.mkdir()
+    (work / "adopted_switches.env").write_text("AMG_FAST_FFN_METHOD=gemm\nAMG_FAST_SPECTRAL_MIX=torch\n")
+    python = tmp_path / "python"
+    python.write_text(f"""#!/usr/bin/env bash
+if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit 3; fi
+exec {sys.executable} "$@"
+""")
+    python.chmod(0o755)
+    same_machine = {"CAMPAIGN_WORK": str(work), "PYTHON": str(python), "CAMPAIGN_BUDGET_S": "120",
+                    "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu", "AMG_FAST_SPECTRAL_MIX": "four"}
+    result = campaign(tmp_path, "adopt", **same_machine)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert dump.read_text().split() == ["AMG_FAST_FFN_METHOD=gemm", "AMG_FAST_SPECTRAL_MIX=four"]
+    assert "AMG_FAST_SPECTRAL_MIX=four set already: kept (the bench's choice: AMG_FAST_SPECTRAL_MIX=torch)" in result.stdout
+    note = "the runs adopt the kernel switches the bench found faster in every cell it timed: AMG_FAST_FFN_METHOD=gemm"
+    assert note in (tmp_path / "adopt" / "results" / "phases.md").read_text()
+    off = campaign(tmp_path, "off", **same_machine, CAMPAIGN_ADOPT="0")
+    assert off.returncode == 0 and dump.read_text().split() == ["AMG_FAST_SPECTRAL_MIX=four"], off.stdout[-3000:]
+    reference = campaign(tmp_path, "ref", **dict(same_machine, CAMPAIGN_RUN_FLAGS="--device cpu"))
+    assert reference.returncode == 0 and dump.read_text().split() == ["AMG_FAST_SPECTRAL_MIX=four"]
+    assert "(the reference kernels: no switch adopted)" in reference.stdout
+
+
 def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     result = campaign(tmp_path, "short", CAMPAIGN_BUDGET_S="40")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -100,7 +128,8 @@ def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     ({"CAMPAIGN_PHASES": "runs,train"}, "CAMPAIGN_PHASES: unknown phase 'train'"),
     ({"CAMPAIGN_BUDGET_S": "ten"}, "'ten' is not a whole number of seconds"),
     ({"CAMPAIGN_PROBES": "stages speed"}, "CAMPAIGN_PROBES: unknown probe 'speed'"),
-], ids=["phase", "budget", "probe"])
+    ({"CAMPAIGN_ADOPT": "yes"}, "CAMPAIGN_ADOPT: 'yes' is not 0 or 1"),
+], ids=["phase", "budget", "probe", "adopt"])
 def test_bad_settings_are_refused_before_any_work(tmp_path, env, message):
     result = campaign(tmp_path, "bad", **env)
     assert result.returncode == 2 and message in result.stderr
