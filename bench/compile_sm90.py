@@ -108,17 +108,24 @@ def _t(*shape, dtype=torch.float32):
 def _spectral_fwd_bwd(x, K, variant, reduced, dim):
     """The spectral conv's forward and backward kernels on x (meta) along dim, K modes, in variant."""
     from amg_fast.kernels import spectral_conv as sc
-    from amg_fast.kernels._common import acc_dtype
 
     with sc.use_variant(variant, reduced=reduced) as transform:
         S, H = x.shape[dim], x.shape[-1]
         weight = _t(K, H, H, 2)
         bases = sc.spectral_bases(S, K, sc.work_dtype(x.dtype), META)
-        planes = sc.weight_planes(weight, acc_dtype(x))
+        planes = sc.weight_planes(weight, x.dtype)
         split = sc.row_split(x, dim)
         y, spec = sc.spectral_conv1d_fwd(x, planes, *bases, transform == "fft", dim, split)
         sc.spectral_conv1d_bwd(torch.empty_like(y), spec, planes, *bases, x.dtype, weight.dtype,
                                transform == "fft", dim, split)
+
+
+def _with_x3(method: str, thunk):
+    """thunk() with kernels.spectral_conv.X3_METHOD = method (fp32 mode's mixing), restored after."""
+    from amg_fast.kernels import spectral_conv as sc
+
+    with mock.patch.object(sc, "X3_METHOD", method):
+        thunk()
 
 
 def spectral_cases(quick: bool):
@@ -135,6 +142,10 @@ def spectral_cases(quick: bool):
             x = _t(800, S, 128, dtype=MODES[mode])
             yield (f"spectral S{S} {variant} {mode}{' reduced' if reduced else ''}",
                    lambda x=x, S=S, v=variant, r=reduced: run(x, S // 2, v, r, 1), mode)
+    for S in sizes:  # fp32 mode's mixing by Triton's tf32x3 dot (AMG_FAST_SPECTRAL_X3=dot, not the default)
+        x = _t(800, S, 128)
+        yield (f"spectral S{S} dft-gauss fp32 x3dot",
+               lambda x=x, S=S: _with_x3("dot", lambda: run(x, S // 2, "dft-gauss", False, 1)), "fp32")
     if not quick:  # 2D fields [B, X, Y, H]: along X (rows B | Y) and Y (rows B*X), and X of a Y-major field
         field = _t(8, 64, 64, 128)
         yield "spectral 2D dim1", lambda: run(field, 32, "dft-gauss", False, 1), "fp32"
@@ -277,14 +288,17 @@ def s4d_tile_cases(quick: bool):
 def spectral_tile_cases(quick: bool):
     """The spectral conv's kernels (x [800, 128, 128], K = 64, "dft-gauss" with reduced-precision dots) under each
     tiling that bench/kernel_sweep.py --only configs times (SPECTRAL_QUICK with --quick, else SPECTRAL_SPACE),
-    as LAUNCH_POLICY["cuda"][kernel]'s entry of the mode ("x3" in fp32 mode, "tf32" under TF32)."""
+    as LAUNCH_POLICY["cuda"][kernel]'s entry of the mode (in fp32 mode "x3", "x3split" for the mixing on split W
+    planes; "tf32" under TF32)."""
     from amg_fast.kernels import spectral_conv as k
 
+    sweep = _sweep_module()
+
     def run(kernel, mode, config):
-        with _policy_entry(k.LAUNCH_POLICY["cuda"][kernel], "x3" if mode == "fp32" else "tf32", config):
+        entry = sweep.spectral_fp32_entry(kernel) if mode == "fp32" else "tf32"
+        with _policy_entry(k.LAUNCH_POLICY["cuda"][kernel], entry, config):
             _spectral_fwd_bwd(_t(800, 128, 128), 64, "dft-gauss", True, 1)
 
-    sweep = _sweep_module()
     for kernel, space in (sweep.SPECTRAL_QUICK if quick else sweep.SPECTRAL_SPACE).items():
         yield from _tiling_cases(f"spectral-tiles {kernel}", space, lambda m, c, n=kernel: run(n, m, c))
 

@@ -78,7 +78,8 @@ def sweep_spectral_transform(sizes, rows=800, width=128):
 
 
 # The spectral conv's three kernels (kernels.spectral_conv.LAUNCH_POLICY[device][kernel][mode]: "x3" in fp32 mode,
-# tf32x3 dots; "tf32" under TF32, where the policy's "default" serves until a sweep's winner is put there), each
+# tf32x3 dots, "x3split" for the mixing on split W planes; "tf32" under TF32, where the policy's "default" serves
+# until a sweep's winner is put there), each
 # kernel's space timed with the others at their policy's tiles. bf16 takes "default" too (not swept: bf16
 # activations). The mixing's BLOCK_O = 64 reads each X tile twice, the second time from L2 (the grid runs a row
 # tile's output tiles next to each other).
@@ -89,9 +90,17 @@ SPECTRAL_SPACE = {
 }
 SPECTRAL_QUICK = {  # --quick: 20 configurations a mode
     "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[32], BLOCK_N=[64, 128], num_warps=[4]),
-    "mix": dict(BLOCK_R=[32, 64], BLOCK_I=[16, 32], BLOCK_O=[64, 128], num_warps=[8]),
+    "mix": dict(BLOCK_R=[64, 128], BLOCK_I=[16, 32], BLOCK_O=[64, 128], num_warps=[8]),
     "dweight": dict(BLOCK_R=[16, 32], BLOCK_I=[64], BLOCK_O=[64, 128], SPLIT_R=[1], num_warps=[4, 8]),
 }
+
+
+def spectral_fp32_entry(kernel: str) -> str:
+    """The LAUNCH_POLICY entry a spectral kernel takes in fp32 mode: "x3split" for the mixing on W's split planes
+    (AMG_FAST_SPECTRAL_X3=split, the default), else "x3"."""
+    from amg_fast.kernels import spectral_conv as kernels
+
+    return "x3split" if kernel == "mix" and kernels._x3_method() == "split" else "x3"
 
 
 def sweep_spectral_configs(sizes, rows=800, width=128, spaces=None, device="cuda", timer=None):
@@ -116,8 +125,9 @@ def sweep_spectral_configs(sizes, rows=800, width=128, spaces=None, device="cuda
     policy = kernels.LAUNCH_POLICY[torch.device(device).type]
     results = []
     for kernel, space in (spaces or SPECTRAL_SPACE).items():
-        timed = sweep_policy_entries(policy[kernel], {"fp32": ("x3", False), "tf32": ("tf32", True)}, space, sizes,
-                                     make_run, f"spectral-{kernel}", timer, fallback="default")
+        fp32_entry = spectral_fp32_entry(kernel)
+        timed = sweep_policy_entries(policy[kernel], {"fp32": (fp32_entry, False), "tf32": ("tf32", True)}, space,
+                                     sizes, make_run, f"spectral-{kernel}", timer, fallback="default")
         results += [dict(row, kernel=kernel) for row in timed]
     return results
 

@@ -73,7 +73,7 @@ def kernel_stages(k, x, w, exact, transform: str) -> dict[str, float]:
     fft = transform == "fft"
     work = k.work_dtype(x.dtype)
     A, G = k.spectral_bases(S, K, work, x.device)
-    planes = k.weight_planes(w, torch.float32)
+    planes = k.weight_planes(w, x.dtype)
     bf16 = k._bf16_operands(x.dtype)
     spec = k._spectrum(x[:, :, None, :], A, fft)
     got = {"analysis": emu.rel(as_pairs(spec)[:, :2 * K], exact["spectrum"])}

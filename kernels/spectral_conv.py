@@ -27,7 +27,9 @@ k2 = a (d - c), k3 = b (c + d); re = k1 - k3, im = k1 + k2), 25% fewer MMAs for 
 cancellation error (docs/kernels.md: 1.0-1.4x the four-product error, emulated per mode). W is read
 as real and imaginary planes [2, K, H_in, H_out] (weight_planes: with WEIGHT_PLANES one copy per
 forward, made by the autograd Function and kept for the backward, so each W tile is a unit-stride
-load; else a view of weight); the sums feeding the Gauss products are formed in fp32.
+load; else a view of weight); the sums feeding the Gauss products are formed in fp32. In fp32 mode
+(X3_METHOD "split") weight_planes instead writes, in one launch, the TF32 hi and lo planes of the values
+the products read (c, d - c, c + d; four: c, d), and the kernel splits only the activation tiles.
 
 Backward. With dY = G^T dy = a_k (A dy), the chain rule gives dx = G ((A dy) W^H) and
 dW[k] = a_k X[k]^H (A dy)[k]: the same analysis and synthesis (or rfft / irfft) as the forward, the
@@ -35,8 +37,9 @@ mixing kernel with conj(W)^T, and a dweight kernel (a reduction over rows, optio
 SPLIT_R partial sums added by torch; deterministic).
 
 Precision per mode (see work_dtype, _dots): fp64 -> fp64 dots; fp32 -> tf32x3 (three TF32 MMAs,
-fp32-accurate; in the transforms against the cached bases' TF32 planes, only the activation tile split in
-registers: _tf32.split_dot, 128 registers against Triton's tf32x3 dot's 207 on sm_90), plain TF32 when
+fp32-accurate; in the transforms against the cached bases' TF32 planes and in the mixing against W's split
+planes, only the activation tile split in registers: _tf32.split_dot, 128 registers against Triton's tf32x3
+dot's 207 on sm_90 in the transform, 174-177 against 213-220 in the mixing), plain TF32 when
 TF32 is allowed; bf16 inputs -> bf16 intermediates and bf16 MMA operands (fp32 accumulation). Without REDUCED_PRECISION_DOTS (on by default): fp32 intermediates and
 tf32x3 in every case. Accumulation is always fp32 (fp64 for fp64).
 
@@ -94,6 +97,17 @@ DFT_GEMM = _env_choice("AMG_FAST_SPECTRAL_DFT_GEMM", DFT_GEMMS) or "triton"
 # copy, one launch fewer). AMG_FAST_SPECTRAL_WEIGHT_PLANES = 1 | 0, read at import.
 WEIGHT_PLANES = _env_choice("AMG_FAST_SPECTRAL_WEIGHT_PLANES", ("0", "1")) != "0"
 
+# fp32 mode's (tf32x3) mixing: "split" -- W's planes split once per forward into TF32 hi / lo planes in memory
+# (weight_planes, one launch as the plain copy: c, d - c, c + d for the Gauss product, c, d for "four"), which
+# stream into shared memory like any operand, and only the activation tiles split in registers
+# (_tf32.split_dot), as the transforms, the gate and the feed-forward's row GEMMs do; or "dot": Triton's tf32x3
+# dot, which splits both operands in registers every step (and forms the Gauss sums of W there). Untimed: see
+# LAUNCH_POLICY. AMG_FAST_SPECTRAL_X3, read at import.
+X3_METHODS = ("split", "dot")
+X3_METHOD = _env_choice("AMG_FAST_SPECTRAL_X3", X3_METHODS) or "split"
+
+WEIGHT_SPLIT_BLOCK = 1024  # weight elements per program of _mix_weight_planes_kernel
+
 # Named combinations of the switches above: (transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES). What the probes
 # time and check and the tests cover (use_variant).
 VARIANTS = {
@@ -112,6 +126,7 @@ VARIANTS = {
 }
 
 # Launch tiles per device type, kernel and dot mode (_tile_mode: "x3" = fp32 inputs at tf32x3 dots, fp32 mode;
+# "x3split" = the mixing in fp32 mode on W's split planes (X3_METHOD "split"; "x3" is then its "dot" path);
 # "tf32" = plain TF32; "bf16" = bf16 operands; "fp64"), a mode without an entry taking "default"; block sizes
 # are capped by the problem size (min 16 for tl.dot); bench/kernel_sweep.py --only configs times each mode's
 # alternatives on a GPU. "default" (TF32, bf16): the mixing's BLOCK_O = 128 covers the paper's H_out in one
@@ -121,13 +136,21 @@ VARIANTS = {
 # ran mma.sync) and 16-row, 8-warp dweight tiles spill nothing (210-228 / 172-188 registers); the dweight's 8
 # warps also end the fft path's 16 B under TF32 and bf16 (4 warps). Untimed: the sweep decides. The mixing's
 # grid runs a row tile's output-channel tiles next to each other, so the X tile a second one reads again is in
-# L2. CPU (Triton's interpreter: a cost per program and loop step) the large tiles; the tests run the GPU's too.
+# L2. "x3split" (2026-11-29, compiled for sm_90 by triton 3.6 at S = 128, 800 rows, H = 128; untimed): six W tiles
+# a step (hi and lo of three planes) stream into shared memory, and the activation tiles split in registers; of
+# 32 tilings (rows 64 / 128, 16 / 32 input channels a step, 64 / 128 output channels, 4 / 8 warps, 2 / 3 stages)
+# the 4-warp ones and 128 x 128 spill (8 B to 2.2 KB a thread), 64 x 32 x 128 at 3 stages needs 324 KB of shared
+# memory; 128 rows x 16 x 64 at 8 warps and 3 stages takes 173-177 registers and 104 KB (two programs an SM),
+# reads W half as often as 64-row tiles (176 MB of L2 reads at K = 64 against 327 MB for 64 x 16 x 128, whose
+# one output tile reads X once: 230-237 registers, 164 KB). CPU (Triton's interpreter: a cost per program and
+# loop step) the large tiles; the tests run the GPU's too.
 _TRANSFORM_TILES = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
 _MIX_TILES = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8)
 _DWEIGHT_TILES = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, SPLIT_R=1, num_warps=4)
 LAUNCH_POLICY = {
     "cuda": {"transform": {"default": dict(_TRANSFORM_TILES)},
-             "mix": {"default": dict(_MIX_TILES), "x3": dict(_MIX_TILES, BLOCK_O=64)},
+             "mix": {"default": dict(_MIX_TILES), "x3": dict(_MIX_TILES, BLOCK_O=64),
+                     "x3split": dict(BLOCK_R=128, BLOCK_I=16, BLOCK_O=64, num_warps=8, num_stages=3)},
              "dweight": {"default": dict(_DWEIGHT_TILES, num_warps=8),
                          "x3": dict(_DWEIGHT_TILES, BLOCK_R=16, num_warps=8)}},
     "cpu": {"transform": {"default": dict(_TRANSFORM_TILES)}, "mix": {"default": dict(_MIX_TILES)},
@@ -139,7 +162,7 @@ def _tile_mode(dots: str, operands: torch.dtype) -> str:
     """LAUNCH_POLICY's mode of a kernel whose dots run at input_precision dots on operands of this dtype."""
     if operands in (torch.bfloat16, torch.float16):
         return "bf16"
-    return {"tf32x3": "x3", "ieee": "fp64"}.get(dots, "tf32")
+    return {"tf32x3": "x3", "split": "x3split", "ieee": "fp64"}.get(dots, "tf32")
 
 
 def _tiles(kernel: str, device: torch.device, dots: str, operands: torch.dtype, **sizes: int) -> dict:
@@ -229,6 +252,77 @@ def _complex_result(acc1, acc2, acc3, GAUSS: tl.constexpr):
 
 
 @triton.jit
+def _weight_plane(w_tile, mask, j, s_wp, lo_offset):
+    """(hi, lo) tiles of split plane j: at w_tile + j * s_wp and lo_offset elements further (weight_planes)."""
+    hi = tl.load(w_tile + j * s_wp, mask=mask, other=0.0)
+    return hi, tl.load(w_tile + j * s_wp + lo_offset, mask=mask, other=0.0)
+
+
+@triton.jit
+def _split_complex_dot(a, b, w_tile, mask, s_wp, lo_offset, acc1, acc2, acc3, GAUSS: tl.constexpr,
+                       CONJ: tl.constexpr):
+    """_complex_dot's accumulation at fp32 accuracy against W's split planes (fp32 mode, X3_METHOD "split"):
+    each product three TF32 MMAs (_tf32.split_dot: the activation tile split in registers, W's hi and lo planes
+    read from memory). GAUSS: planes c, d - c, c + d; conj(W) (CONJ: d -> -d) turns d - c into -(c + d) and
+    c + d into -(d - c), so acc2 += (-a)(c + d), acc3 += (-b)(d - c). Four: planes c, d; acc1 += a c - b d,
+    acc2 += a d + b c (CONJ: + b d, - a d). Signs go on the activation tiles (registers), never on W's."""
+    if GAUSS:
+        c, c_lo = _weight_plane(w_tile, mask, 0, s_wp, lo_offset)
+        acc1 = split_dot(a + b, c, c_lo, acc1, True, "tf32")
+        if CONJ:
+            w2, w2_lo = _weight_plane(w_tile, mask, 2, s_wp, lo_offset)
+            acc2 = split_dot(-a, w2, w2_lo, acc2, True, "tf32")
+            w3, w3_lo = _weight_plane(w_tile, mask, 1, s_wp, lo_offset)
+            acc3 = split_dot(-b, w3, w3_lo, acc3, True, "tf32")
+        else:
+            w2, w2_lo = _weight_plane(w_tile, mask, 1, s_wp, lo_offset)
+            acc2 = split_dot(a, w2, w2_lo, acc2, True, "tf32")
+            w3, w3_lo = _weight_plane(w_tile, mask, 2, s_wp, lo_offset)
+            acc3 = split_dot(b, w3, w3_lo, acc3, True, "tf32")
+    else:
+        c, c_lo = _weight_plane(w_tile, mask, 0, s_wp, lo_offset)
+        d, d_lo = _weight_plane(w_tile, mask, 1, s_wp, lo_offset)
+        if CONJ:
+            acc1 = split_dot(b, d, d_lo, split_dot(a, c, c_lo, acc1, True, "tf32"), True, "tf32")
+            acc2 = split_dot(b, c, c_lo, split_dot(-a, d, d_lo, acc2, True, "tf32"), True, "tf32")
+        else:
+            acc1 = split_dot(-b, d, d_lo, split_dot(a, c, c_lo, acc1, True, "tf32"), True, "tf32")
+            acc2 = split_dot(b, c, c_lo, split_dot(a, d, d_lo, acc2, True, "tf32"), True, "tf32")
+    return acc1, acc2, acc3
+
+
+@triton.jit
+def _mix_weight_planes_kernel(w_ptr, out_ptr, n, H_IN, H_OUT, s_k, s_i, s_o, s_p, GAUSS: tl.constexpr,
+                              BLOCK: tl.constexpr):
+    """W's split planes (fp32 mode's mixing) from weight [K, H_in, H_out, 2] (c + i d, by strides): out [2 P, K,
+    H_in, H_out] fp32, flat, n = K H_in H_out elements a plane: the hi planes (rounded to TF32) of P = 3 values
+    c, d - c, c + d (GAUSS; the sums in fp32, as the "dot" path forms them) or P = 2 values c, d, then their lo
+    planes (value - hi, exact), in the same order."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    k = offs // (H_IN * H_OUT)
+    i = (offs // H_OUT) % H_IN
+    src = w_ptr + k * s_k + i * s_i + (offs % H_OUT) * s_o
+    c = tl.load(src, mask=mask, other=0.0).to(tl.float32)
+    d = tl.load(src + s_p, mask=mask, other=0.0).to(tl.float32)
+    if GAUSS:
+        _store_split_plane(out_ptr, offs, mask, n, 0, 3, c)
+        _store_split_plane(out_ptr, offs, mask, n, 1, 3, d - c)
+        _store_split_plane(out_ptr, offs, mask, n, 2, 3, c + d)
+    else:
+        _store_split_plane(out_ptr, offs, mask, n, 0, 2, c)
+        _store_split_plane(out_ptr, offs, mask, n, 1, 2, d)
+
+
+@triton.jit
+def _store_split_plane(out_ptr, offs, mask, n, j, NP: tl.constexpr, v):
+    """Value plane j of NP: hi = round_tf32(v) at plane j, lo = v - hi at plane NP + j (planes of n elements)."""
+    hi = _round_tf32(v)
+    tl.store(out_ptr + j * n + offs, hi, mask=mask)
+    tl.store(out_ptr + (NP + j) * n + offs, v - hi, mask=mask)
+
+
+@triton.jit
 def _spectral_conv1d_transform_kernel(
     basis_ptr, inp_ptr, out_ptr,
     M, J, N, INNER,
@@ -280,11 +374,13 @@ def _spectral_conv1d_mix_kernel(
     CONJ: tl.constexpr, GAUSS: tl.constexpr, PAIRED_IN: tl.constexpr, PAIRED_OUT: tl.constexpr,
     BF16_OPERANDS: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_O: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    ROUND_OUT: tl.constexpr,
+    ROUND_OUT: tl.constexpr, SPLIT: tl.constexpr, W_LO: tl.constexpr,
 ):
     """out[r, k, o] = sum_i inp[r, k, i] w[k, i, o] (complex; conj(w) with CONJ) for modes k < K, 0 for
     K <= k < the grid's mode count; the imaginary parts of modes 0 and NYQ (S/2, or -1) are set to 0.
-    ROUND_OUT: out rounded to TF32 (_round_tf32: the synthesis's plain-TF32 dots read it next).
+    ROUND_OUT: out rounded to TF32 (_round_tf32: the synthesis's plain-TF32 dots read it next). SPLIT (fp32
+    mode, X3_METHOD "split"): w holds W's split planes (weight_planes; the lo planes W_LO planes after the hi
+    ones) and each product is three TF32 MMAs (_split_complex_dot).
 
     inp [P, K, Q, C_IN] / out [P, modes, Q, C_OUT] complex, addressed by (outer, mode, inner, channel,
     part) strides (PAIRED_*: view_as_real layout); w: real, imaginary planes [2, K, C_IN, C_OUT] by
@@ -313,12 +409,17 @@ def _spectral_conv1d_mix_kernel(
             a, b = _load_complex(inp_ptr, in_rows, ii, row_mask[:, None] & (ii[None, :] < C_IN), s_ic, s_ip,
                                  PAIRED_IN)
             w_mask = (ii[:, None] < C_IN) & (offs_o[None, :] < C_OUT)
-            c = tl.load(w_base + ii[:, None] * s_wi, mask=w_mask, other=0.0)
-            d = tl.load(w_base + ii[:, None] * s_wi + s_wp, mask=w_mask, other=0.0)
-            if CONJ:
-                d = -d
-            acc1, acc2, acc3 = _complex_dot(a.to(c.dtype), b.to(c.dtype), c, d, acc1, acc2, acc3, GAUSS, BF16_OPERANDS,
-                                            DOT_PRECISION)
+            w_tile = w_base + ii[:, None] * s_wi
+            if SPLIT:
+                acc1, acc2, acc3 = _split_complex_dot(a.to(tl.float32), b.to(tl.float32), w_tile, w_mask, s_wp,
+                                                      W_LO * s_wp, acc1, acc2, acc3, GAUSS, CONJ)
+            else:
+                c = tl.load(w_tile, mask=w_mask, other=0.0)
+                d = tl.load(w_tile + s_wp, mask=w_mask, other=0.0)
+                if CONJ:
+                    d = -d
+                acc1, acc2, acc3 = _complex_dot(a.to(c.dtype), b.to(c.dtype), c, d, acc1, acc2, acc3, GAUSS,
+                                                BF16_OPERANDS, DOT_PRECISION)
     re, im = _complex_result(acc1, acc2, acc3, GAUSS)
     im = tl.where((k == 0) | (k == NYQ), 0.0, im)  # a real signal's spectrum (irfft input)
     if ROUND_OUT:
@@ -538,12 +639,36 @@ def dft_spectrum_parts(spec: torch.Tensor) -> torch.Tensor:
     return spec.view(P, M // 2, 2, Q, C).permute(0, 1, 3, 4, 2)
 
 
-def weight_planes(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """weight [K, H_in, H_out, 2] -> [2, K, H_in, H_out] (real, imaginary planes) in dtype: with WEIGHT_PLANES
-    a contiguous copy (the mixing kernel's W tiles unit-stride; W is S/2 x H^2 x 2 values), else a view of
-    weight (a copy only to change its dtype); always a view with MIX_METHOD "torch" (weight_blocks copies it
-    anyway)."""
-    planes = weight.permute(3, 0, 1, 2).to(dtype)
+def _x3_method() -> str:
+    return _choice("AMG_FAST_SPECTRAL_X3 (kernels.spectral_conv.X3_METHOD)", X3_METHOD, X3_METHODS)
+
+
+def split_mixing(x_dtype: torch.dtype) -> bool:
+    """Whether the mixing of x_dtype inputs reads W as split TF32 planes: fp32 mode (fp32 intermediates at
+    tf32x3 dots: fp32 x with TF32 off, or bf16 x without REDUCED_PRECISION_DOTS), this file's mixing kernel
+    (MIX_METHOD gauss / four) and X3_METHOD "split"."""
+    dtype = acc_dtype(x_dtype)
+    return (dtype == torch.float32 and not _bf16_operands(x_dtype) and _dots(dtype) == "tf32x3"
+            and _mix_method() != "torch" and _x3_method() == "split")
+
+
+def weight_planes(weight: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
+    """What the mixing reads of weight [K, H_in, H_out, 2] for inputs of x_dtype: [2, K, H_in, H_out] (real,
+    imaginary planes) in x_dtype's accumulation dtype -- with WEIGHT_PLANES a contiguous copy (the mixing
+    kernel's W tiles unit-stride; W is S/2 x H^2 x 2 values), else a view of weight (a copy only to change its
+    dtype); always a view with MIX_METHOD "torch" (weight_blocks copies it anyway) -- or, when split_mixing,
+    the split planes [2 P, K, H_in, H_out] fp32 (one launch: _mix_weight_planes_kernel; the Gauss product's
+    P = 3 values c, d - c, c + d, the four products' P = 2 values c, d: hi planes, then lo planes)."""
+    if split_mixing(x_dtype):
+        K, h_in, h_out, _ = weight.shape
+        n = K * h_in * h_out
+        gauss = _mix_is_gauss()
+        planes = new_output((2 * (3 if gauss else 2), K, h_in, h_out), dtype=torch.float32, device=weight.device)
+        if n:
+            wrap_triton(_mix_weight_planes_kernel)[(cdiv(n, WEIGHT_SPLIT_BLOCK),)](
+                weight, planes, n, h_in, h_out, *weight.stride(), GAUSS=gauss, BLOCK=WEIGHT_SPLIT_BLOCK)
+        return planes
+    planes = weight.permute(3, 0, 1, 2).to(acc_dtype(x_dtype))
     return planes.contiguous() if WEIGHT_PLANES and _mix_method() != "torch" else planes
 
 
@@ -582,6 +707,9 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     (real views of complex values, any strides), planes [2, K, H_in, H_out]. round_out: out rounded to
     TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel only)."""
     if _mix_method() == "torch":
+        if planes.shape[0] != 2:
+            raise ValueError(f"the cuBLAS mixing takes W's real and imaginary planes [2, K, H_in, H_out], got "
+                             f"{tuple(planes.shape)}: split planes, made by weight_planes for the mixing kernel")
         return _mix_torch(spec, planes, out, K, S, adjoint)
     P, _, Q, C_in, _ = spec.shape
     C_out = out.shape[3]
@@ -590,16 +718,18 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
         s_wi, s_wo = s_wo, s_wi
     in_strides, paired_in = _complex_strides(spec)
     out_strides, paired_out = _complex_strides(out)
-    dots = _operand_precision(planes.dtype, bf16_operands)
-    cfg = _tiles("mix", spec.device, dots, torch.bfloat16 if bf16_operands else planes.dtype, R=P * Q, I=C_in,
-                 O=C_out)
+    split = planes.shape[0] > 2  # weight_planes' split planes (fp32 mode): hi planes, then as many lo planes
+    dots = "tf32" if split else _operand_precision(planes.dtype, bf16_operands)
+    cfg = _tiles("mix", spec.device, "split" if split else dots, torch.bfloat16 if bf16_operands else planes.dtype,
+                 R=P * Q, I=C_in, O=C_out)
     grid = (out.shape[1] * cdiv(P * Q, cfg["BLOCK_R"]) * cdiv(C_out, cfg["BLOCK_O"]),)
     wrap_triton(_spectral_conv1d_mix_kernel)[grid](
         spec, planes, out, P * Q, Q, K, C_in, C_out, S // 2 if S % 2 == 0 else -1,
         *in_strides, s_wp, s_wk, s_wi, s_wo, *out_strides,
         CONJ=adjoint, GAUSS=_mix_is_gauss(), PAIRED_IN=paired_in, PAIRED_OUT=paired_out,
         BF16_OPERANDS=bf16_operands, DOT_PRECISION=dots,
-        ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, **cfg,
+        ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, SPLIT=split,
+        W_LO=planes.shape[0] // 2 if split else 0, **cfg,
     )
 
 

@@ -77,12 +77,14 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # on cuBLAS alone (DFT GEMMs and the mixing as torch.bmm: the H100's reference einsum took 0.12-0.21 ms where
 # the mixing kernel took 0.46); the feed-forward as Triton row GEMMs (fp32 mode on tensor cores by 3xTF32
 # against split weights: cuBLAS's fp32 GEMMs, on the CUDA cores, were 43% of the H200's fp32 step); the
-# mixing alone on cuBLAS, the old tf32x3 path (is its new default faster?), the four-product mixing, W read
+# mixing alone on cuBLAS, fp32 mode's mixing by Triton's tf32x3 dot (before W's split planes: fp32 cells only
+# differ), the old tf32x3 path (is its new default faster?), the four-product mixing, W read
 # in place; the S4D lag loop, the separate readout, cuBLAS gate weight gradients, the gate's fp32 dots by
 # Triton's tf32x3 (not on split weights); the fused feed-forward last
 # (timed in fp32 and TF32 on 2026-11-27: 2.7-3.8x slower; bf16 not yet)
 VARIANTS=${CAMPAIGN_VARIANTS:-spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch,AMG_FAST_SPECTRAL_MIX=torch \
-ffn_gemm:AMG_FAST_FFN_METHOD=gemm spectral_mixtorch:AMG_FAST_SPECTRAL_MIX=torch spectral_tf32x3:AMG_FAST_SPECTRAL_REDUCED_DOTS=0 \
+ffn_gemm:AMG_FAST_FFN_METHOD=gemm spectral_mixtorch:AMG_FAST_SPECTRAL_MIX=torch spectral_x3dot:AMG_FAST_SPECTRAL_X3=dot \
+spectral_tf32x3:AMG_FAST_SPECTRAL_REDUCED_DOTS=0 \
 spectral_four:AMG_FAST_SPECTRAL_MIX=four spectral_wview:AMG_FAST_SPECTRAL_WEIGHT_PLANES=0 \
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
 gate_cublas:AMG_FAST_GATE_WGRAD=cublas gate_x3dot:AMG_FAST_GATE_X3=dot ffn_fused:AMG_FAST_FFN_METHOD=fused}

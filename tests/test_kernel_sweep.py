@@ -192,7 +192,8 @@ def test_gate_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, a
 
 def test_spectral_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsys, allow_tf32, monkeypatch):
     """The spectral conv's tile sweep: each configuration is the swept kernel's policy entry while it is timed
-    (its launches take it; the other kernels keep the policy's), in fp32 mode (tf32x3 dots: "x3") and under
+    (its launches take it; the other kernels keep the policy's), in fp32 mode (tf32x3 dots: "x3"; the mixing on
+    W's split planes, three TF32 dots a product: "x3split") and under
     TF32 ("tf32", where the policy's own is "default"), on our Triton kernels with reduced-precision dots
     whatever the switches say (AMG_FAST_SPECTRAL_MIX=torch would launch no mixing kernel,
     _REDUCED_DOTS=0 tf32x3 dots under TF32); the policy, the switches and TF32 come back."""
@@ -207,14 +208,15 @@ def test_spectral_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsy
         launches.clear()
         run()
         seen.append((torch.backends.cuda.matmul.allow_tf32,  # (kernel: "mix" of _spectral_conv1d_mix_kernel, ...)
-                     sorted({(name.split("_")[-2], kw["DOT_PRECISION"], kw["num_warps"]) for name, _, kw in launches})))
+                     sorted({(name.split("_")[-2], kw["DOT_PRECISION"], kw["num_warps"]) for name, _, kw in launches
+                             if name != "_mix_weight_planes_kernel"})))  # fp32 mode's split W planes: no dots
         return float(len(seen))
 
     def tiles(warps):
         return dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, num_warps=warps)
 
     policy = {"transform": {"default": dict(BLOCK_M=16, BLOCK_J=16, BLOCK_N=16, num_warps=4)},
-              "mix": {"default": tiles(8), "x3": tiles(4)},
+              "mix": {"default": tiles(8), "x3": tiles(2), "x3split": tiles(4)},
               "dweight": {"default": dict(tiles(8), SPLIT_R=1), "x3": dict(tiles(2), SPLIT_R=1)}}
     spaces = {"mix": dict(BLOCK_R=[16], BLOCK_I=[16], BLOCK_O=[16], num_warps=[1]),
               "dweight": dict(BLOCK_R=[16], BLOCK_I=[16], BLOCK_O=[16], SPLIT_R=[1, 2], num_warps=[1])}
@@ -226,12 +228,13 @@ def test_spectral_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsy
     assert [(r["kernel"], r["mode"], r["config"].get("SPLIT_R")) for r in rows] == [
         ("mix", "fp32", None), ("mix", "tf32", None),
         ("dweight", "fp32", 1), ("dweight", "fp32", 2), ("dweight", "tf32", 1), ("dweight", "tf32", 2)]
-    # mix: its config (1 warp), then the policy's own ("x3": 4 warps; under TF32 "default": 8), the transform's
-    # and the dweight's kept; fp32 mode at tf32x3 dots, TF32 at plain tf32
+    # mix: its config (1 warp), then the policy's own ("x3split": 4 warps; under TF32 "default": 8), the
+    # transform's and the dweight's kept; fp32 mode at tf32x3 dots (the split mixing: plain TF32 dots, three a
+    # product), TF32 at plain tf32
     x3 = "tf32x3"
     assert seen[:4] == [
-        (False, [("dweight", x3, 2), ("mix", x3, 1), ("transform", x3, 4)]),
-        (False, [("dweight", x3, 2), ("mix", x3, 4), ("transform", x3, 4)]),
+        (False, [("dweight", x3, 2), ("mix", "tf32", 1), ("transform", x3, 4)]),
+        (False, [("dweight", x3, 2), ("mix", "tf32", 4), ("transform", x3, 4)]),
         (True, [("dweight", "tf32", 8), ("mix", "tf32", 1), ("transform", "tf32", 4)]),
         (True, [("dweight", "tf32", 8), ("mix", "tf32", 8), ("transform", "tf32", 4)])]
     assert [sorted(w for name, _, w in used if name == "dweight") for _, used in seen[4:]] == [

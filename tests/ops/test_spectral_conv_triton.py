@@ -91,10 +91,10 @@ def test_several_tiles_and_row_splits(name, variant, monkeypatch, kdev, gen, poi
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("name", ["dft-gauss", "fft-gauss"])
 def test_gpu_tiles(name, dtype, variant, allow_tf32, monkeypatch, kdev, gen, poisoned):
-    """The GPU's launch policy (the CPU's tiles are larger): in fp32 mode (tf32x3 dots, the "x3" entries) the
-    mixing's 64 output columns a program (H_out = 96: two output tiles a row tile, next to each other in the
-    grid, the second masked) and the dweight's 16 rows a step (70 rows: a masked last step); fp64 takes the
-    "default" entries (one output tile, 32-row steps). Against the explicit DFT matrix."""
+    """The GPU's launch policy (the CPU's tiles are larger): in fp32 mode the mixing on W's split planes ("x3split":
+    128 rows, 64 output columns a program: H_out = 96 makes two output tiles a row tile, next to each other in
+    the grid, the second masked) and the dweight's 16 rows a step ("x3": 70 rows, a masked last step); fp64
+    takes the "default" entries (64 rows, one output tile, 32-row steps). Against the explicit DFT matrix."""
     transform = variant(name)
     allow_tf32(False)
     launches = []
@@ -103,28 +103,33 @@ def test_gpu_tiles(name, dtype, variant, allow_tf32, monkeypatch, kdev, gen, poi
     x, w = _inputs((7, 10), 40, 20, 48, 96, dtype, kdev, gen)
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w, gen,
            RTOL[dtype] if dtype == torch.float32 else 1e-12, oracle=dft_matrix_spectral_conv)
-    out_tiles, dweight_rows = (2, 16) if dtype == torch.float32 else (1, 32)
-    mixes = [(grid, kw["BLOCK_O"]) for kernel, grid, kw in launches if kernel == "_spectral_conv1d_mix_kernel"]
+    out_tiles, row_tiles, dweight_rows = (2, 1, 16) if dtype == torch.float32 else (1, 2, 32)
+    mixes = [(grid, kw["BLOCK_O"], kw["SPLIT"]) for kernel, grid, kw in launches
+             if kernel == "_spectral_conv1d_mix_kernel"]
     modes = 20 if transform == "dft" else 21  # the fft path's mixing also zero-fills mode S/2 of irfft's input
-    # forward (96 output channels), then the backward's (48: one tile of 64 either way); 2 row tiles of 64
-    assert mixes == [((modes * 2 * out_tiles,), 128 // out_tiles), ((modes * 2,), 64)]
+    # forward (96 output channels), then the backward's (48: one tile of 64 either way)
+    split = dtype == torch.float32
+    assert mixes == [((modes * row_tiles * out_tiles,), 128 // out_tiles, split), ((modes * row_tiles,), 64, split)]
     assert {kw["BLOCK_R"] for kernel, _, kw in launches if kernel == "_spectral_conv1d_dweight_kernel"} == {
         dweight_rows}
 
 
 def test_launch_policy_modes(monkeypatch):
-    """Which LAUNCH_POLICY entry each dot mode takes: tf32x3 -> "x3", plain TF32 and bf16 operands ->
-    "default" unless the policy has their own, fp64 -> "default"; every BLOCK capped by the size."""
+    """Which LAUNCH_POLICY entry each dot mode takes: tf32x3 -> "x3", the split planes' products ("split") ->
+    "x3split", plain TF32 and bf16 operands -> "default" unless the policy has their own, fp64 -> "default";
+    every BLOCK capped by the size."""
     policy = {"mix": {"default": dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8),
                       "x3": dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=64, num_warps=8),
+                      "x3split": dict(BLOCK_R=128, BLOCK_I=16, BLOCK_O=64, num_warps=8),
                       "bf16": dict(BLOCK_R=128, BLOCK_I=64, BLOCK_O=128, num_warps=4)}}
     monkeypatch.setitem(kernels.LAUNCH_POLICY, "cuda", policy)
     cuda = torch.device("cuda")
     tiles = {mode: kernels._tiles("mix", cuda, dots, dtype, R=1000, I=128, O=128)
-             for mode, dots, dtype in (("x3", "tf32x3", torch.float32), ("tf32", "tf32", torch.float32),
-                                       ("bf16", "tf32", torch.bfloat16), ("fp64", "ieee", torch.float64))}
-    assert tiles == {"x3": policy["mix"]["x3"], "tf32": policy["mix"]["default"], "bf16": policy["mix"]["bf16"],
-                     "fp64": policy["mix"]["default"]}
+             for mode, dots, dtype in (("x3", "tf32x3", torch.float32), ("x3split", "split", torch.float32),
+                                       ("tf32", "tf32", torch.float32), ("bf16", "tf32", torch.bfloat16),
+                                       ("fp64", "ieee", torch.float64))}
+    assert tiles == {"x3": policy["mix"]["x3"], "x3split": policy["mix"]["x3split"], "tf32": policy["mix"]["default"],
+                     "bf16": policy["mix"]["bf16"], "fp64": policy["mix"]["default"]}
     assert kernels._tiles("mix", cuda, "tf32x3", torch.float32, R=20, I=8, O=40) == dict(
         BLOCK_R=32, BLOCK_I=16, BLOCK_O=64, num_warps=8)
 
@@ -348,6 +353,8 @@ def test_unknown_transform_is_refused(kdev):
                             r"\('gauss', 'four', 'torch'\), got 'three'"),
     ("DFT_GEMM", "cublas", r"AMG_FAST_SPECTRAL_DFT_GEMM \(kernels.spectral_conv.DFT_GEMM\) must be one of "
                            r"\('triton', 'torch'\), got 'cublas'"),
+    ("X3_METHOD", "both", r"AMG_FAST_SPECTRAL_X3 \(kernels.spectral_conv.X3_METHOD\) must be one of "
+                          r"\('split', 'dot'\), got 'both'"),
 ])
 def test_bad_switch_values_are_refused(attr, value, match, monkeypatch, kdev):
     monkeypatch.setattr(kernels, attr, value)
@@ -484,6 +491,63 @@ def test_fp32_mode_bases_are_tf32_planes(allow_tf32, tf32_mma, monkeypatch, kdev
     assert [b.dim() for b in kernels.spectral_bases(48, 20, torch.float32, cpu)] == [3, 3]
     monkeypatch.setattr(kernels, "DFT_GEMM", "torch")
     assert [b.dim() for b in kernels.spectral_bases(48, 20, torch.float32, cpu)] == [2, 2]
+
+
+@pytest.mark.parametrize("mix", ["gauss", "four"])
+def test_split_weight_planes(mix, allow_tf32, monkeypatch, kdev, gen):
+    """In fp32 mode weight_planes gives the mixing W's split planes in one launch: [2 P, K, H_in, H_out], the hi
+    planes of (c, d - c, c + d) (Gauss) or (c, d) (four), rounded to TF32, then their lo planes, hi + lo equal to
+    each value as fp32 forms it (exactly), from a weight read through its strides; the plain planes [2, K, H_in,
+    H_out] in the other cases (TF32 allowed, fp64, bf16 operands, the "dot" path, cuBLAS's mixing)."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", mix)
+    allow_tf32(False)
+    w = torch.randn(5, 6, 3, 2, generator=gen).to(kdev).transpose(1, 2)  # [K, H_in = 3, H_out = 6, 2], strided
+    launches = []
+    record_launches(kernels, launches, monkeypatch)
+    planes = kernels.weight_planes(w, torch.float32)
+    assert [name for name, _, _ in launches] == ["_mix_weight_planes_kernel"]
+    c, d = w[..., 0], w[..., 1]
+    values = [c, d - c, c + d] if mix == "gauss" else [c, d]
+    n = len(values)
+    assert planes.shape == (2 * n, 5, 3, 6) and planes.dtype == torch.float32 and planes.is_contiguous()
+    assert not _tf32_low_bits(planes[:n]).any()
+    assert torch.equal(planes[:n] + planes[n:], torch.stack(values))
+    assert kernels.split_mixing(torch.float32)
+    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)  # bf16 inputs then take the fp32 path
+    assert kernels.split_mixing(torch.bfloat16)
+    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", True)
+    for setting, x_dtype in ((lambda: allow_tf32(True), torch.float32), (lambda: None, torch.float64),
+                             (lambda: None, torch.bfloat16),  # bf16 operands
+                             (lambda: monkeypatch.setattr(kernels, "X3_METHOD", "dot"), torch.float32),
+                             (lambda: monkeypatch.setattr(kernels, "MIX_METHOD", "torch"), torch.float32)):
+        allow_tf32(False)
+        setting()
+        assert not kernels.split_mixing(x_dtype)
+        assert kernels.weight_planes(w, x_dtype).shape == (2, 5, 3, 6)
+    spec, out = torch.zeros(2, 5, 1, 3, 2, device=kdev), torch.zeros(2, 5, 1, 6, 2, device=kdev)
+    with pytest.raises(ValueError, match=r"the cuBLAS mixing takes W's real and imaginary planes \[2, K, H_in, "
+                                         r"H_out\], got \(%d, 5, 3, 6\): split planes" % (2 * n)):
+        kernels._mix(spec, planes, out, 5, 10, False, False)  # MIX_METHOD "torch" (the last setting above)
+
+
+@pytest.mark.parametrize("mix", ["gauss", "four"])
+@pytest.mark.parametrize("x3", ["split", "dot"])
+def test_fp32_mode_mixing_is_fp32_accurate(mix, x3, allow_tf32, tf32_mma, monkeypatch, kdev, gen, poisoned):
+    """fp32 mode's mixing on W's split planes (and on Triton's tf32x3 dot, X3_METHOD "dot"), forward and adjoint
+    (the backward's conj(W)^T: the split planes swapped and negated), Gauss and four products: y, dx and dweight
+    within 2e-5 of fp64 while the MMAs truncate their operands to TF32 (tf32_mma; a GPU does so itself) -- a lo
+    plane left out, or a sign of the adjoint's planes wrong, is 1e-4 to O(1) off. H_in 24 != H_out 40 (masked
+    tiles), the GPU tiles (128 rows, 16 input channels a step, 64 output channels) on 3 row tiles."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", mix)
+    monkeypatch.setattr(kernels, "X3_METHOD", x3)
+    monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, kernels.LAUNCH_POLICY["cuda"])
+    allow_tf32(False)
+    launches = []
+    record_launches(kernels, launches, monkeypatch)
+    x, w = _inputs((9, 30), 40, 20, 24, 40, torch.float32, kdev, gen)
+    _check(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w, gen, 2e-5, oracle=dft_matrix_spectral_conv)
+    splits = [kw["SPLIT"] for kernel, _, kw in launches if kernel == "_spectral_conv1d_mix_kernel"]
+    assert splits == [x3 == "split"] * 2  # forward and backward
 
 
 @pytest.mark.exact_dots
@@ -645,6 +709,7 @@ def test_weight_planes_copy_only_for_the_kernels(monkeypatch):
     w = torch.randn(5, 4, 6, 2)
     monkeypatch.setattr(kernels, "WEIGHT_PLANES", True)
     monkeypatch.setattr(kernels, "MIX_METHOD", "gauss")
+    monkeypatch.setattr(kernels, "X3_METHOD", "dot")  # fp32 mode's split planes: test_split_weight_planes
     assert kernels.weight_planes(w, torch.float32).is_contiguous()
     monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
     planes = kernels.weight_planes(w, torch.float32)
