@@ -15,11 +15,14 @@ them the default's time over the variant's is at least 1 + --min-gain (a margin 
 processes timing one step). The winners are taken by their geometric-mean speedup, best first, each
 unless an earlier one switches the same op (SWITCH_OPS: spectral_cublas and spectral_mixtorch both act on
 the spectral conv, so only the faster of them is taken): the switches adopted together act on different
-ops, each measured as a whole on its own. Only AMG_FAST_* switches with plain values are adopted.
+ops, each measured as a whole on its own. Only AMG_FAST_* switches with plain values are adopted, never one
+of NEVER_ADOPTED (a switch that changes the precision a mode computes at, not only its speed), and nothing
+from a dry run's summary (CPU times).
 
---env-out FILE: KEY=VALUE lines of the adopted switches (empty: none won), written atomically -- unless
-no variant was timed in any cell, when the file is left as it was (a bench without variants says nothing
-about them). --markdown-out FILE: the verdict per variant, also printed.
+--env-out FILE: one line per adopted variant, "NAME KEY=VALUE [KEY=VALUE ...]" (empty: none won), written
+atomically -- unless no variant was timed in any cell, when the file is left as it was (a bench without
+variants says nothing about them); scripts/gpu_campaign.sh exports a variant's switches together or, when
+one of them is set already, none of them. --markdown-out FILE: the verdict per variant, also printed.
 Exit status 0 (adopting nothing included), 2 for a missing or unreadable summary.
 """
 from __future__ import annotations
@@ -42,6 +45,9 @@ DEFAULT_MIN_CELLS = 2
 # The op a switch acts on, by its name's prefix (docs/kernels.md); any other switch is an op of its own.
 SWITCH_OPS = {"AMG_FAST_SPECTRAL_": "spectral_conv", "AMG_FAST_FFN_": "feed_forward", "AMG_FAST_S4D_": "s4d",
               "AMG_FAST_GATE_": "gate", "AMG_FAST_MEMORY_": "gate"}
+# Switches whose value changes what a precision mode computes (its dots' precision, its intermediates' dtype):
+# a variant setting one is timed, never adopted for runs, whose precision must be the mode's own.
+NEVER_ADOPTED = {"AMG_FAST_SPECTRAL_REDUCED_DOTS": "it changes the precision a mode computes at, not only its speed"}
 SWITCH = re.compile(r"AMG_FAST_[A-Z0-9_]+")
 VALUE = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -74,6 +80,11 @@ def verdict(summary: dict, name: str, min_gain: float, min_cells: int, modes=Non
     failed = [c["what"] for c in entry.get("checks", []) if not c.get("ok")]
     if bad:
         return False, f"sets {', '.join(bad)}: only AMG_FAST_* switches with plain values are adopted", cells
+    never = [f"{k} ({NEVER_ADOPTED[k]})" for k in entry["env"] if k in NEVER_ADOPTED]
+    if never:
+        return False, f"never adopted: {'; '.join(never)}", cells
+    if summary.get("dry_run"):
+        return False, "a dry run's summary (CPU times): nothing is adopted from it", cells
     if entry.get("exit_code") is None and not cells:
         return False, "not run (the bench's budget ended before it)", cells
     if entry.get("exit_code") != 0 or entry.get("errors"):
@@ -112,6 +123,11 @@ def adopt(summary: dict, min_gain: float = DEFAULT_MIN_GAIN, min_cells: int = DE
         switches.update({k: str(v) for k, v in row["env"].items()})
         taken_ops.update({op: row["name"] for op in ops})
     return switches, rows
+
+
+def env_lines(rows: list[dict]) -> str:
+    """--env-out's text: "NAME KEY=VALUE ..." for each adopted variant of rows."""
+    return "".join(f"{r['name']} {' '.join(f'{k}={v}' for k, v in r['env'].items())}\n" for r in rows if r["adopted"])
 
 
 def render_markdown(rows: list[dict], switches: dict, min_gain: float, modes=None) -> str:
@@ -165,8 +181,8 @@ def main(argv=None) -> int:
     if args.markdown_out:
         atomic_write_text(args.markdown_out, text)
     if args.env_out:
-        if any(r["cells"] for r in rows):
-            atomic_write_text(args.env_out, "".join(f"{k}={v}\n" for k, v in switches.items()))
+        if any(r["cells"] for r in rows) or summary.get("dry_run"):
+            atomic_write_text(args.env_out, env_lines(rows))
         else:
             print(f"no variant was timed: {args.env_out} left as it was")
     return 0

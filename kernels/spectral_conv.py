@@ -107,6 +107,7 @@ X3_METHODS = ("split", "dot")
 X3_METHOD = _env_choice("AMG_FAST_SPECTRAL_X3", X3_METHODS) or "split"
 
 WEIGHT_SPLIT_BLOCK = 1024  # weight elements per program of _mix_weight_planes_kernel
+SPLIT_PLANES_LIMIT = 2 ** 31  # split planes hold fewer elements than this (int32 offsets), else the plain planes
 
 # Named combinations of the switches above: (transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES). What the probes
 # time and check and the tests cover (use_variant).
@@ -648,8 +649,8 @@ def split_mixing(x_dtype: torch.dtype) -> bool:
     tf32x3 dots: fp32 x with TF32 off, or bf16 x without REDUCED_PRECISION_DOTS), this file's mixing kernel
     (MIX_METHOD gauss / four) and X3_METHOD "split"."""
     dtype = acc_dtype(x_dtype)
-    return (dtype == torch.float32 and not _bf16_operands(x_dtype) and _dots(dtype) == "tf32x3"
-            and _mix_method() != "torch" and _x3_method() == "split")
+    return (_x3_method() == "split" and _mix_method() != "torch" and dtype == torch.float32
+            and not _bf16_operands(x_dtype) and _dots(dtype) == "tf32x3")
 
 
 def weight_planes(weight: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
@@ -658,12 +659,14 @@ def weight_planes(weight: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
     kernel's W tiles unit-stride; W is S/2 x H^2 x 2 values), else a view of weight (a copy only to change its
     dtype); always a view with MIX_METHOD "torch" (weight_blocks copies it anyway) -- or, when split_mixing,
     the split planes [2 P, K, H_in, H_out] fp32 (one launch: _mix_weight_planes_kernel; the Gauss product's
-    P = 3 values c, d - c, c + d, the four products' P = 2 values c, d: hi planes, then lo planes)."""
-    if split_mixing(x_dtype):
-        K, h_in, h_out, _ = weight.shape
-        n = K * h_in * h_out
-        gauss = _mix_is_gauss()
-        planes = new_output((2 * (3 if gauss else 2), K, h_in, h_out), dtype=torch.float32, device=weight.device)
+    P = 3 values c, d - c, c + d, the four products' P = 2 values c, d: hi planes, then lo planes), unless
+    those would hold SPLIT_PLANES_LIMIT elements or more (the kernels' plane offsets are int32): then the
+    plain planes."""
+    K, h_in, h_out, _ = weight.shape
+    n, gauss = K * h_in * h_out, _mix_is_gauss()
+    n_planes = 2 * (3 if gauss else 2)
+    if split_mixing(x_dtype) and n_planes * n < SPLIT_PLANES_LIMIT:
+        planes = new_output((n_planes, K, h_in, h_out), dtype=torch.float32, device=weight.device)
         if n:
             wrap_triton(_mix_weight_planes_kernel)[(cdiv(n, WEIGHT_SPLIT_BLOCK),)](
                 weight, planes, n, h_in, h_out, *weight.stride(), GAUSS=gauss, BLOCK=WEIGHT_SPLIT_BLOCK)
@@ -704,8 +707,10 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
          bf16_operands: bool, round_out: bool = False) -> None:
     """out[p, k, q, :] = spec[p, k, q, :] @ W[k] (adjoint: @ W[k]^H) for k < K, zeros for the other modes of
     out, imaginary parts of modes 0 and S/2 zeroed. spec [P, >=K, Q, C_in, 2], out [P, modes, Q, C_out, 2]
-    (real views of complex values, any strides), planes [2, K, H_in, H_out]. round_out: out rounded to
-    TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel only)."""
+    (real views of complex values, any strides), planes = weight_planes(...): [2, K, H_in, H_out], or fp32
+    mode's split planes [2 P, K, H_in, H_out] for the current MIX_METHOD (P = 3 Gauss, 2 four). round_out: out
+    rounded to TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel
+    only)."""
     if _mix_method() == "torch":
         if planes.shape[0] != 2:
             raise ValueError(f"the cuBLAS mixing takes W's real and imaginary planes [2, K, H_in, H_out], got "
@@ -719,6 +724,9 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     in_strides, paired_in = _complex_strides(spec)
     out_strides, paired_out = _complex_strides(out)
     split = planes.shape[0] > 2  # weight_planes' split planes (fp32 mode): hi planes, then as many lo planes
+    if split and planes.shape[0] != 2 * (3 if _mix_is_gauss() else 2):
+        raise ValueError(f"planes {tuple(planes.shape)} are split planes of another mixing than MIX_METHOD "
+                         f"{_mix_method()!r} (6 for gauss, 4 for four): made before the switch changed")
     dots = "tf32" if split else _operand_precision(planes.dtype, bf16_operands)
     cfg = _tiles("mix", spec.device, "split" if split else dots, torch.bfloat16 if bf16_operands else planes.dtype,
                  R=P * Q, I=C_in, O=C_out)
@@ -887,7 +895,7 @@ def _bf16_operands(x_dtype: torch.dtype) -> bool:
 def spectral_conv1d_fwd(x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor, synthesis: torch.Tensor,
                         fft: bool, dim: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
     """x [..., S, ..., H_in] (S at dim >= 0, any strides; rows grouped by split = row_split(x, dim)),
-    planes = weight_planes(weight, acc dtype) [2, K, H_in, H_out], bases from spectral_bases(S, K, work
+    planes = weight_planes(weight, x.dtype) (W as the mixing reads it), bases from spectral_bases(S, K, work
     dtype) -> (y like x with H_out channels in x.dtype, the spectrum of x [P, modes, Q, H_in, 2] kept for
     the backward)."""
     S, h_out = x.shape[dim], planes.shape[3]

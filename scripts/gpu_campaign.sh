@@ -57,7 +57,8 @@
 #   CAMPAIGN_ADOPT      1 (default): the runs take the switches of the variants the bench found faster everywhere
 #                       (each run records them: machine.json's software.kernel_switches); 0: the code's defaults
 #   CAMPAIGN_ADOPT_MODES  the precision modes a variant must win in to be adopted (comma-separated; default every
-#                       mode the bench timed; e.g. fp32 when this machine's runs all train in fp32)
+#                       mode the bench timed; fp32 only when every run of this machine trains in fp32: the adopted
+#                       switches act on every run)
 #   CAMPAIGN_DRY_RUN=1  on a machine without a GPU: the smoke preset, bench --dry-run, one small test file
 #                       (tests this script; CI runs it)
 #   PYTHON              interpreter (default python3)
@@ -78,8 +79,8 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # the mixing kernel took 0.46); the feed-forward as Triton row GEMMs (fp32 mode on tensor cores by 3xTF32
 # against split weights: cuBLAS's fp32 GEMMs, on the CUDA cores, were 43% of the H200's fp32 step); the
 # mixing alone on cuBLAS, fp32 mode's mixing by Triton's tf32x3 dot (before W's split planes: fp32 cells only
-# differ), the old tf32x3 path (is its new default faster?), the four-product mixing, W read
-# in place; the S4D lag loop, the separate readout, cuBLAS gate weight gradients, the gate's fp32 dots by
+# differ), the old tf32x3 path (is its new default faster? TF32 / bf16 cells only differ), the four-product
+# mixing, W read in place (TF32 / bf16 cells only differ: fp32 mode always writes its split planes); the S4D lag loop, the separate readout, cuBLAS gate weight gradients, the gate's fp32 dots by
 # Triton's tf32x3 (not on split weights); the fused feed-forward last
 # (timed in fp32 and TF32 on 2026-11-27: 2.7-3.8x slower; bf16 not yet)
 VARIANTS=${CAMPAIGN_VARIANTS:-spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch,AMG_FAST_SPECTRAL_MIX=torch \
@@ -99,6 +100,8 @@ for word in $PROBES; do
     [[ " stages accuracy ffn " == *" $word "* ]] || { echo "CAMPAIGN_PROBES: unknown probe '$word' (allowed: stages, accuracy, ffn)" >&2; exit 2; }
 done
 [[ $ADOPT == 0 || $ADOPT == 1 ]] || { echo "CAMPAIGN_ADOPT: '$ADOPT' is not 0 or 1" >&2; exit 2; }
+[[ -z $ADOPT_MODES || $ADOPT_MODES =~ ^(fp32|tf32|bf16)(,(fp32|tf32|bf16))*$ ]] \
+    || { echo "CAMPAIGN_ADOPT_MODES: '$ADOPT_MODES' is not a comma-separated list of fp32, tf32, bf16" >&2; exit 2; }
 for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
     [[ $n =~ ^[0-9]+$ ]] || { echo "CAMPAIGN_*_S / CAMPAIGN_T_*: '$n' is not a whole number of seconds" >&2; exit 2; }
 done
@@ -167,7 +170,8 @@ phase_bench() {
         "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" || rc=1
     if [[ -f $RESULTS/bench/summary.json ]]; then  # the switches this machine's runs take (kept in WORK)
         "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --env-out "$ADOPTED" \
-            --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} || rc=1
+            --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} \
+            || { rc=1; rm -f "$ADOPTED"; }  # no verdict: no earlier call's either
     fi
     pack
     [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
@@ -214,14 +218,18 @@ run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]
 }
 
 adopt_switches() {  # export the switches the latest bench on this machine adopted, for this call's runs
-    local line key taken=()
+    local words pair key why taken=()
     [[ $ADOPT == 1 && -s $ADOPTED ]] || return 0
     [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || { echo "(the reference kernels: no switch adopted)"; return 0; }
-    while IFS= read -r line; do
-        [[ $line =~ ^(AMG_FAST_[A-Z0-9_]+)=([A-Za-z0-9_.-]+)$ ]] || { echo "$ADOPTED: '$line' skipped"; continue; }
-        key=${BASH_REMATCH[1]}
-        if [[ -n ${!key:-} ]]; then echo "$key=${!key} set already: kept (the bench's choice: $line)"; continue; fi
-        export "$line"; taken+=("$line")
+    while read -r -a words; do  # one variant a line: NAME KEY=VALUE [KEY=VALUE ...], taken whole or not at all
+        (( ${#words[@]} > 1 )) && why="" || why="no switches"
+        for pair in "${words[@]:1}"; do
+            [[ $pair =~ ^(AMG_FAST_[A-Z0-9_]+)=[A-Za-z0-9_.-]+$ ]] || { why="'$pair' is not a switch"; break; }
+            key=${BASH_REMATCH[1]}
+            [[ -z ${!key:-} ]] || { why="$key=${!key} is set already"; break; }
+        done
+        if [[ -n $why ]]; then echo "variant ${words[0]:-?} not adopted: $why"; continue; fi
+        for pair in "${words[@]:1}"; do export "$pair"; taken+=("$pair"); done
     done < "$ADOPTED"
     (( ${#taken[@]} )) || return 0
     ADOPTED_NOTE="the runs adopt the kernel switches the bench found faster in every cell it timed: ${taken[*]} (bench/adopted.md)"
@@ -245,7 +253,7 @@ phase_runs() {
 
 declare -A STATUS=()
 FALLBACK="" KERNELS_FAILED=$WORK/cuda_tests_failed.txt  # kept in WORK: a later call without the tests phase reads it
-ADOPTED=$WORK/adopted_switches.env ADOPTED_NOTE=""  # KEY=VALUE lines: the latest bench's winners on this machine
+ADOPTED=$WORK/adopted_switches.env ADOPTED_NOTE=""  # "NAME KEY=VALUE ..." lines: the latest bench's winners here
 reference_kernels() {  # reference_kernels WHY: the runs of this call drop --fast-kernels
     [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || return 0
     RUN_FLAGS=("${RUN_FLAGS[@]/--fast-kernels}"); read -r -a RUN_FLAGS <<< "${RUN_FLAGS[*]}"

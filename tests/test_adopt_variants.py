@@ -68,6 +68,7 @@ def test_winners_on_different_ops_combine_and_on_one_op_the_fastest_is_taken():
     ("cells", "timed in 1 cells beside the default, fewer than 2"),
     ("not_run", "not run (the bench's budget ended before it)"),
     ("env", "only AMG_FAST_* switches with plain values are adopted"),
+    ("precision", "never adopted: AMG_FAST_SPECTRAL_REDUCED_DOTS (it changes the precision a mode computes at"),
 ])
 def test_a_variant_that_is_not_trustworthy_is_not_adopted_however_fast(case, reason):
     mod = adopt_variants()
@@ -80,8 +81,10 @@ def test_a_variant_that_is_not_trustworthy_is_not_adopted_however_fast(case, rea
         times = faster(2.0, skip=[("fp32", "128"), ("tf32", "32"), ("tf32", "128")])
     elif case == "not_run":
         times, code = faster(2.0, skip=[(m, s) for m in DEFAULT for s in DEFAULT[m]]), None
-    else:
+    elif case == "env":
         env = {"TRITON_ALWAYS_COMPILE": "1"}
+    else:  # tf32x3 and fp32 intermediates under TF32 / bf16: faster or not, the runs' precision would change
+        env = {"AMG_FAST_SPECTRAL_REDUCED_DOTS": "0"}
     switches, rows = mod.adopt(summary(DEFAULT, v=(env, times, ok, code)))
     assert switches == {} and not rows[0]["adopted"] and reason in rows[0]["why"], rows[0]["why"]
 
@@ -111,12 +114,18 @@ def test_files_written_and_left_alone(tmp_path):
     env_out, md_out = tmp_path / "adopted.env", tmp_path / "adopted.md"
     path.write_text(json.dumps(summary(DEFAULT, ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(1.5), True, 0))))
     assert mod.main([str(path), "--env-out", str(env_out), "--markdown-out", str(md_out)]) == 0
-    assert env_out.read_text() == "AMG_FAST_FFN_METHOD=gemm\n"
+    assert env_out.read_text() == "ffn_gemm AMG_FAST_FFN_METHOD=gemm\n"  # one line a variant: its switches together
     assert "Adopted: `AMG_FAST_FFN_METHOD=gemm`" in md_out.read_text()
     # a bench that timed no variant leaves the earlier verdict alone; one that timed them rewrites it
     path.write_text(json.dumps(summary(DEFAULT)))
-    assert mod.main([str(path), "--env-out", str(env_out)]) == 0 and env_out.read_text() == "AMG_FAST_FFN_METHOD=gemm\n"
+    assert mod.main([str(path), "--env-out", str(env_out)]) == 0
+    assert env_out.read_text() == "ffn_gemm AMG_FAST_FFN_METHOD=gemm\n"
     path.write_text(json.dumps(summary(DEFAULT, ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(0.9), True, 0))))
+    assert mod.main([str(path), "--env-out", str(env_out)]) == 0 and env_out.read_text() == ""
+    # a dry run's summary (CPU times) adopts nothing, and says so in the file it rewrites
+    env_out.write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\n")
+    path.write_text(json.dumps(dict(summary(DEFAULT, g=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(2), True, 0)),
+                                    dry_run=True)))
     assert mod.main([str(path), "--env-out", str(env_out)]) == 0 and env_out.read_text() == ""
 
 

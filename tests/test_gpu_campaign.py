@@ -3,6 +3,7 @@ through the exported tree, the budget that starts nothing it cannot finish, bad 
 (The bench phase's own dry run is tests/test_gpu_summary.py; the tests phase is a pytest call.)"""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,25 +89,38 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert fourth.returncode == 0 and "reference kernels" not in fourth.stdout, fourth.stdout[-3000:]
 
 
-def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
-    """A bench's winners (bench/adopt_variants.py's KEY=VALUE lines in CAMPAIGN_WORK) are exported to the runs
-    of this and later calls on the machine -- with --fast-kernels only, never over a switch set already, and
-    not with CAMPAIGN_ADOPT=0. A stand-in python records reproduce.py run's environment instead of training."""
-    work, dump = tmp_path / "work", tmp_path / "run_env.txt"
-    work.mkdir()
-    (work / "adopted_switches.env").write_text("AMG_FAST_FFN_METHOD=gemm\nAMG_FAST_SPECTRAL_MIX=torch\n")
+def stand_in_python(tmp_path: Path, dump: Path, summary: dict | None = None) -> Path:
+    """An interpreter for the campaign that records reproduce.py run's AMG_FAST_FFN_* / _SPECTRAL_* environment in
+    dump and exits 3 (runs left) instead of training, and with a summary writes it as gpu_summary.py's output
+    instead of benchmarking; everything else runs in this python."""
+    canned = tmp_path / "canned_summary.json"
+    if summary is not None:
+        canned.write_text(json.dumps(summary))
     python = tmp_path / "python"
     python.write_text(f"""#!/usr/bin/env bash
 if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit 3; fi
+if [[ $1 == bench/gpu_summary.py && $2 == --out && -f {canned} ]]; then mkdir -p "$3" && cp {canned} "$3/summary.json"; exit 0; fi
 exec {sys.executable} "$@"
 """)
     python.chmod(0o755)
-    same_machine = {"CAMPAIGN_WORK": str(work), "PYTHON": str(python), "CAMPAIGN_BUDGET_S": "120",
-                    "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu", "AMG_FAST_SPECTRAL_MIX": "four"}
+    return python
+
+
+def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
+    """A bench's winners (bench/adopt_variants.py's lines in CAMPAIGN_WORK, one variant a line) are exported to
+    the runs of this and later calls on the machine -- with --fast-kernels only, a variant whole or not at all
+    (not when one of its switches is set already), and not with CAMPAIGN_ADOPT=0."""
+    work, dump = tmp_path / "work", tmp_path / "run_env.txt"
+    work.mkdir()
+    (work / "adopted_switches.env").write_text(
+        "spectral_cublas AMG_FAST_SPECTRAL_DFT_GEMM=torch AMG_FAST_SPECTRAL_MIX=torch\nffn_gemm AMG_FAST_FFN_METHOD=gemm\n")
+    same_machine = {"CAMPAIGN_WORK": str(work), "PYTHON": str(stand_in_python(tmp_path, dump)),
+                    "CAMPAIGN_BUDGET_S": "120", "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu",
+                    "AMG_FAST_SPECTRAL_MIX": "four"}
     result = campaign(tmp_path, "adopt", **same_machine)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert dump.read_text().split() == ["AMG_FAST_FFN_METHOD=gemm", "AMG_FAST_SPECTRAL_MIX=four"]
-    assert "AMG_FAST_SPECTRAL_MIX=four set already: kept (the bench's choice: AMG_FAST_SPECTRAL_MIX=torch)" in result.stdout
+    assert "variant spectral_cublas not adopted: AMG_FAST_SPECTRAL_MIX=four is set already" in result.stdout
     note = "the runs adopt the kernel switches the bench found faster in every cell it timed: AMG_FAST_FFN_METHOD=gemm"
     assert note in (tmp_path / "adopt" / "results" / "phases.md").read_text()
     off = campaign(tmp_path, "off", **same_machine, CAMPAIGN_ADOPT="0")
@@ -114,6 +128,33 @@ exec {sys.executable} "$@"
     reference = campaign(tmp_path, "ref", **dict(same_machine, CAMPAIGN_RUN_FLAGS="--device cpu"))
     assert reference.returncode == 0 and dump.read_text().split() == ["AMG_FAST_SPECTRAL_MIX=four"]
     assert "(the reference kernels: no switch adopted)" in reference.stdout
+
+
+@pytest.mark.parametrize("modes", ["", "fp32"])
+def test_the_bench_phase_leaves_its_winners_for_the_runs(tmp_path, modes):
+    """The bench phase judges its summary (here a canned one: spectral_cublas faster in every cell, ffn_gemm in
+    the fp32 cells only) and the same call's runs train with the winners: every mode judged by default, the
+    fp32 cells alone with CAMPAIGN_ADOPT_MODES=fp32; bench/adopted.md says why."""
+    cells = {"32": 6.0, "128": 20.0}
+    default = {mode: {"triton_graph": dict(cells)} for mode in ("fp32", "tf32")}
+
+    def variant(env, fp32, tf32):
+        return {"env": env, "exit_code": 0, "errors": [], "checks": [{"what": "step", "ok": True}],
+                "train_step_ms": {"fp32": {s: ms / fp32 for s, ms in cells.items()},
+                                  "tf32": {s: ms / tf32 for s, ms in cells.items()}}}
+
+    summary = {"dry_run": False, "train_step_ms": default, "variants": {
+        "spectral_cublas": variant({"AMG_FAST_SPECTRAL_DFT_GEMM": "torch", "AMG_FAST_SPECTRAL_MIX": "torch"}, 1.2, 1.1),
+        "ffn_gemm": variant({"AMG_FAST_FFN_METHOD": "gemm"}, 1.5, 0.8)}}
+    dump = tmp_path / "run_env.txt"
+    result = campaign(tmp_path, "bench", CAMPAIGN_PHASES="bench,runs", CAMPAIGN_WORK=str(tmp_path / "work"),
+                      PYTHON=str(stand_in_python(tmp_path, dump, summary)), CAMPAIGN_BUDGET_S="200",
+                      CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu", CAMPAIGN_ADOPT_MODES=modes)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    adopted = ["AMG_FAST_SPECTRAL_DFT_GEMM=torch", "AMG_FAST_SPECTRAL_MIX=torch"]
+    assert dump.read_text().split() == (["AMG_FAST_FFN_METHOD=gemm"] if modes else []) + adopted
+    report = (tmp_path / "bench" / "results" / "bench" / "adopted.md").read_text()
+    assert ("not 1.03x the default everywhere (tf32 S=32: 0.800x" in report) == (not modes)
 
 
 def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):

@@ -26,7 +26,8 @@ from amg_fast.kernels import spectral_conv as _spectral
 def _spectral_conv1d_fwd_op(x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor,
                             synthesis: torch.Tensor, fft: bool, dim: int, split: int
                             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [..., S, ..., H_in] (S at dim >= 0, rows grouped by split), W's planes [2, K, H_in, H_out] ->
+    """x [..., S, ..., H_in] (S at dim >= 0, rows grouped by split), W's planes (weight_planes: [2, K, H_in,
+    H_out], fp32 mode's split planes [2 P, K, H_in, H_out]) ->
     (y like x with H_out channels, the spectrum of x [P, modes, Q, H_in, 2])."""
     return _spectral.spectral_conv1d_fwd(x, planes, analysis, synthesis, fft, dim, split)
 

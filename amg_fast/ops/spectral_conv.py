@@ -68,8 +68,8 @@ class SpectralConv1dFn(torch.autograd.Function):
 
     transform: "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing) | "auto"
     (kernels.limits.spectral_transform). The forward keeps the spectrum of x (as large as x at K = S/2)
-    and W's planes as the mixing reads them (real and imaginary; in fp32 mode their TF32 splits, 3x as
-    large) for the backward. The DFT bases are computed here (cached in eager
+    and W's planes as the mixing reads them (real and imaginary; in fp32 mode the TF32 splits of what its
+    products read, 2x (four) or 3x (Gauss) as large) for the backward. The DFT bases are computed here (cached in eager
     mode) and passed to the custom ops as tensors; the fft path reads only their dtype, so it gets (and
     saves) two empty tensors of the work dtype instead (at S = 4096 the fp32 bases' planes were 256 MB).
     """
@@ -85,7 +85,7 @@ class SpectralConv1dFn(torch.autograd.Function):
         bases = ((x.new_empty((0,), dtype=work),) * 2 if fft
                  else kernels.spectral_bases(S, weight.shape[0], work, x.device))
         split = kernels.row_split(x, dim)  # how the other axes form two strided row groups (no copy of x)
-        planes = kernels.weight_planes(weight, x.dtype)  # W as the mixing reads it: [2, K, H_in, H_out] planes
+        planes = kernels.weight_planes(weight, x.dtype)  # W as the mixing reads it ([2 or 2 P, K, H_in, H_out])
         y, spec_x = triton_ops().spectral_conv1d_fwd(x, planes, *bases, fft, dim, split)
         ctx.save_for_backward(spec_x, planes, *bases)
         ctx.meta = (x.dtype, weight.dtype, fft, dim, split)

@@ -528,6 +528,14 @@ def test_split_weight_planes(mix, allow_tf32, monkeypatch, kdev, gen):
     with pytest.raises(ValueError, match=r"the cuBLAS mixing takes W's real and imaginary planes \[2, K, H_in, "
                                          r"H_out\], got \(%d, 5, 3, 6\): split planes" % (2 * n)):
         kernels._mix(spec, planes, out, 5, 10, False, False)  # MIX_METHOD "torch" (the last setting above)
+    other = "four" if mix == "gauss" else "gauss"  # planes made for one product, read by the other's kernel
+    monkeypatch.setattr(kernels, "MIX_METHOD", other)
+    with pytest.raises(ValueError, match=r"planes \(%d, 5, 3, 6\) are split planes of another mixing than "
+                                         r"MIX_METHOD '%s'" % (2 * n, other)):
+        kernels._mix(spec, planes, out, 5, 10, False, False)
+    monkeypatch.setattr(kernels, "X3_METHOD", "split")
+    monkeypatch.setattr(kernels, "SPLIT_PLANES_LIMIT", 2 * (3 if other == "gauss" else 2) * 90)  # int32 offsets
+    assert kernels.weight_planes(w, torch.float32).shape == (2, 5, 3, 6)  # 90 elements a plane: the plain ones
 
 
 @pytest.mark.parametrize("mix", ["gauss", "four"])
