@@ -10,12 +10,14 @@ SUMMARY.json is bench/gpu_summary.py's: "train_step_ms"[mode]["triton_graph"][S]
 "variants"[name] the same step under a variant's switches (--variant NAME:ENV=VAL,...). A variant wins
 when its run finished (exit 0, no errors), every check of its step against the float64 reference passed,
 it was timed in at least --min-cells (mode, S) cells that the default was timed in too (of --modes, default
-every mode: set it to the modes the runs train in, e.g. fp32 for the paper preset's), and in each of
+every mode; fewer only when every run that takes the switches trains in those modes), and in each of
 them the default's time over the variant's is at least 1 + --min-gain (a margin over the noise of two
 processes timing one step). The winners are taken by their geometric-mean speedup, best first, each
 unless an earlier one switches the same op (SWITCH_OPS: spectral_cublas and spectral_mixtorch both act on
 the spectral conv, so only the faster of them is taken): the switches adopted together act on different
-ops, each measured as a whole on its own. Only AMG_FAST_* switches with plain values are adopted, never one
+ops, each measured as a whole on its own. A variant that changes nothing in some mode (spectral_x3dot and
+gate_x3dot outside fp32, spectral_wview in fp32) cannot win there by the margin, so under every-mode judging
+it is timed, not adopted: its modes' defaults are set by hand. Only AMG_FAST_* switches with plain values are adopted, never one
 of NEVER_ADOPTED (a switch that changes the precision a mode computes at, not only its speed), and nothing
 from a dry run's summary (CPU times).
 
@@ -151,7 +153,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help=f"the fewest (mode, S) cells a winner was timed in (default {DEFAULT_MIN_CELLS})")
     p.add_argument("--modes", type=lambda text: tuple(m for m in text.split(",") if m), default=None,
                    help="judge the variants on these precision modes' cells only (comma-separated; default all)")
-    p.add_argument("--env-out", type=Path, help="KEY=VALUE lines of the adopted switches")
+    p.add_argument("--env-out", type=Path, help='the adopted variants, one a line: "NAME KEY=VALUE [KEY=VALUE ...]"')
     p.add_argument("--markdown-out", type=Path, help="the verdict per variant, as markdown")
     args = p.parse_args(argv)
     if not (0 <= args.min_gain < 1):
@@ -181,7 +183,8 @@ def main(argv=None) -> int:
     if args.markdown_out:
         atomic_write_text(args.markdown_out, text)
     if args.env_out:
-        if any(r["cells"] for r in rows) or summary.get("dry_run"):
+        timed = any(speedups(summary, name) for name in summary.get("variants", {}))  # in any mode, judged or not
+        if timed or summary.get("dry_run"):
             atomic_write_text(args.env_out, env_lines(rows))
         else:
             print(f"no variant was timed: {args.env_out} left as it was")

@@ -22,7 +22,8 @@
 #            --fast-kernels, unless a test of the tests phase failed in this call: then the reference
 #            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on), also in
 #            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK). With the
-#            kernel switches the latest bench on this machine adopted (unless CAMPAIGN_ADOPT=0, or one is set already)
+#            kernel switches the latest bench on this machine adopted (unless CAMPAIGN_ADOPT=0; a variant whole or
+#            not at all: not when one of its switches is set already)
 # After every phase RESULTS_DIR (no checkpoints, rollouts or data) is packed into
 # $CAMPAIGN_EXPORT/campaign.tgz, with campaign.log beside it.
 #
@@ -171,7 +172,8 @@ phase_bench() {
     if [[ -f $RESULTS/bench/summary.json ]]; then  # the switches this machine's runs take (kept in WORK)
         "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --env-out "$ADOPTED" \
             --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} \
-            || { rc=1; rm -f "$ADOPTED"; }  # no verdict: no earlier call's either
+            || { rc=1; [[ -f $ADOPTED ]] && echo "no verdict: the switches an earlier bench adopted are dropped"
+                 rm -f "$ADOPTED"; }
     fi
     pack
     [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
@@ -218,7 +220,7 @@ run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]
 }
 
 adopt_switches() {  # export the switches the latest bench on this machine adopted, for this call's runs
-    local words pair key why taken=()
+    local words pair key why taken=() skipped=()
     [[ $ADOPT == 1 && -s $ADOPTED ]] || return 0
     [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || { echo "(the reference kernels: no switch adopted)"; return 0; }
     while read -r -a words; do  # one variant a line: NAME KEY=VALUE [KEY=VALUE ...], taken whole or not at all
@@ -228,11 +230,13 @@ adopt_switches() {  # export the switches the latest bench on this machine adopt
             key=${BASH_REMATCH[1]}
             [[ -z ${!key:-} ]] || { why="$key=${!key} is set already"; break; }
         done
-        if [[ -n $why ]]; then echo "variant ${words[0]:-?} not adopted: $why"; continue; fi
+        if [[ -n $why ]]; then skipped+=("variant ${words[0]:-?} not adopted: $why"); continue; fi
         for pair in "${words[@]:1}"; do export "$pair"; taken+=("$pair"); done
     done < "$ADOPTED"
-    (( ${#taken[@]} )) || return 0
-    ADOPTED_NOTE="the runs adopt the kernel switches the bench found faster in every cell it timed: ${taken[*]} (bench/adopted.md)"
+    (( ${#taken[@]} + ${#skipped[@]} )) || return 0
+    ADOPTED_NOTE="the runs adopt the kernel switches the bench found faster in every cell it judged: ${taken[*]:-none}"
+    (( ${#skipped[@]} )) && ADOPTED_NOTE+=$(printf '; %s' "${skipped[@]}")
+    ADOPTED_NOTE+=" (bench/adopted.md)"
     echo "gpu_campaign: $ADOPTED_NOTE"
 }
 

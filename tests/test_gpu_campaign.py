@@ -89,7 +89,7 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert fourth.returncode == 0 and "reference kernels" not in fourth.stdout, fourth.stdout[-3000:]
 
 
-def stand_in_python(tmp_path: Path, dump: Path, summary: dict | None = None) -> Path:
+def stand_in_python(tmp_path: Path, dump: Path, summary=None) -> Path:
     """An interpreter for the campaign that records reproduce.py run's AMG_FAST_FFN_* / _SPECTRAL_* environment in
     dump and exits 3 (runs left) instead of training, and with a summary writes it as gpu_summary.py's output
     instead of benchmarking; everything else runs in this python."""
@@ -120,9 +120,9 @@ def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
     result = campaign(tmp_path, "adopt", **same_machine)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert dump.read_text().split() == ["AMG_FAST_FFN_METHOD=gemm", "AMG_FAST_SPECTRAL_MIX=four"]
-    assert "variant spectral_cublas not adopted: AMG_FAST_SPECTRAL_MIX=four is set already" in result.stdout
-    note = "the runs adopt the kernel switches the bench found faster in every cell it timed: AMG_FAST_FFN_METHOD=gemm"
-    assert note in (tmp_path / "adopt" / "results" / "phases.md").read_text()
+    note = ("the runs adopt the kernel switches the bench found faster in every cell it judged: AMG_FAST_FFN_METHOD=gemm"
+            "; variant spectral_cublas not adopted: AMG_FAST_SPECTRAL_MIX=four is set already (bench/adopted.md)")
+    assert note in result.stdout and note in (tmp_path / "adopt" / "results" / "phases.md").read_text()
     off = campaign(tmp_path, "off", **same_machine, CAMPAIGN_ADOPT="0")
     assert off.returncode == 0 and dump.read_text().split() == ["AMG_FAST_SPECTRAL_MIX=four"], off.stdout[-3000:]
     reference = campaign(tmp_path, "ref", **dict(same_machine, CAMPAIGN_RUN_FLAGS="--device cpu"))
@@ -157,6 +157,20 @@ def test_the_bench_phase_leaves_its_winners_for_the_runs(tmp_path, modes):
     assert ("not 1.03x the default everywhere (tf32 S=32: 0.800x" in report) == (not modes)
 
 
+def test_a_bench_without_a_verdict_drops_the_earlier_one(tmp_path):
+    """When bench/adopt_variants.py cannot judge this call's summary (here not a summary at all), the switches an
+    earlier call adopted on the machine are dropped, not trained with: the bench phase fails and says so."""
+    work, dump = tmp_path / "work", tmp_path / "run_env.txt"
+    work.mkdir()
+    (work / "adopted_switches.env").write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\n")
+    result = campaign(tmp_path, "bad", CAMPAIGN_PHASES="bench,runs", CAMPAIGN_WORK=str(work), CAMPAIGN_BUDGET_S="200",
+                      PYTHON=str(stand_in_python(tmp_path, dump, [1, 2])),
+                      CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "no verdict: the switches an earlier bench adopted are dropped" in result.stdout
+    assert not (work / "adopted_switches.env").exists() and dump.read_text() == ""
+
+
 def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     result = campaign(tmp_path, "short", CAMPAIGN_BUDGET_S="40")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -170,7 +184,8 @@ def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     ({"CAMPAIGN_BUDGET_S": "ten"}, "'ten' is not a whole number of seconds"),
     ({"CAMPAIGN_PROBES": "stages speed"}, "CAMPAIGN_PROBES: unknown probe 'speed'"),
     ({"CAMPAIGN_ADOPT": "yes"}, "CAMPAIGN_ADOPT: 'yes' is not 0 or 1"),
-], ids=["phase", "budget", "probe", "adopt"])
+    ({"CAMPAIGN_ADOPT_MODES": "fp32,fp16"}, "CAMPAIGN_ADOPT_MODES: 'fp32,fp16' is not a comma-separated list"),
+], ids=["phase", "budget", "probe", "adopt", "adopt_modes"])
 def test_bad_settings_are_refused_before_any_work(tmp_path, env, message):
     result = campaign(tmp_path, "bad", **env)
     assert result.returncode == 2 and message in result.stderr

@@ -356,9 +356,10 @@ def test_unknown_transform_is_refused(kdev):
     ("X3_METHOD", "both", r"AMG_FAST_SPECTRAL_X3 \(kernels.spectral_conv.X3_METHOD\) must be one of "
                           r"\('split', 'dot'\), got 'both'"),
 ])
-def test_bad_switch_values_are_refused(attr, value, match, monkeypatch, kdev):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])  # fp64: no fp32 mode
+def test_bad_switch_values_are_refused(attr, value, match, dtype, monkeypatch, kdev):
     monkeypatch.setattr(kernels, attr, value)
-    x, w = torch.randn(4, 16, 16, device=kdev), torch.randn(8, 16, 16, 2, device=kdev)
+    x, w = (torch.randn(4, 16, 16, device=kdev, dtype=dtype), torch.randn(8, 16, 16, 2, device=kdev, dtype=dtype))
     with pytest.raises(ValueError, match=match):
         SpectralConv1dFn.apply(x, w, "dft")
 
@@ -534,6 +535,7 @@ def test_split_weight_planes(mix, allow_tf32, monkeypatch, kdev, gen):
                                          r"MIX_METHOD '%s'" % (2 * n, other)):
         kernels._mix(spec, planes, out, 5, 10, False, False)
     monkeypatch.setattr(kernels, "X3_METHOD", "split")
+    assert kernels.split_mixing(torch.float32)
     monkeypatch.setattr(kernels, "SPLIT_PLANES_LIMIT", 2 * (3 if other == "gauss" else 2) * 90)  # int32 offsets
     assert kernels.weight_planes(w, torch.float32).shape == (2, 5, 3, 6)  # 90 elements a plane: the plain ones
 
