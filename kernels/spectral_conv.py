@@ -270,16 +270,12 @@ def _split_complex_dot(a, b, w_tile, mask, s_wp, lo_offset, acc1, acc2, acc3, GA
     if GAUSS:
         c, c_lo = _weight_plane(w_tile, mask, 0, s_wp, lo_offset)
         acc1 = split_dot(a + b, c, c_lo, acc1, True, "tf32")
-        if CONJ:
-            w2, w2_lo = _weight_plane(w_tile, mask, 2, s_wp, lo_offset)
-            acc2 = split_dot(-a, w2, w2_lo, acc2, True, "tf32")
-            w3, w3_lo = _weight_plane(w_tile, mask, 1, s_wp, lo_offset)
-            acc3 = split_dot(-b, w3, w3_lo, acc3, True, "tf32")
-        else:
-            w2, w2_lo = _weight_plane(w_tile, mask, 1, s_wp, lo_offset)
-            acc2 = split_dot(a, w2, w2_lo, acc2, True, "tf32")
-            w3, w3_lo = _weight_plane(w_tile, mask, 2, s_wp, lo_offset)
-            acc3 = split_dot(b, w3, w3_lo, acc3, True, "tf32")
+        if CONJ:  # acc2 meets plane 2 (c + d), acc3 plane 1 (d - c), both negated
+            a, b = -a, -b
+        w2, w2_lo = _weight_plane(w_tile, mask, 2 if CONJ else 1, s_wp, lo_offset)
+        acc2 = split_dot(a, w2, w2_lo, acc2, True, "tf32")
+        w3, w3_lo = _weight_plane(w_tile, mask, 1 if CONJ else 2, s_wp, lo_offset)
+        acc3 = split_dot(b, w3, w3_lo, acc3, True, "tf32")
     else:
         c, c_lo = _weight_plane(w_tile, mask, 0, s_wp, lo_offset)
         d, d_lo = _weight_plane(w_tile, mask, 1, s_wp, lo_offset)
