@@ -22,9 +22,12 @@ at the other sizes):
   profile   where the GPU time of the Triton step goes: torch.profiler over 3 eager steps (after 2 warm-up
             steps) at S = --op-size, kernel time per step by phase (forward, backward, optimizer), op
             and kernel (bench/_profile_step.py; profile[mode]), per mode, after its kernels part;
-  variants  per --variant, the triton part again in a subprocess with the variant's environment
-            variables (read at import), e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused, at the target sizes
-            (S = 32 and 128) among --sizes (all of them when none is), which the defaults are chosen at;
+  variants  per --variant, the Triton step again (graph replay, checked) with the variant's environment
+            variables set, e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused, at the target sizes (S = 32 and 128)
+            among --sizes (all of them when none is), which the defaults are chosen at: in this process
+            when it sets kernel switches only (kernels.limits.KERNEL_SWITCHES, read again by
+            reread_switches: no second interpreter, torch import and CUDA context, ~11 s a variant on the
+            H200), else in a subprocess of this script (a variable read at the start of a process);
   compiled  the reference's forward + loss under torch.compile, the step replayed from a CUDA graph
             (train_step_ms[mode]["compiled_graph"]): S = 32 and 128 first (the targets need them),
             and last the other sizes.
@@ -48,6 +51,7 @@ arguments, 3 without a GPU (and no --dry-run), 130 when interrupted (SIGINT / SI
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -78,6 +82,7 @@ from _profile_step import STEPS as PROFILE_STEPS, profile_step  # noqa: E402
 from _roofline import PRECISIONS, TRAIN_STEP, floor_ms, gpu_spec  # noqa: E402
 from _step import build_step, reference_step64, step_result  # noqa: E402
 from amg_fast._files import atomic_write_text  # noqa: E402
+from amg_fast.kernels.limits import KERNEL_SWITCHES, reread_switches  # noqa: E402
 from amg_fast.ops._backend import triton_unavailable_reason  # noqa: E402
 from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep  # noqa: E402
 from amg_fast.train.precision import precision_scope  # noqa: E402
@@ -96,7 +101,9 @@ DEFAULT_BUDGET_S = 240.0
 # results/gpu/20261126-h100/followup/): a step case ~2 s warm; Triton's JIT
 # ~10-20 s per precision mode on a cold cache; compiling the step 15-25 s per mode and size.
 PRIOR_S = {"triton/first": 25.0, "triton": 4.0, "eager": 4.0, "ops": 5.0, "kernels": 6.0, "profile": 10.0,
-           "compiled": 35.0, "variant": 30.0}  # profile: an estimate (5 eager steps, the profiler's parse)
+           "compiled": 35.0, "variant": 15.0}  # profile: an estimate (5 eager steps, the profiler's parse);
+# variant: in this process, 6 cells at ~1-2 s and the kernels its switches change compiled (in a subprocess
+# 28 s on the H200, 2026-11-27: 11 s of them the process's start)
 # Issue 19 item 5.
 STEP_TARGETS_MS = (("tf32", 128, 7.0), ("fp32", 128, 9.0), ("bf16", 128, 5.0), ("tf32", 32, 2.0))
 SPEEDUP_OVER_COMPILED = 1.5
@@ -178,8 +185,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--modes", type=_csv("--modes", PRECISIONS), default=PRECISIONS,
                    help="precision modes, comma-separated, in this order (default fp32,tf32,bf16)")
     p.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME:ENV=VAL[,ENV=VAL...]",
-                   help="also time the Triton step with these environment variables set, in a subprocess "
-                        "(repeatable), e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused")
+                   help="also time the Triton step with these environment variables set (repeatable), e.g. "
+                        "ffn_fused:AMG_FAST_FFN_METHOD=fused: in this process when they are all kernel switches, "
+                        "else in a subprocess")
     p.add_argument("--parts", type=_csv("--parts", PARTS), default=PARTS,
                    help=f"which parts run, comma-separated (default all: {','.join(PARTS)})")
     p.add_argument("--op-size", type=_csv("--op-size", cast=_even_size), default=(128,),
@@ -492,12 +500,15 @@ class Session:
         atomic_write_text(self.out / "summary.json", json.dumps(summary, indent=1) + "\n")
         atomic_write_text(self.out / "summary.md", render_markdown(summary))
 
-    def check(self, what: str, got, expected, mode: str) -> None:
+    def check(self, what: str, got, expected, mode: str, record: dict | None = None) -> None:
+        """Record the check of got against the float64 result in record's "checks" (default: the summary's);
+        a miss is an error there too."""
+        record = self.summary if record is None else record
         check = {"what": what, **P.check_close(got, expected, mode)}
-        self.summary["checks"].append(check)
+        record["checks"].append(check)
         if not check["ok"]:
-            self.error(f"{what}: the result is off the float64 reference by {check['rel_err']:.3g} "
-                       f"(relative; allowed {check['tol']:g} in {mode})")
+            record["errors"].append({"part": self.part, "message": f"{what}: the result is off the float64 reference "
+                                     f"by {check['rel_err']:.3g} (relative; allowed {check['tol']:g} in {mode})"})
 
     def triton_skip_reason(self, mode: str) -> str | None:
         reason = triton_unavailable_reason(self.device)
@@ -509,13 +520,19 @@ class Session:
         return P.shape_for(S, tiny=self.dry, paper=True)
 
     # the training step
-    def run_step(self, provider: str, mode: str, S: int) -> str | None:
+    def run_step(self, provider: str, mode: str, S: int, variant: dict | None = None) -> str | None:
+        """Time provider's step in mode at S into the summary's cells, or (variant: a summary["variants"]
+        entry, provider "triton_graph") into the variant's, its check into the variant's checks."""
         if provider == "triton_graph" and (reason := self.triton_skip_reason(mode)):
             raise PartSkipped(reason)
         shape, graphed = self.shape(S), not self.dry
         backend = "triton" if provider == "triton_graph" else "reference"
         compile_backend = ("eager" if self.dry else "inductor") if provider == "compiled_graph" else None
-        cells, other = self.summary["train_step_ms"][mode][provider], self.summary["train_step_other_ms"][mode]
+        if variant is None:
+            cells, other = self.summary["train_step_ms"][mode][provider], self.summary["train_step_other_ms"][mode]
+            check = self.check
+        else:  # the graph replay alone: what the variant is judged by
+            cells, other, check = variant["train_step_ms"][mode], None, lambda *a: self.check(*a, record=variant)
         with precision_scope(mode):
             if compile_backend:
                 torch._dynamo.reset()
@@ -527,10 +544,10 @@ class Session:
             first_graphed = graphed and provider != "eager"
             step = (GraphedTrainStep if first_graphed else EagerTrainStep)(case.model, case.optimizer, case.loss_fn)
             loss, _ = step(case.u, case.w)  # a graph: captured, then replayed once from the initial state
-            self.check(f"train_step {mode} {provider} S={S}", step_result(case, loss), expected, mode)
+            check(f"train_step {mode} {provider} S={S}", step_result(case, loss), expected, mode)
             del expected, loss
             cells[str(S)] = P.time_ms(step.replay if first_graphed else lambda: step(case.u, case.w))
-            if provider == "triton_graph" and graphed:
+            if provider == "triton_graph" and graphed and other is not None:
                 other["triton_eager"][str(S)] = P.time_ms(lambda: step.eager_step(case.u, case.w))
             if provider == "eager" and graphed:
                 replayed = GraphedTrainStep(case.model, case.optimizer, case.loss_fn)
@@ -606,8 +623,40 @@ class Session:
         self.summary["profile"][mode] = {"S": S, **record}
         return f"S = {S}, {steps} eager steps"
 
-    # variants, each in a subprocess
+    # variants
     def run_variant(self, variant: Variant) -> str | None:
+        if not in_process(variant):
+            return self.run_variant_subprocess(variant)
+        entry = self.summary["variants"][variant.name]
+        entry["in_process"] = True
+        broken = False
+        with switches_set(variant.env):
+            for mode in self.args.modes:
+                for S in variant_sizes(self.args.sizes):
+                    cell = f"triton_graph {mode} S={S}"
+                    try:
+                        self.run_step("triton_graph", mode, S, variant=entry)
+                    except PartSkipped as why:
+                        entry["skipped"].append({"part": cell, "reason": str(why)})
+                    except Exception as err:
+                        entry["errors"].append({"part": cell, "message": _message(err)})
+                        traceback.print_exc()
+                    finally:
+                        broken = not _release()
+                    if broken:  # every later CUDA call of this process fails: run() restarts it
+                        entry["errors"].append({"part": cell, "message": "the CUDA context broke (a CUDA fault)"})
+                        break
+                if broken:
+                    break
+        entry["exit_code"] = 1 if entry["errors"] else 0
+        if entry["errors"]:
+            first = entry["errors"][0]
+            raise RuntimeError(f"{len(entry['errors'])} errors in the variant's cells, the first: {first['part']}: "
+                               f"{first['message']}; what it finished is kept")
+        return "in this process"
+
+    def run_variant_subprocess(self, variant: Variant) -> str | None:
+        """The variant in a subprocess of this script (its variables may be read at a process's start)."""
         entry = self.summary["variants"][variant.name]
         out = self.out / entry["out"]
         out.mkdir(parents=True, exist_ok=True)
@@ -720,6 +769,30 @@ class Session:
         self.part = "end"
         self.write()
         return 1 if self.summary["errors"] else 0
+
+
+def in_process(variant: Variant) -> bool:
+    """Whether the variant's step can be timed in this process: it sets kernel switches only, each read when
+    an op runs or again by kernels.limits.reread_switches."""
+    return all(key in KERNEL_SWITCHES for key in variant.env)
+
+
+@contextlib.contextmanager
+def switches_set(env: dict):
+    """Within the block, os.environ with env's kernel switches set and the switches read again
+    (reread_switches); afterwards the environment and the switches as before."""
+    saved = {key: os.environ.get(key) for key in env}
+    try:
+        os.environ.update(env)
+        reread_switches()
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        reread_switches()
 
 
 def _message(err: BaseException) -> str:

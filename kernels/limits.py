@@ -14,7 +14,8 @@ import torch
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
            "READOUT_MAX_H", "GATE_WGRAD_METHODS", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method",
-           "precision_mode", "gate_wgrad", "memory_readout", "GATE_X3_METHODS", "gate_x3"]
+           "precision_mode", "gate_wgrad", "memory_readout", "GATE_X3_METHODS", "gate_x3", "KERNEL_SWITCHES",
+           "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -31,10 +32,10 @@ TOEPLITZ_DOT_MAX_T = 64
 # spectral_conv1d(transform=...): "dft" (truncated DFT as a GEMM against cached bases) or "fft"
 # (torch.fft transforms, Triton mixing). "auto" = fft from S = TRANSFORM_FFT_MIN_S on (H200 sweep, with
 # the old relayout copies on the fft path), or what AMG_FAST_SPECTRAL_TRANSFORM (auto | dft | fft, read at
-# import into SPECTRAL_TRANSFORM_AUTO) says: how a GPU session times the whole training step on either path.
+# import into SPECTRAL_TRANSFORM_AUTO, and again by reread_switches) says: how a GPU session times the whole
+# training step on either path.
 SPECTRAL_TRANSFORMS = ("auto", "dft", "fft")
 TRANSFORM_FFT_MIN_S = 512
-SPECTRAL_TRANSFORM_AUTO = os.environ.get("AMG_FAST_SPECTRAL_TRANSFORM") or "auto"  # unset or empty: auto
 
 # gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
 # BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H. With the S4D
@@ -81,6 +82,31 @@ FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "
 FFN_FUSED_MAX_H = 128  # the paper's width
 
 
+# Every environment switch of the kernels (docs/kernels.md). The functions below read theirs at each call; the
+# spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
+# reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
+KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_S4D_METHOD", "AMG_FAST_GATE_WGRAD", "AMG_FAST_GATE_X3",
+                   "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX",
+                   "AMG_FAST_SPECTRAL_DFT_GEMM", "AMG_FAST_SPECTRAL_REDUCED_DOTS", "AMG_FAST_SPECTRAL_WEIGHT_PLANES",
+                   "AMG_FAST_SPECTRAL_X3")
+_IMPORT_TIME_READERS: list = []  # each module's reader of its import-time switches (read_at_import)
+
+
+def read_at_import(reader):
+    """Decorator: register reader() (it sets its module's switch settings from os.environ) with
+    reread_switches and call it now, at the module's import."""
+    _IMPORT_TIME_READERS.append(reader)
+    reader()
+    return reader
+
+
+def reread_switches() -> None:
+    """Set the switches read at import from os.environ again (each module imported so far; one imported later
+    reads them then). A bad value raises ValueError naming the variable, as at import."""
+    for reader in _IMPORT_TIME_READERS:
+        reader()
+
+
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
@@ -93,6 +119,12 @@ def _env_choice(name: str, allowed: tuple[str, ...]) -> str | None:
     if value and value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     return value or None
+
+
+@read_at_import
+def _read_transform_switch() -> None:
+    global SPECTRAL_TRANSFORM_AUTO
+    SPECTRAL_TRANSFORM_AUTO = os.environ.get("AMG_FAST_SPECTRAL_TRANSFORM") or "auto"  # unset or empty: auto
 
 
 def s4d_method(method: str, T: int) -> str:

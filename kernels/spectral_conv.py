@@ -60,7 +60,7 @@ import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton, tracing
 from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32, split_dot  # round_to_tf32: public here too
-from amg_fast.kernels.limits import _choice, _env_choice
+from amg_fast.kernels.limits import _choice, _env_choice, read_at_import
 
 # Reduced-precision MMAs (the mode's own precision), on by default since an H200 run against an fp64
 # reference (2026-11-27, results/gpu/20261127-1354-h200/probes/spectral_accuracy.json, S = 128, 800 rows)
@@ -72,10 +72,9 @@ from amg_fast.kernels.limits import _choice, _env_choice
 # fp32 inputs take plain TF32 dots when TF32 is allowed (torch.backends.cuda.matmul.allow_tf32) and tf32x3
 # (fp32-accurate) otherwise; bf16 inputs take bf16 intermediates and bf16 MMAs (fp32 accumulation). Since,
 # what the kernels form for a plain-TF32 dot is rounded to TF32 (plain_tf32, _round_tf32): 8.8e-4 emulated.
-# AMG_FAST_SPECTRAL_REDUCED_DOTS=0 (read at import) or REDUCED_PRECISION_DOTS = False keeps fp32
+# AMG_FAST_SPECTRAL_REDUCED_DOTS=0 (read by _read_switches) or REDUCED_PRECISION_DOTS = False keeps fp32
 # intermediates and tf32x3 dots whatever the input dtype and the TF32 setting (how a GPU session times
 # the fp32-accurate paths in TF32 / bf16 mode).
-REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1")) != "0"  # other values refused
 
 # The mixing's complex product: "gauss" (3 real dots) or "four" (4) in this file's mixing and dweight kernels, or
 # "torch": no kernel of ours, one cuBLAS batched GEMM over the modes (torch.bmm) on each W[k]'s real form
@@ -83,28 +82,37 @@ REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1"
 # spectrum in place when its rows merge into one stride (Q = 1: the 1D models; else through a copy) and reading
 # the "dft" spectrum in place likewise (rfft's output, modes innermost, is read through a copy: mode_rows), and
 # one for dweight; precision as torch's matmul setting (fp32, TF32 when allowed; bf16 spectra: bf16).
-# AMG_FAST_SPECTRAL_MIX, read at import.
+# AMG_FAST_SPECTRAL_MIX, read by _read_switches.
 MIX_METHODS = ("gauss", "four", "torch")
-MIX_METHOD = _env_choice("AMG_FAST_SPECTRAL_MIX", MIX_METHODS) or "gauss"
 
 # The "dft" transforms' GEMMs: "triton" (this file's transform kernel; fp32 at tf32x3) or "torch"
 # (torch.matmul: cuBLAS, precision as torch's matmul setting: fp32, TF32 or bf16). AMG_FAST_SPECTRAL_DFT_GEMM.
 DFT_GEMMS = ("triton", "torch")
-DFT_GEMM = _env_choice("AMG_FAST_SPECTRAL_DFT_GEMM", DFT_GEMMS) or "triton"
 
 # W's real and imaginary parts as two contiguous planes [2, K, H_in, H_out] (one copy of W per forward, kept
 # for the backward: unit-stride W tiles) or read in place from weight [K, H_in, H_out, 2] (stride-2 tiles, no
-# copy, one launch fewer). AMG_FAST_SPECTRAL_WEIGHT_PLANES = 1 | 0, read at import.
-WEIGHT_PLANES = _env_choice("AMG_FAST_SPECTRAL_WEIGHT_PLANES", ("0", "1")) != "0"
+# copy, one launch fewer). AMG_FAST_SPECTRAL_WEIGHT_PLANES = 1 | 0, read by _read_switches.
 
 # fp32 mode's (tf32x3) mixing: "split" -- W's planes split once per forward into TF32 hi / lo planes in memory
 # (weight_planes, one launch as the plain copy: c, d - c, c + d for the Gauss product, c, d for "four"), which
 # stream into shared memory like any operand, and only the activation tiles split in registers
 # (_tf32.split_dot), as the transforms, the gate and the feed-forward's row GEMMs do; or "dot": Triton's tf32x3
 # dot, which splits both operands in registers every step (and forms the Gauss sums of W there). Untimed: see
-# LAUNCH_POLICY. AMG_FAST_SPECTRAL_X3, read at import.
+# LAUNCH_POLICY. AMG_FAST_SPECTRAL_X3, read by _read_switches.
 X3_METHODS = ("split", "dot")
-X3_METHOD = _env_choice("AMG_FAST_SPECTRAL_X3", X3_METHODS) or "split"
+
+
+@read_at_import
+def _read_switches() -> None:
+    """This module's switch settings above from os.environ: at import, and again by
+    kernels.limits.reread_switches (a bad value raises ValueError naming the variable)."""
+    global REDUCED_PRECISION_DOTS, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, X3_METHOD
+    REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1")) != "0"  # other values refused
+    MIX_METHOD = _env_choice("AMG_FAST_SPECTRAL_MIX", MIX_METHODS) or "gauss"
+    DFT_GEMM = _env_choice("AMG_FAST_SPECTRAL_DFT_GEMM", DFT_GEMMS) or "triton"
+    WEIGHT_PLANES = _env_choice("AMG_FAST_SPECTRAL_WEIGHT_PLANES", ("0", "1")) != "0"
+    X3_METHOD = _env_choice("AMG_FAST_SPECTRAL_X3", X3_METHODS) or "split"
+
 
 WEIGHT_SPLIT_BLOCK = 1024  # weight elements per program of _mix_weight_planes_kernel
 SPLIT_PLANES_LIMIT = 2 ** 31  # split planes hold fewer elements than this (int32 offsets), else the plain planes

@@ -97,7 +97,8 @@ def assert_profile(record: dict) -> None:
 @pytest.mark.slow
 def test_dry_run_writes_the_schema_with_nulls_where_nothing_ran(tmp_path):
     """Without Triton's interpreter the triton cells are null (skipped, with the reason); the
-    reference, compiled (Dynamo only) and kernel-count parts run; a variant runs in its own process."""
+    reference, compiled (Dynamo only) and kernel-count parts run; a variant setting a variable that is no
+    kernel switch runs in its own process."""
     code, summary, output = dry_run(tmp_path, "--modes", "fp32,bf16", "--sizes", "32", "--op-size", "32",
                                     "--variant", "fused:AMG_FAST_FFN_METHOD=fused,AMG_X=1")
     assert code == 0, output
@@ -170,6 +171,61 @@ def test_dry_run_profiles_the_triton_step_in_the_interpreter(tmp_path):
     assert check["what"] == "profile fp32 triton S=8" and check["ok"]
     md = (tmp_path / "out" / "summary.md").read_text()
     assert "## Where the Triton step's time goes" in md and "| fp32 | backward | `SpectralConv1dFnBackward` |" in md
+
+
+@pytest.mark.slow
+def test_dry_run_times_switch_variants_in_this_process(tmp_path):
+    """A variant of kernel switches only is timed in the script's own process (no subprocess, no variants/
+    folder): its cells timed and checked against the float64 reference; a bad switch value fails that variant
+    by name, and the next variant runs with the environment and switches as before it."""
+    code, summary, output = dry_run(tmp_path, "--parts", "triton,variants", "--modes", "fp32", "--sizes", "32",
+                                    "--variant", "four:AMG_FAST_SPECTRAL_MIX=four",
+                                    "--variant", "bad:AMG_FAST_SPECTRAL_MIX=three",
+                                    "--variant", "gemm:AMG_FAST_FFN_METHOD=gemm", interpret=True)
+    assert code == 1, output  # the bad variant
+    assert_schema(summary)
+    variants = summary["variants"]
+    for name in ("four", "gemm"):
+        entry = variants[name]
+        assert entry["in_process"] and entry["exit_code"] == 0 and entry["errors"] == [], entry
+        assert is_ms(entry["train_step_ms"]["fp32"]["32"]) and entry["train_step_ms"]["tf32"]["32"] is None
+        [check] = entry["checks"]
+        assert check["what"] == "train_step fp32 triton_graph S=32" and check["ok"]
+    assert variants["bad"]["exit_code"] is None and variants["bad"]["train_step_ms"]["fp32"]["32"] is None
+    [error] = summary["errors"]
+    assert error["part"] == "variant bad" and "AMG_FAST_SPECTRAL_MIX" in error["message"] and "three" in error["message"]
+    assert [c["what"] for c in summary["checks"]] == ["train_step fp32 triton_graph S=32"]  # the default's only
+    assert [(p["part"], p["status"]) for p in summary["budget"]["parts"]] == [
+        ("triton_graph fp32 S=32", "done"), ("variant four", "done"), ("variant bad", "failed"),
+        ("variant gemm", "done")]
+    assert not (tmp_path / "out" / "variants").exists()
+
+
+def test_switches_set_reads_the_switches_again_and_restores_them(monkeypatch):
+    """switches_set: the import-time spectral switches and the per-call ones see the variant's values inside
+    the block; afterwards the environment (a preset value, an unset one) and the settings are as before,
+    an error inside the block included. Only kernel switches run in this process."""
+    gs = load_gpu_summary()
+    from amg_fast.kernels import limits, spectral_conv as sc
+    monkeypatch.setenv("AMG_FAST_SPECTRAL_X3", "dot")
+    monkeypatch.delenv("AMG_FAST_SPECTRAL_MIX", raising=False)
+    monkeypatch.delenv("AMG_FAST_FFN_METHOD", raising=False)
+    limits.reread_switches()
+    assert (sc.MIX_METHOD, sc.X3_METHOD) == ("gauss", "dot")
+    with pytest.raises(KeyError):
+        with gs.switches_set({"AMG_FAST_SPECTRAL_MIX": "torch", "AMG_FAST_SPECTRAL_X3": "split",
+                              "AMG_FAST_FFN_METHOD": "gemm", "AMG_FAST_SPECTRAL_TRANSFORM": "fft"}):
+            assert (sc.MIX_METHOD, sc.X3_METHOD, limits.SPECTRAL_TRANSFORM_AUTO) == ("torch", "split", "fft")
+            assert limits.ffn_method("auto") == "gemm" and limits.spectral_transform("auto", 32) == "fft"
+            raise KeyError("inside")
+    assert "AMG_FAST_SPECTRAL_MIX" not in os.environ and os.environ["AMG_FAST_SPECTRAL_X3"] == "dot"
+    assert (sc.MIX_METHOD, sc.X3_METHOD, limits.SPECTRAL_TRANSFORM_AUTO) == ("gauss", "dot", "auto")
+    assert limits.ffn_method("auto") == "epilogue"
+    monkeypatch.delenv("AMG_FAST_SPECTRAL_X3")
+    limits.reread_switches()
+    assert sc.X3_METHOD == "split"
+    assert gs.in_process(gs.Variant("a", {"AMG_FAST_S4D_METHOD": "scan", "AMG_FAST_SPECTRAL_MIX": "four"}))
+    assert not gs.in_process(gs.Variant("b", {"AMG_FAST_S4D_METHOD": "scan", "TRITON_DEBUG": "1"}))
 
 
 def test_variants_are_timed_at_the_target_sizes():

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import amg_fast.kernels.limits as L
+
 ROOT = Path(__file__).parents[1]
 
 # switch -> the expression that resolves it (kernels.limits as L, kernels.spectral_conv as sc)
@@ -73,6 +75,7 @@ def test_every_switch_in_the_code_is_documented_and_resolved_here():
                for p in (ROOT / d).rglob("*.py")]  # where the kernels' switches are read (not train/'s cache)
     in_code = {name for text in sources for name in re.findall(r"\bAMG_FAST_[A-Z0-9_]+[A-Z0-9]\b", text)}
     assert in_code == set(RESOLVERS)
+    assert set(L.KERNEL_SWITCHES) == set(RESOLVERS)  # the ones bench/gpu_summary.py sets in its own process
     docs = (ROOT / "docs" / "kernels.md").read_text()
     assert [name for name in RESOLVERS if f"`{name}`" not in docs] == []
 
