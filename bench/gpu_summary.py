@@ -31,6 +31,12 @@ at the other sizes):
   compiled  the reference's forward + loss under torch.compile, the step replayed from a CUDA graph
             (train_step_ms[mode]["compiled_graph"]): S = 32 and 128 first (the targets need them),
             and last the other sizes.
+--warm-up: compile only: each Triton step the parts above would time (every mode at --sizes, and at
+--op-size for ops / profile), then each in-process variant's at its sizes, run once eagerly, untimed and
+unchecked, so that Triton's disk cache holds their kernels (scripts/gpu_campaign.sh runs it beside the
+CUDA tests; the bench's first cell compiled for 45 s on the H200, 2026-11-27); the summary records the
+seconds each took (budget.parts) and nothing else.
+
 Each part's first call is checked against the float64 reference (summary "checks"; a miss is an error).
 A part that would overrun --budget-s (its estimate: the last part of its kind, else an H100 figure)
 is skipped and listed in "skipped"; a part that fails is listed in "errors" and the rest still runs.
@@ -101,7 +107,7 @@ DEFAULT_BUDGET_S = 240.0
 # results/gpu/20261126-h100/followup/): a step case ~2 s warm; Triton's JIT
 # ~10-20 s per precision mode on a cold cache; compiling the step 15-25 s per mode and size.
 PRIOR_S = {"triton/first": 25.0, "triton": 4.0, "eager": 4.0, "ops": 5.0, "kernels": 6.0, "profile": 10.0,
-           "compiled": 35.0, "variant": 15.0}  # profile: an estimate (5 eager steps, the profiler's parse);
+           "compiled": 35.0, "variant": 15.0, "warm": 20.0}  # profile: an estimate (5 eager steps, the profiler's parse);
 # variant: in this process, 6 cells at ~1-2 s and the kernels its switches change compiled (in a subprocess
 # 28 s on the H200, 2026-11-27: 11 s of them the process's start)
 # Issue 19 item 5.
@@ -192,6 +198,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help=f"which parts run, comma-separated (default all: {','.join(PARTS)})")
     p.add_argument("--op-size", type=_csv("--op-size", cast=_even_size), default=(128,),
                    help="S of the per-op table (default 128)")
+    p.add_argument("--warm-up", action="store_true",
+                   help="compile only: run each Triton step the parts would time once, untimed (Triton's disk "
+                        "cache then holds their kernels)")
     p.add_argument("--dry-run", action="store_true",
                    help="CPU, tiny shapes, no CUDA graphs: checks the script and the schema, not the GPU")
     p.add_argument("--resume", action="store_true",
@@ -237,6 +246,7 @@ def new_summary(args: argparse.Namespace, info: dict, device: torch.device, argv
         "gpu": info["gpu"], "torch": versions["torch"], "triton": versions["triton"], "cuda": versions["cuda"],
         "date": info["date"], "commit": info["commit"], "commit_dirty": info["commit_dirty"],
         "kernel_switches": info["kernel_switches"], "device": str(device), "dry_run": args.dry_run,
+        "warm_up": args.warm_up,
         "command": shlex.join(argv),
         "budget": {"budget_s": args.budget_s, "elapsed_s": 0.0, "parts": []},
         "shape": {"B": shape.B, "T": shape.T, "H": shape.H, "N": shape.N, "K": "S/2", "op_S": args.op_size},
@@ -685,12 +695,46 @@ class Session:
                                f"what it finished is kept")
         return None
 
+    # the warm-up (--warm-up)
+    def warm_step(self, mode: str, S: int) -> str | None:
+        """Run the Triton step in mode at S once, eagerly: its kernels compiled into Triton's disk cache."""
+        if reason := self.triton_skip_reason(mode):
+            raise PartSkipped(reason)
+        with precision_scope(mode):
+            case = build_step(self.shape(S), "triton", mode, self.device)
+            EagerTrainStep(case.model, case.optimizer, case.loss_fn)(case.u, case.w)
+        return None
+
+    def warm_variant(self, variant: Variant) -> str | None:
+        with switches_set(variant.env):
+            for mode in self.args.modes:
+                for S in variant_sizes(self.args.sizes):
+                    with contextlib.suppress(PartSkipped):
+                        self.warm_step(mode, S)
+        return None
+
+    def warm_up_plan(self) -> list[Part]:
+        """--warm-up's parts: the Triton step of each mode at each size the parts time, then each variant of
+        kernel switches (the others run in a subprocess, which compiles for itself)."""
+        args = self.args
+        sizes = list(args.sizes) if "triton" in args.parts else []
+        if {"ops", "profile"} & set(args.parts) and args.op_size not in sizes:
+            sizes.append(args.op_size)
+        parts = [Part(f"warm {mode} S={S}", "warm", lambda m=mode, s=S: self.warm_step(m, s))
+                 for mode in args.modes for S in sizes]
+        if "variants" in args.parts:
+            parts += [Part(f"warm variant {v.name}", "warm", lambda v=v: self.warm_variant(v))
+                      for v in args.variant if in_process(v)]
+        return parts
+
     # the plan
     def plan(self) -> list[Part]:
         """The parts, the most needed first: the paper's mode (fp32: the step at every S, then its ops
         and kernel count, the issue's per-op table, and its profile), the other modes' steps, their ops,
         kernels and profiles, the variants (which choose the defaults), torch.compile at the target
         sizes, then at the others."""
+        if self.args.warm_up:
+            return self.warm_up_plan()
         parts, args = [], self.args
         steps, ops_kernels = {}, {}
         for mode in args.modes:

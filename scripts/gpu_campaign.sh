@@ -8,7 +8,8 @@
 # Phases (each logs to RESULTS_DIR/logs/<phase>.log; a failed phase is recorded, the next still runs):
 #   install  pip install --no-deps --no-build-isolation --no-index -e . (the machine's torch + triton)
 #   tests    the CUDA tests (8 workers): tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
-#            `-m gpu` over the rest of tests/
+#            `-m gpu` over the rest of tests/; with the bench phase to come, beside them
+#            `bench/gpu_summary.py --warm-up` compiles the bench's kernels into Triton's cache (stopped with the tests)
 #   bench    bench/gpu_summary.py (every precision mode, per-op floors, kernels per step, the kernel
 #            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the probes of CAMPAIGN_PROBES
 #            (bench/probe_spectral_stages.py at S = 128 and 32, bench/probe_spectral_accuracy.py,
@@ -111,7 +112,7 @@ if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'
     TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py) BENCH_FLAGS=() TEST_WORKERS=8  # 16 cores
 elif [[ $DRY == 1 ]]; then
     GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
-    VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused}  # one: each is a process
+    VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused}  # one: CPU time
     TREES=${CAMPAIGN_TREES:-}  # the committed trees are paper / quick sweeps: a smoke run cannot continue them
 else
     echo "gpu_campaign: no usable CUDA GPU (torch.cuda.is_available() is False); CAMPAIGN_DRY_RUN=1 tries this script on a CPU" >&2
@@ -149,25 +150,37 @@ phase_install() {
 print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}, amg_fast from {amg_fast.__file__}")'
 }
 
+VARIANT_ARGS=()
+for word in $VARIANTS; do VARIANT_ARGS+=(--variant "$word"); done
+
 phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
-    local t0 rc=0 rc2=0 rest
+    local t0 rc=0 rc2=0 rest warm=
     t0=$(date +%s)
+    if [[ ,$PHASES, == *,bench,* ]]; then  # the bench's kernels compiled beside the tests (16 cores, 8 workers)
+        "$PY" bench/gpu_summary.py --warm-up --out "$RESULTS/bench-warm-up" --budget-s "$T_TESTS" "${VARIANT_ARGS[@]}" \
+            "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" > "$RESULTS/logs/warm-up.log" 2>&1 &
+        warm=$!
+    fi
     timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
         -n "$TEST_WORKERS" || rc=$?
     rest=$(( T_TESTS - $(date +%s) + t0 )); (( rest < 20 )) && rest=20
     [[ $DRY == 1 ]] || timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \
         -p no:cacheprovider || rc2=$?
     [[ $rc2 == 5 ]] && rc2=0  # no test selected
+    if [[ -n $warm ]]; then  # stopped with the tests (what it compiled stays cached): the bench times alone
+        kill -TERM "$warm" 2>/dev/null  # TERM: a background job ignores INT; KILL after 20 s (a compile in ptxas)
+        for _ in $(seq 40); do kill -0 "$warm" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL "$warm" 2>/dev/null; wait "$warm" 2>/dev/null
+        echo "bench warm-up (kernels compiled beside the tests): $(tail -n 1 "$RESULTS/logs/warm-up.log")"
+    fi
     return $(( rc || rc2 ))
 }
 
 phase_bench() {
-    local variants=() word rc=0
-    for word in $VARIANTS; do variants+=(--variant "$word"); done
-    local t; t=$(cap "$T_BENCH")
+    local rc=0 t; t=$(cap "$T_BENCH")
     # its own --budget-s starts no part it cannot finish; the timeout (SIGINT: it keeps what finished) stops a
     # part that hangs, e.g. a kernel compiling for the first time, 30 s past it
-    timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${variants[@]}" \
+    timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${VARIANT_ARGS[@]}" \
         "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" || rc=1
     if [[ -f $RESULTS/bench/summary.json ]]; then  # the switches this machine's runs take (kept in WORK)
         "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --env-out "$ADOPTED" \

@@ -171,6 +171,39 @@ def test_a_bench_without_a_verdict_drops_the_earlier_one(tmp_path):
     assert not (work / "adopted_switches.env").exists() and dump.read_text() == ""
 
 
+@pytest.mark.slow
+def test_the_bench_kernels_are_compiled_beside_the_tests(tmp_path):
+    """With a bench phase to come, the tests phase starts bench/gpu_summary.py --warm-up in the background with the
+    bench's arguments (here a test that waits for its first part) and stops it with the tests; the bench then runs
+    alone and both summaries are exported."""
+    results = tmp_path / "warm" / "results"
+    waiting = tmp_path / "test_waiting.py"
+    waiting.write_text(f"""import json, time
+from pathlib import Path
+
+def test_the_warm_up_runs_beside():
+    path = Path({str(results / "bench-warm-up" / "summary.json")!r})
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (path.exists() and json.loads(path.read_text())["budget"]["parts"]):
+        time.sleep(0.5)
+    assert json.loads(path.read_text())["budget"]["parts"][0]["part"] == "warm fp32 S=8"
+""")
+    result = campaign(tmp_path, "warm", CAMPAIGN_PHASES="tests,bench", CAMPAIGN_TESTS=str(waiting), CAMPAIGN_PROBES="",
+                      CAMPAIGN_BENCH_ARGS="--parts triton,variants --modes fp32 --sizes 8",
+                      CAMPAIGN_VARIANTS="gemm:AMG_FAST_FFN_METHOD=gemm", CAMPAIGN_BUDGET_S="400")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "bench warm-up (kernels compiled beside the tests):" in result.stdout
+    warm = json.loads((results / "bench-warm-up" / "summary.json").read_text())
+    assert warm["warm_up"] and warm["checks"] == [] and (warm["budget"]["parts"][0]["status"]) == "done"
+    assert all(cell is None for cell in warm["train_step_ms"]["fp32"]["triton_graph"].values())
+    bench = json.loads((results / "bench" / "summary.json").read_text())
+    assert not bench["warm_up"] and bench["train_step_ms"]["fp32"]["triton_graph"]["8"] > 0
+    assert bench["variants"]["gemm"]["in_process"] and bench["variants"]["gemm"]["exit_code"] == 0
+    with tarfile.open(tmp_path / "warm" / "out" / "campaign.tgz") as tar:
+        names = tar.getnames()
+    assert any(n.endswith("bench-warm-up/summary.json") for n in names) and any(n.endswith("logs/warm-up.log") for n in names)
+
+
 def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     result = campaign(tmp_path, "short", CAMPAIGN_BUDGET_S="40")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

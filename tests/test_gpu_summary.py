@@ -228,6 +228,24 @@ def test_switches_set_reads_the_switches_again_and_restores_them(monkeypatch):
     assert not gs.in_process(gs.Variant("b", {"AMG_FAST_S4D_METHOD": "scan", "TRITON_DEBUG": "1"}))
 
 
+def test_warm_up_plans_each_triton_step_the_bench_would_time(tmp_path):
+    """--warm-up (here with no budget: the plan only, every part skipped) runs the Triton step of each mode at the
+    bench's sizes and at --op-size when the ops or profile part runs, then each in-process variant (a variant
+    with another variable compiles in its own subprocess); no cell is timed, nothing is checked."""
+    code, summary, output = dry_run(tmp_path, "--warm-up", "--budget-s", "0", "--modes", "fp32,tf32", "--sizes", "32,64",
+                                    "--op-size", "128", "--parts", "triton,profile,variants",
+                                    "--variant", "gemm:AMG_FAST_FFN_METHOD=gemm", "--variant", "env:AMG_X=1")
+    assert code == 0, output
+    assert_schema(summary)
+    assert summary["warm_up"] is True and summary["checks"] == []
+    assert [p["part"] for p in summary["budget"]["parts"]] == [
+        "warm fp32 S=32", "warm fp32 S=64", "warm fp32 S=128", "warm tf32 S=32", "warm tf32 S=64", "warm tf32 S=128",
+        "warm variant gemm"]
+    code, summary, output = dry_run(tmp_path, "--warm-up", "--budget-s", "0", "--modes", "bf16", "--sizes", "32",
+                                    "--parts", "triton")
+    assert [p["part"] for p in summary["budget"]["parts"]] == ["warm bf16 S=32"]
+
+
 def test_variants_are_timed_at_the_target_sizes():
     """A variant chooses a default where the targets are judged (S = 32, 128): S = 64 is left out when
     asked for beside them; sizes without a target size are all kept."""
