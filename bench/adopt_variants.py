@@ -12,7 +12,7 @@ when its run finished (exit 0, no errors), every check of its step against the f
 it was timed in at least --min-cells (mode, S) cells that the default was timed in too (of --modes, default
 every mode; fewer only when every run that takes the switches trains in those modes), and in each of
 them the default's time over the variant's is at least 1 + --min-gain (a margin over the noise of two
-processes timing one step). The winners are taken by their geometric-mean speedup, best first, each
+timings of one step). The winners are taken by their geometric-mean speedup, best first, each
 unless an earlier one switches the same op (SWITCH_OPS: spectral_cublas and spectral_mixtorch both act on
 the spectral conv, so only the faster of them is taken): the switches adopted together act on different
 ops, each measured as a whole on its own. A variant that changes nothing in some mode (spectral_x3dot and
@@ -87,6 +87,8 @@ def verdict(summary: dict, name: str, min_gain: float, min_cells: int, modes=Non
         return False, f"never adopted: {'; '.join(never)}", cells
     if summary.get("dry_run"):
         return False, "a dry run's summary (CPU times): nothing is adopted from it", cells
+    if summary.get("warm_up"):
+        return False, "a warm-up's summary (gpu_summary.py --warm-up: nothing timed)", cells
     if entry.get("exit_code") is None and not cells:
         return False, "not run (the bench's budget ended before it)", cells
     if entry.get("exit_code") != 0 or entry.get("errors"):

@@ -107,7 +107,7 @@ DEFAULT_BUDGET_S = 240.0
 # results/gpu/20261126-h100/followup/): a step case ~2 s warm; Triton's JIT
 # ~10-20 s per precision mode on a cold cache; compiling the step 15-25 s per mode and size.
 PRIOR_S = {"triton/first": 25.0, "triton": 4.0, "eager": 4.0, "ops": 5.0, "kernels": 6.0, "profile": 10.0,
-           "compiled": 35.0, "variant": 15.0, "warm": 20.0}  # profile: an estimate (5 eager steps, the profiler's parse);
+           "compiled": 35.0, "variant": 15.0, "variant/subprocess": 30.0, "warm": 20.0}  # profile: an estimate (5 eager steps, the profiler's parse);
 # variant: in this process, 6 cells at ~1-2 s and the kernels its switches change compiled (in a subprocess
 # 28 s on the H200, 2026-11-27: 11 s of them the process's start)
 # Issue 19 item 5.
@@ -265,7 +265,8 @@ def new_summary(args: argparse.Namespace, info: dict, device: torch.device, argv
         "kernel_count_kind": None,
         "profile": {m: None for m in PRECISIONS},
         "variants": {v.name: {"env": v.env, "train_step_ms": {m: {S: None for S in sizes} for m in PRECISIONS},
-                              "out": f"variants/{v.name}", "exit_code": None, "errors": [], "skipped": [],
+                              "out": None if in_process(v) else f"variants/{v.name}", "exit_code": None,
+                              "errors": [], "skipped": [],
                               "checks": []} for v in args.variant},
         "targets": [],
         "checks": [],
@@ -355,7 +356,8 @@ def render_markdown(summary: dict) -> str:
     """summary.md: the per-mode step table, the per-op table beside floors, kernels, variants, targets."""
     spec = summary["gpu_spec"]
     peaks = ", ".join(f"{m} {v:g}" for m, v in spec["peak_tflops"].items())
-    lines = [f"# GPU summary: {summary['gpu'] or 'CPU (dry run: the times mean nothing)'}", "",
+    lines = [f"# GPU summary{' of a warm-up (compile only: nothing timed)' if summary.get('warm_up') else ''}: "
+             f"{summary['gpu'] or 'CPU (dry run: the times mean nothing)'}", "",
              f"torch {summary['torch']}, triton {summary['triton']}, CUDA {summary['cuda'] or '-'}; {summary['date']}; "
              f"commit {(summary['commit'] or 'unknown')[:12]}{' (uncommitted changes)' if summary['commit_dirty'] else ''}.",
              f"Command: `{summary['command']}`; budget {summary['budget']['budget_s']:g} s, "
@@ -595,8 +597,11 @@ class Session:
         return "; ".join(notes) or None
 
     # kernels per step
+    def kernels_size(self) -> int:
+        return 32 if 32 in self.args.sizes else min(self.args.sizes)
+
     def run_kernels(self, mode: str) -> str | None:
-        S = 32 if 32 in self.args.sizes else min(self.args.sizes)
+        S = self.kernels_size()
         counts = self.summary["kernels_per_step_by_precision"][mode]
         notes = []
         for provider in ("reference", "triton"):
@@ -639,6 +644,22 @@ class Session:
             return self.run_variant_subprocess(variant)
         entry = self.summary["variants"][variant.name]
         entry["in_process"] = True
+        try:
+            self._variant_cells(variant, entry)
+        except Exception as err:  # a bad switch value (refused by name when read): the variant did not finish
+            entry["errors"].append({"part": f"variant {variant.name}", "message": _message(err)})
+            raise
+        finally:
+            entry["exit_code"] = 1 if entry["errors"] else 0
+        if entry["errors"]:
+            first = entry["errors"][0]
+            raise RuntimeError(f"{len(entry['errors'])} errors in the variant's cells, the first: {first['part']}: "
+                               f"{first['message']}; what it finished is kept")
+        return "in this process"
+
+    def _variant_cells(self, variant: Variant, entry: dict) -> None:
+        """The variant's Triton step in each mode at its sizes, its switches set; a cell's error goes to the
+        entry, and a broken CUDA context ends the cells (run() then restarts the script)."""
         broken = False
         with switches_set(variant.env):
             for mode in self.args.modes:
@@ -658,12 +679,6 @@ class Session:
                         break
                 if broken:
                     break
-        entry["exit_code"] = 1 if entry["errors"] else 0
-        if entry["errors"]:
-            first = entry["errors"][0]
-            raise RuntimeError(f"{len(entry['errors'])} errors in the variant's cells, the first: {first['part']}: "
-                               f"{first['message']}; what it finished is kept")
-        return "in this process"
 
     def run_variant_subprocess(self, variant: Variant) -> str | None:
         """The variant in a subprocess of this script (its variables may be read at a process's start)."""
@@ -718,8 +733,11 @@ class Session:
         kernel switches (the others run in a subprocess, which compiles for itself)."""
         args = self.args
         sizes = list(args.sizes) if "triton" in args.parts else []
-        if {"ops", "profile"} & set(args.parts) and args.op_size not in sizes:
+        if "kernels" in args.parts:
+            sizes.append(self.kernels_size())
+        if {"ops", "profile"} & set(args.parts):
             sizes.append(args.op_size)
+        sizes = list(dict.fromkeys(sizes))
         parts = [Part(f"warm {mode} S={S}", "warm", lambda m=mode, s=S: self.warm_step(m, s))
                  for mode in args.modes for S in sizes]
         if "variants" in args.parts:
@@ -760,7 +778,8 @@ class Session:
                          lambda m=mode, s=S: self.run_step("compiled_graph", m, s))
                     for mode in args.modes for S in args.sizes] if "compiled" in args.parts else []
         if "variants" in args.parts:  # before compiled: they choose defaults, compiled is a comparison
-            parts += [Part(f"variant {v.name}", "variant", lambda v=v: self.run_variant(v)) for v in args.variant]
+            parts += [Part(f"variant {v.name}", "variant" if in_process(v) else "variant/subprocess",
+                           lambda v=v: self.run_variant(v)) for v in args.variant]
         parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) in TARGET_SIZES]
         parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) not in TARGET_SIZES]
         return parts

@@ -126,8 +126,17 @@ mkdir -p "$RESULTS/logs" && RESULTS=$(cd "$RESULTS" && pwd)
 if [[ -n ${CAMPAIGN_WORK:-} || $DRY != 1 ]]; then  # sweeps with checkpoints and data: not results
     WORK=${CAMPAIGN_WORK:-${TMPDIR:-/tmp}/amg_campaign_work}; mkdir -p "$WORK"
 else
-    WORK=$(mktemp -d "${TMPDIR:-/tmp}/amg_campaign.XXXXXX"); trap 'rm -rf "$WORK"' EXIT
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/amg_campaign.XXXXXX"); DRY_WORK=$WORK
 fi
+WARM_PID=  # the bench's warm-up, while it runs beside the tests
+stop_warm_up() {  # TERM (a background job ignores INT), KILL after 20 s (a kernel compiling in ptxas)
+    [[ -n $WARM_PID ]] || return 0
+    kill -TERM "$WARM_PID" 2>/dev/null
+    for _ in $(seq 40); do kill -0 "$WARM_PID" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$WARM_PID" 2>/dev/null; wait "$WARM_PID" 2>/dev/null
+    WARM_PID=
+}
+trap 'stop_warm_up; [[ -n ${DRY_WORK:-} ]] && rm -rf "$DRY_WORK"' EXIT
 exec > >(tee -a "$RESULTS/campaign.log") 2>&1
 echo "gpu_campaign: $GPU_NAME; budget ${BUDGET} s; results in $RESULTS; $(date -u +%FT%TZ)"
 
@@ -154,12 +163,12 @@ VARIANT_ARGS=()
 for word in $VARIANTS; do VARIANT_ARGS+=(--variant "$word"); done
 
 phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
-    local t0 rc=0 rc2=0 rest warm=
+    local t0 rc=0 rc2=0 rest
     t0=$(date +%s)
     if [[ ,$PHASES, == *,bench,* ]]; then  # the bench's kernels compiled beside the tests (16 cores, 8 workers)
         "$PY" bench/gpu_summary.py --warm-up --out "$RESULTS/bench-warm-up" --budget-s "$T_TESTS" "${VARIANT_ARGS[@]}" \
             "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" > "$RESULTS/logs/warm-up.log" 2>&1 &
-        warm=$!
+        WARM_PID=$!
     fi
     timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
         -n "$TEST_WORKERS" || rc=$?
@@ -167,10 +176,8 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
     [[ $DRY == 1 ]] || timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \
         -p no:cacheprovider || rc2=$?
     [[ $rc2 == 5 ]] && rc2=0  # no test selected
-    if [[ -n $warm ]]; then  # stopped with the tests (what it compiled stays cached): the bench times alone
-        kill -TERM "$warm" 2>/dev/null  # TERM: a background job ignores INT; KILL after 20 s (a compile in ptxas)
-        for _ in $(seq 40); do kill -0 "$warm" 2>/dev/null || break; sleep 0.5; done
-        kill -KILL "$warm" 2>/dev/null; wait "$warm" 2>/dev/null
+    if [[ -n $WARM_PID ]]; then  # stopped with the tests (what it compiled stays cached): the bench times alone
+        stop_warm_up
         echo "bench warm-up (kernels compiled beside the tests): $(tail -n 1 "$RESULTS/logs/warm-up.log")"
     fi
     return $(( rc || rc2 ))

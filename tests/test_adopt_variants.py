@@ -69,6 +69,7 @@ def test_winners_on_different_ops_combine_and_on_one_op_the_fastest_is_taken():
     ("not_run", "not run (the bench's budget ended before it)"),
     ("env", "only AMG_FAST_* switches with plain values are adopted"),
     ("precision", "never adopted: AMG_FAST_SPECTRAL_REDUCED_DOTS (it changes the precision a mode computes at"),
+    ("warm_up", "a warm-up's summary (gpu_summary.py --warm-up: nothing timed)"),
 ])
 def test_a_variant_that_is_not_trustworthy_is_not_adopted_however_fast(case, reason):
     mod = adopt_variants()
@@ -83,9 +84,11 @@ def test_a_variant_that_is_not_trustworthy_is_not_adopted_however_fast(case, rea
         times, code = faster(2.0, skip=[(m, s) for m in DEFAULT for s in DEFAULT[m]]), None
     elif case == "env":
         env = {"TRITON_ALWAYS_COMPILE": "1"}
-    else:  # tf32x3 and fp32 intermediates under TF32 / bf16: faster or not, the runs' precision would change
+    elif case == "precision":  # tf32x3 and fp32 intermediates under TF32 / bf16: the runs' precision would change
         env = {"AMG_FAST_SPECTRAL_REDUCED_DOTS": "0"}
-    switches, rows = mod.adopt(summary(DEFAULT, v=(env, times, ok, code)))
+    bench = summary(DEFAULT, v=(env, times, ok, code))
+    bench["warm_up"] = case == "warm_up"  # a --warm-up summary holds no times; one with times is still refused
+    switches, rows = mod.adopt(bench)
     assert switches == {} and not rows[0]["adopted"] and reason in rows[0]["why"], rows[0]["why"]
 
 

@@ -7,12 +7,14 @@ the nulls, the checks against the float64 reference and the bookkeeping.
 import datetime
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "bench" / "gpu_summary.py"
@@ -191,7 +193,9 @@ def test_dry_run_times_switch_variants_in_this_process(tmp_path):
         assert is_ms(entry["train_step_ms"]["fp32"]["32"]) and entry["train_step_ms"]["tf32"]["32"] is None
         [check] = entry["checks"]
         assert check["what"] == "train_step fp32 triton_graph S=32" and check["ok"]
-    assert variants["bad"]["exit_code"] is None and variants["bad"]["train_step_ms"]["fp32"]["32"] is None
+    bad = variants["bad"]
+    assert bad["exit_code"] == 1 and bad["train_step_ms"]["fp32"]["32"] is None
+    assert [e["part"] for e in bad["errors"]] == ["variant bad"] and "AMG_FAST_SPECTRAL_MIX" in bad["errors"][0]["message"]
     [error] = summary["errors"]
     assert error["part"] == "variant bad" and "AMG_FAST_SPECTRAL_MIX" in error["message"] and "three" in error["message"]
     assert [c["what"] for c in summary["checks"]] == ["train_step fp32 triton_graph S=32"]  # the default's only
@@ -201,7 +205,16 @@ def test_dry_run_times_switch_variants_in_this_process(tmp_path):
     assert not (tmp_path / "out" / "variants").exists()
 
 
-def test_switches_set_reads_the_switches_again_and_restores_them(monkeypatch):
+@pytest.fixture
+def switches_reread():
+    """After the test (and, listed before monkeypatch, after its environment is restored): the switch settings
+    read again, so that no later test in this process sees the test's."""
+    yield
+    from amg_fast.kernels import limits
+    limits.reread_switches()
+
+
+def test_switches_set_reads_the_switches_again_and_restores_them(switches_reread, monkeypatch):
     """switches_set: the import-time spectral switches and the per-call ones see the variant's values inside
     the block; afterwards the environment (a preset value, an unset one) and the settings are as before,
     an error inside the block included. Only kernel switches run in this process."""
@@ -228,6 +241,54 @@ def test_switches_set_reads_the_switches_again_and_restores_them(monkeypatch):
     assert not gs.in_process(gs.Variant("b", {"AMG_FAST_S4D_METHOD": "scan", "TRITON_DEBUG": "1"}))
 
 
+def test_an_in_process_variant_records_its_misses_and_stops_at_a_broken_context(tmp_path, monkeypatch):
+    """In-process variants (the step faked): each cell runs with the variant's switch set; a missed check goes to
+    the variant's checks and errors (exit_code 1, the part failed), not the summary's checks; a CUDA context
+    broken in a cell ends the variant's cells and restarts the script, the variants after it resumed."""
+    module = load_gpu_summary()
+    argv = ["--dry-run", "--out", str(tmp_path / "out"), "--parts", "variants", "--modes", "fp32,tf32",
+            "--sizes", "32,128", "--variant", "miss:AMG_FAST_S4D_METHOD=scan",
+            "--variant", "fault:AMG_FAST_S4D_METHOD=toeplitz_loop", "--variant", "later:AMG_FAST_GATE_X3=dot"]
+    seen = []
+
+    def fake_step(self, provider, mode, S, variant=None):
+        seen.append((variant is not None, mode, S, module.os.environ.get("AMG_FAST_S4D_METHOD")))
+        variant["train_step_ms"][mode][str(S)] = 1.0
+        wrong = 2.0 if (mode, S, seen[-1][3]) == ("tf32", 128, "scan") else 1.0  # variant miss's last cell
+        self.check(f"train_step {mode} {provider} S={S}", torch.ones(3), torch.full((3,), wrong), mode, record=variant)
+
+    context = {"releases": 0, "breaks_at": 7}  # miss: 4 cells + the part's end; fault: its second cell breaks it
+
+    def release():  # a broken context stays broken (in this process)
+        context["releases"] += 1
+        return context["releases"] < context["breaks_at"]
+
+    monkeypatch.setattr(module.Session, "run_step", fake_step)
+    monkeypatch.setattr(module, "_release", release)
+    monkeypatch.setattr(module.os, "execv", lambda path, args: (_ for _ in ()).throw(Restarted(args)))
+    monkeypatch.delenv("AMG_FAST_S4D_METHOD", raising=False)
+    with pytest.raises(Restarted):
+        module.Session(module.parse_args(argv), argv).run()
+    assert seen == [(True, "fp32", 32, "scan"), (True, "fp32", 128, "scan"), (True, "tf32", 32, "scan"),
+                    (True, "tf32", 128, "scan"), (True, "fp32", 32, "toeplitz_loop"), (True, "fp32", 128, "toeplitz_loop")]
+    assert "AMG_FAST_S4D_METHOD" not in os.environ
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    miss, fault = summary["variants"]["miss"], summary["variants"]["fault"]
+    assert miss["exit_code"] == 1 and miss["in_process"] and miss["out"] is None and summary["checks"] == []
+    assert [c["ok"] for c in miss["checks"]] == [True, True, True, False]
+    assert [e["part"] for e in miss["errors"]] == ["variant miss"] and "tf32 triton_graph S=128" in miss["errors"][0]["message"]
+    assert fault["exit_code"] == 1 and fault["errors"][-1]["message"] == "the CUDA context broke (a CUDA fault)"
+    assert fault["train_step_ms"]["tf32"]["32"] is None  # the cells after the fault did not run
+    assert [(p["part"], p["status"]) for p in summary["budget"]["parts"]] == [("variant miss", "failed"),
+                                                                            ("variant fault", "failed")]
+    context["breaks_at"] = math.inf  # the fresh process
+    resumed = module.Session(module.parse_args(argv + ["--resume"]), argv + ["--resume"])
+    assert resumed.run() == 1
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["variants"]["later"]["exit_code"] == 0 and summary["variants"]["miss"]["exit_code"] == 1
+    assert [p["part"] for p in summary["budget"]["parts"]][-1] == "variant later"
+
+
 def test_warm_up_plans_each_triton_step_the_bench_would_time(tmp_path):
     """--warm-up (here with no budget: the plan only, every part skipped) runs the Triton step of each mode at the
     bench's sizes and at --op-size when the ops or profile part runs, then each in-process variant (a variant
@@ -241,6 +302,10 @@ def test_warm_up_plans_each_triton_step_the_bench_would_time(tmp_path):
     assert [p["part"] for p in summary["budget"]["parts"]] == [
         "warm fp32 S=32", "warm fp32 S=64", "warm fp32 S=128", "warm tf32 S=32", "warm tf32 S=64", "warm tf32 S=128",
         "warm variant gemm"]
+    code, summary, output = dry_run(tmp_path, "--warm-up", "--budget-s", "0", "--modes", "fp32", "--sizes", "64,128",
+                                    "--op-size", "128", "--parts", "kernels,ops")
+    assert [p["part"] for p in summary["budget"]["parts"]] == ["warm fp32 S=64", "warm fp32 S=128"]  # no duplicate
+    assert "warm-up (compile only" in (tmp_path / "out" / "summary.md").read_text()
     code, summary, output = dry_run(tmp_path, "--warm-up", "--budget-s", "0", "--modes", "bf16", "--sizes", "32",
                                     "--parts", "triton")
     assert [p["part"] for p in summary["budget"]["parts"]] == ["warm bf16 S=32"]
