@@ -648,9 +648,12 @@ class Session:
             self._variant_cells(variant, entry)
         except Exception as err:  # a bad switch value (refused by name when read): the variant did not finish
             entry["errors"].append({"part": f"variant {variant.name}", "message": _message(err)})
+            entry["exit_code"] = 1
             raise
-        finally:
-            entry["exit_code"] = 1 if entry["errors"] else 0
+        except BaseException:  # interrupted (SIGINT / SIGTERM): unfinished, never adopted; --resume runs it again
+            entry["exit_code"] = None
+            raise
+        entry["exit_code"] = 1 if entry["errors"] else 0
         if entry["errors"]:
             first = entry["errors"][0]
             raise RuntimeError(f"{len(entry['errors'])} errors in the variant's cells, the first: {first['part']}: "

@@ -123,6 +123,7 @@ fi
 GPU_TAG=$(echo "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//')
 RESULTS=${1:-results/gpu/$(date -u +%Y%m%d-%H%M)-$GPU_TAG}
 mkdir -p "$RESULTS/logs" && RESULTS=$(cd "$RESULTS" && pwd)
+DRY_WORK=  # the dry run's temporary WORK, removed at the exit
 if [[ -n ${CAMPAIGN_WORK:-} || $DRY != 1 ]]; then  # sweeps with checkpoints and data: not results
     WORK=${CAMPAIGN_WORK:-${TMPDIR:-/tmp}/amg_campaign_work}; mkdir -p "$WORK"
 else

@@ -289,6 +289,38 @@ def test_an_in_process_variant_records_its_misses_and_stops_at_a_broken_context(
     assert [p["part"] for p in summary["budget"]["parts"]][-1] == "variant later"
 
 
+def test_an_interrupted_in_process_variant_is_unfinished_and_never_adopted(tmp_path, monkeypatch):
+    """SIGINT / SIGTERM in a variant's third cell (the campaign stops a bench at its time limit so): the script
+    exits 130 with the environment restored, the variant's exit_code null (not 0: its two timed cells, twice as
+    fast as the default, must not be adopted) and its part left for --resume."""
+    from helpers import load_bench
+    module = load_gpu_summary()
+    argv = ["--dry-run", "--out", str(tmp_path / "out"), "--parts", "variants", "--modes", "fp32,tf32",
+            "--sizes", "32,128", "--variant", "cut:AMG_FAST_S4D_METHOD=scan"]
+    cells = []
+
+    def fake_step(self, provider, mode, S, variant=None):
+        cells.append((mode, S))
+        if len(cells) == 3:
+            raise KeyboardInterrupt
+        variant["train_step_ms"][mode][str(S)] = 1.0
+        self.check(f"train_step {mode} {provider} S={S}", torch.ones(3), torch.ones(3), mode, record=variant)
+
+    monkeypatch.setattr(module.Session, "run_step", fake_step)
+    monkeypatch.delenv("AMG_FAST_S4D_METHOD", raising=False)
+    assert module.Session(module.parse_args(argv), argv).run() == 130
+    assert "AMG_FAST_S4D_METHOD" not in os.environ
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    entry = summary["variants"]["cut"]
+    assert entry["exit_code"] is None and entry["errors"] == [] and entry["train_step_ms"]["fp32"] == {
+        "32": 1.0, "64": None, "128": 1.0}
+    assert summary["budget"]["parts"] == [] and summary["skipped"][0]["part"] == "variant cut"
+    summary["dry_run"] = False  # as a GPU's summary, with a default twice as slow
+    summary["train_step_ms"]["fp32"]["triton_graph"].update({"32": 2.0, "128": 2.0})
+    _, [row] = load_bench("adopt_variants").adopt(summary)
+    assert not row["adopted"] and "did not finish cleanly (exit None" in row["why"], row
+
+
 def test_warm_up_plans_each_triton_step_the_bench_would_time(tmp_path):
     """--warm-up (here with no budget: the plan only, every part skipped) runs the Triton step of each mode at the
     bench's sizes and at --op-size when the ops or profile part runs, then each in-process variant (a variant
