@@ -116,12 +116,16 @@ SPEEDUP_OVER_COMPILED = 1.5
 OP_FLOOR_FACTOR = 3.0
 PROFILE_TABLE_ROWS = 15  # by_op rows per mode in summary.md (summary.json holds them all)
 NEXT_BY_OP = {
-    "spectral_conv": "python bench/probe_spectral_stages.py (each stage: analysis, mixing, synthesis)",
-    "feed_forward": "python bench/probe_ffn.py (reference, cuBLASLt epilogue, fused Triton MLP), and "
-                    "--variant ffn_fused:AMG_FAST_FFN_METHOD=fused",
+    "spectral_conv": "python bench/probe_spectral_stages.py (each stage: analysis, mixing, synthesis, ours and "
+                     "cuBLAS), --variant spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch,AMG_FAST_SPECTRAL_MIX=torch "
+                     "and python bench/kernel_sweep.py --only configs (the three kernels' tiles)",
+    "feed_forward": "python bench/probe_ffn.py (reference, cuBLASLt epilogue, Triton row GEMMs, fused Triton MLP), "
+                    "--variant ffn_gemm:AMG_FAST_FFN_METHOD=gemm (row GEMMs; fp32 mode 3xTF32 on split weights) "
+                    "and python bench/kernel_sweep.py --only ffn (their tiles)",
     "s4d": "pytest bench/test_bench_s4d_scan.py --benchmark-only (fwd and bwd apart) and "
            "python bench/kernel_sweep.py --only s4d",
-    "gate": "pytest bench/test_bench_gate_fusion.py --benchmark-only (fwd and bwd apart)",
+    "gate": "pytest bench/test_bench_gate_fusion.py --benchmark-only (fwd and bwd apart) and "
+            "python bench/kernel_sweep.py --only gate (the four kernels' tiles, 1 or 2 stages)",
 }
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
