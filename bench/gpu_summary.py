@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import math
 import os
@@ -69,6 +70,7 @@ import subprocess
 import sys
 import time
 import traceback
+from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -505,8 +507,9 @@ class Session:
     def estimate(self, key: str) -> float:
         return self.last_s.get(key, PRIOR_S[key])
 
-    def error(self, message: str) -> None:
-        self.summary["errors"].append({"part": self.part, "message": message})
+    def error(self, message: str, record: dict | None = None) -> None:
+        """An error of the current part in record's "errors" (default: the summary's)."""
+        (self.summary if record is None else record)["errors"].append({"part": self.part, "message": message})
 
     def write(self) -> None:
         self.summary["budget"]["elapsed_s"] = round(self.elapsed(), 1)
@@ -523,8 +526,8 @@ class Session:
         check = {"what": what, **P.check_close(got, expected, mode)}
         record["checks"].append(check)
         if not check["ok"]:
-            record["errors"].append({"part": self.part, "message": f"{what}: the result is off the float64 reference "
-                                     f"by {check['rel_err']:.3g} (relative; allowed {check['tol']:g} in {mode})"})
+            self.error(f"{what}: the result is off the float64 reference by {check['rel_err']:.3g} "
+                       f"(relative; allowed {check['tol']:g} in {mode})", record)
 
     def triton_skip_reason(self, mode: str) -> str | None:
         reason = triton_unavailable_reason(self.device)
@@ -667,25 +670,23 @@ class Session:
     def _variant_cells(self, variant: Variant, entry: dict) -> None:
         """The variant's Triton step in each mode at its sizes, its switches set; a cell's error goes to the
         entry, and a broken CUDA context ends the cells (run() then restarts the script)."""
-        broken = False
         with switches_set(variant.env):
-            for mode in self.args.modes:
-                for S in variant_sizes(self.args.sizes):
-                    cell = f"triton_graph {mode} S={S}"
-                    try:
-                        self.run_step("triton_graph", mode, S, variant=entry)
-                    except PartSkipped as why:
-                        entry["skipped"].append({"part": cell, "reason": str(why)})
-                    except Exception as err:
-                        entry["errors"].append({"part": cell, "message": _message(err)})
-                        traceback.print_exc()
-                    finally:
-                        broken = not _release()
-                    if broken:  # every later CUDA call of this process fails: run() restarts it
-                        entry["errors"].append({"part": cell, "message": "the CUDA context broke (a CUDA fault)"})
-                        break
-                if broken:
+            for mode, S in self.variant_cells():
+                cell = f"triton_graph {mode} S={S}"
+                try:
+                    self.run_step("triton_graph", mode, S, variant=entry)
+                except PartSkipped as why:
+                    entry["skipped"].append({"part": cell, "reason": str(why)})
+                except Exception as err:
+                    entry["errors"].append({"part": cell, "message": _message(err)})
+                    traceback.print_exc()
+                if not _release():  # every later CUDA call of this process fails: run() restarts it
+                    entry["errors"].append({"part": cell, "message": "the CUDA context broke (a CUDA fault)"})
                     break
+
+    def variant_cells(self) -> list[tuple[str, int]]:
+        """(mode, S) of each cell a variant is timed (or warmed) in, in order."""
+        return list(itertools.product(self.args.modes, variant_sizes(self.args.sizes)))
 
     def run_variant_subprocess(self, variant: Variant) -> str | None:
         """The variant in a subprocess of this script (its variables may be read at a process's start)."""
@@ -729,10 +730,9 @@ class Session:
 
     def warm_variant(self, variant: Variant) -> str | None:
         with switches_set(variant.env):
-            for mode in self.args.modes:
-                for S in variant_sizes(self.args.sizes):
-                    with contextlib.suppress(PartSkipped):
-                        self.warm_step(mode, S)
+            for mode, S in self.variant_cells():
+                with contextlib.suppress(PartSkipped):
+                    self.warm_step(mode, S)
         return None
 
     def warm_up_plan(self) -> list[Part]:
@@ -851,17 +851,11 @@ def in_process(variant: Variant) -> bool:
 def switches_set(env: dict):
     """Within the block, os.environ with env's kernel switches set and the switches read again
     (reread_switches); afterwards the environment and the switches as before."""
-    saved = {key: os.environ.get(key) for key in env}
     try:
-        os.environ.update(env)
-        reread_switches()
-        yield
+        with mock.patch.dict(os.environ, env):
+            reread_switches()
+            yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         reread_switches()
 
 

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from amg_fast.kernels._common import cdiv, new_output, wrap_triton
 
-__all__ = ["round_tf32", "round_to_tf32", "split_tf32", "split_dot"]
+__all__ = ["round_tf32", "round_to_tf32", "split_tf32", "split_dot", "store_split"]
 
 SPLIT_BLOCK = 1024  # elements per program of the split
 
@@ -59,6 +59,14 @@ def split_dot(x, w, w_lo, acc, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
 
 
 @triton.jit
+def store_split(hi_ptrs, lo_ptrs, v, mask):
+    """Store v's TF32 parts: hi = round_tf32(v) at hi_ptrs, lo = v - hi (exact) at lo_ptrs."""
+    hi = round_tf32(v)
+    tl.store(hi_ptrs, hi, mask=mask)
+    tl.store(lo_ptrs, v - hi, mask=mask)
+
+
+@triton.jit
 def _split_tf32_kernel(src1_ptr, dst1_ptr, n1, src2_ptr, dst2_ptr, n2, src3_ptr, dst3_ptr, n3,
                        BLOCK: tl.constexpr):
     """dst[:n] = hi = round_tf32(src), dst[n:2n] = lo = src - hi, for up to three flat fp32 tensors (program
@@ -69,10 +77,7 @@ def _split_tf32_kernel(src1_ptr, dst1_ptr, n1, src2_ptr, dst2_ptr, n2, src3_ptr,
     n = tl.where(which == 0, n1, tl.where(which == 1, n2, n3))
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    w = tl.load(src + offs, mask=mask, other=0.0)
-    hi = round_tf32(w)
-    tl.store(dst + offs, hi, mask=mask)
-    tl.store(dst + n + offs, w - hi, mask=mask)
+    store_split(dst + offs, dst + n + offs, tl.load(src + offs, mask=mask, other=0.0), mask)
 
 
 def split_tf32(*weights: torch.Tensor) -> torch.Tensor:

@@ -59,7 +59,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton, tracing
-from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32, split_dot  # round_to_tf32: public here too
+from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32, split_dot, store_split  # round_to_tf32: public here too
 from amg_fast.kernels.limits import _choice, _env_choice, read_at_import
 
 # Reduced-precision MMAs (the mode's own precision), on by default since an H200 run against an fp64
@@ -322,9 +322,7 @@ def _mix_weight_planes_kernel(w_ptr, out_ptr, n, H_IN, H_OUT, s_k, s_i, s_o, s_p
 @triton.jit
 def _store_split_plane(out_ptr, offs, mask, n, j, NP: tl.constexpr, v):
     """Value plane j of NP: hi = round_tf32(v) at plane j, lo = v - hi at plane NP + j (planes of n elements)."""
-    hi = _round_tf32(v)
-    tl.store(out_ptr + j * n + offs, hi, mask=mask)
-    tl.store(out_ptr + (NP + j) * n + offs, v - hi, mask=mask)
+    store_split(out_ptr + j * n + offs, out_ptr + (NP + j) * n + offs, v, mask)
 
 
 @triton.jit
