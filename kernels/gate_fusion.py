@@ -549,8 +549,11 @@ def weight_grads(products, extra=None) -> torch.Tensor:
     """Weight gradients as one flat tensor in X1's accumulation dtype: for each (dY [M, O], X1 [M, I1], X2
     [M, I2] or None) of products, in order, [dY^T X1 (O x I1) | dY^T X2 (O x I2) | colsum(dY) (O)], then
     colsum(extra) for extra [M, E] (or nothing). dY may be of any float dtype (cast to X1's for the dots,
-    which accumulate in X1's accumulation dtype). One launch per product (partial sums over groups of
-    rows into one buffer), one torch sum."""
+    which accumulate in X1's accumulation dtype). The kernel reads every operand row-major: a strided view
+    (channels not innermost, rows sliced from a wider tensor, an expanded axis) is copied first. One launch
+    per product (partial sums over groups of rows into one buffer), one torch sum."""
+    products = [tuple(None if t is None else t.contiguous() for t in product) for product in products]
+    extra = None if extra is None else extra.contiguous()
     policy = WGRAD_POLICY.get(products[0][0].device.type, WGRAD_POLICY["cuda"])
     sizes = [dy.shape[1] * (x1.shape[1] + (0 if x2 is None else x2.shape[1]) + 1) for dy, x1, x2 in products]
     n_extra = 0 if extra is None else extra.shape[1]

@@ -128,3 +128,20 @@ def write_pdebench_cfd(path, fields: dict, x, y, T):
         f.create_dataset("x-coordinate", data=x.astype(np.float32))
         f.create_dataset("t-coordinate", data=(np.arange(T + 1) * 0.05).astype(np.float32))
         f.attrs.update({"eta": 0.01, "zeta": 0.01, "M": 0.1})
+
+
+# Strided layouts that flatten to [rows, H] as a *view* (no copy): the kernels must not take them as
+# row-major (the weight gradients once did, reading the wrong elements, past the storage for expand).
+VIEW_LAYOUTS = {
+    "channels-first": lambda x: x.movedim(-1, 0).contiguous().movedim(0, -1),  # channel stride = rows
+    "row-slice": lambda x: torch.cat([x, x[..., :3]], dim=-1)[..., :x.shape[-1]],  # row stride H + 3
+    "expanded": lambda x: x[:1].expand(x.shape),                                    # row stride 0
+}
+
+
+def strided_view(x, layout):
+    """x's values (for "expanded": its first row's, repeated) in the given layout, as a leaf."""
+    y = VIEW_LAYOUTS[layout](x.detach())
+    H = y.shape[-1]
+    assert not y.is_contiguous() and y.reshape(-1, H)._base is not None  # flattening keeps it a view
+    return y.requires_grad_()

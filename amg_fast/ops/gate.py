@@ -14,7 +14,7 @@ from amg_fast.kernels.limits import GATE_MAX_H, gate_wgrad
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate", "check_gate_fusion_args",
-           "check_frequency_gate_args", "GateFusionFn", "split_gate_grads", "chi_grads"]
+           "check_frequency_gate_args", "GateFusionFn", "split_gate_grads", "chi_grads", "log_omega_unsupported"]
 
 
 def check_gate_fusion_args(h, z, w_z, w_h, b, chi, chi_name: str = "chi", z_name: str = "z") -> None:
@@ -136,6 +136,16 @@ def gate_fusion(h, z, w_z, w_h, b, chi, *, backend: str = "auto") -> tuple[torch
     return _dispatch(h, z, w_z, w_h, b, chi, None, backend)
 
 
+def log_omega_unsupported(op: str, log_omega: torch.Tensor, freq) -> str | None:
+    """Why op's Triton kernels cannot take this frequency-gate input, or None: they give log_omega (data,
+    log(omega + eps)) no gradient, so one that requires grad is refused ("auto" runs the reference, which
+    gives it one) rather than silently left without its gradient."""
+    if freq is None or not (log_omega.requires_grad and torch.is_grad_enabled()):
+        return None
+    return (f"{op}'s Triton kernels give log_omega no gradient, got a log_omega that requires grad: "
+            "pass log_omega.detach(), or use backend='reference'")
+
+
 def _dispatch(h, z, w_z, w_h, b, chi, freq, backend: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The reference or the Triton Function for validated arguments; freq = (w1, b_omega) means chi
     holds log(omega + eps) and the frequency gate is still to be applied."""
@@ -145,7 +155,7 @@ def _dispatch(h, z, w_z, w_h, b, chi, freq, backend: str) -> tuple[torch.Tensor,
     return run_op("gate_fusion", backend, h,
                   lambda: gate_fusion_ref(h, z, w_z, w_h, b, chi if freq is None else frequency_gate(chi, *freq)),
                   lambda h_: GateFusionFn.apply(h_, z.to(h_.dtype), w_z, w_h, b, chi, *(freq or ())),
-                  unsupported=too_wide)
+                  unsupported=too_wide or log_omega_unsupported("gate_fusion_freq", chi, freq))
 
 
 def gate_fusion_freq(h, z, w_z, w_h, b, log_omega, w1, b_omega, *, backend: str = "auto"
@@ -154,8 +164,9 @@ def gate_fusion_freq(h, z, w_z, w_h, b, log_omega, w1, b_omega, *, backend: str 
     frequency gate chi = sigmoid(w1 log_omega + b_omega) folded into the Triton kernels (forward and
     backward; no separate launches for chi or its w1, b_omega gradients).
 
-    log_omega: log(omega_f + eps), 0-dim (or [B], one per leading index of h), no gradient;
-    w1, b_omega: 0-dim. Other arguments and the result as gate_fusion's.
+    log_omega: log(omega_f + eps), 0-dim (or [B], one per leading index of h), no gradient on Triton (one
+    that requires grad: a ValueError with backend="triton", the reference with "auto"); w1, b_omega: 0-dim.
+    Other arguments and the result as gate_fusion's.
     """
     check_gate_fusion_args(h, z, w_z, w_h, b, log_omega, chi_name="log_omega")
     check_frequency_gate_args(h, w1, b_omega)

@@ -23,7 +23,7 @@ from amg_fast._checks import check_real_float, check_same_device, check_shape
 from amg_fast.kernels.limits import READOUT_MAX_H
 from amg_fast.ops._backend import run_op, triton_ops
 from amg_fast.ops.gate import (check_frequency_gate_args, check_gate_fusion_args, chi_grads, frequency_gate,
-                              gate_fusion_ref, split_gate_grads)
+                              gate_fusion_ref, log_omega_unsupported, split_gate_grads)
 
 __all__ = ["memory_gate", "memory_gate_freq", "memory_gate_ref", "MemoryGateFn"]
 
@@ -81,7 +81,7 @@ def _dispatch(h, a, w_out, b_out, w_z, w_h, b, chi, freq, backend: str) -> tuple
                   lambda: memory_gate_ref(h, a, w_out, b_out, w_z, w_h, b,
                                           chi if freq is None else frequency_gate(chi, *freq)),
                   lambda h_: MemoryGateFn.apply(h_, a.to(h_.dtype), w_out, b_out, w_z, w_h, b, chi, *(freq or ())),
-                  unsupported=too_wide)
+                  unsupported=too_wide or log_omega_unsupported("memory_gate_freq", chi, freq))
 
 
 def memory_gate(h, a, w_out, b_out, w_z, w_h, b, chi, *, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +99,7 @@ def memory_gate(h, a, w_out, b_out, w_z, w_h, b, chi, *, backend: str = "auto") 
 def memory_gate_freq(h, a, w_out, b_out, w_z, w_h, b, log_omega, w1, b_omega, *, backend: str = "auto"
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """memory_gate with AMGFNO's frequency gate chi = sigmoid(w1 log_omega + b_omega) folded into the
-    kernels (as gate_fusion_freq): log_omega = log(omega_f + eps), 0-dim or [B], no gradient; w1,
+    kernels (as gate_fusion_freq): log_omega = log(omega_f + eps), 0-dim or [B], no gradient (as there); w1,
     b_omega 0-dim. Other arguments and the result as memory_gate's."""
     check_gate_fusion_args(h, a, w_z, w_h, b, log_omega, chi_name="log_omega", z_name="a")
     _check_readout(h, a, w_out, b_out)

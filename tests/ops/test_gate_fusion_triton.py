@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 import torch
-from helpers import RTOL, ids, rel_err
+from helpers import RTOL, VIEW_LAYOUTS, ids, rel_err, strided_view
 
 from amg_fast.layers.memory_fusion import AdaptiveMemoryGate
 from amg_fast.ops import gate_fusion, gate_fusion_ref
@@ -141,6 +141,16 @@ def test_extra_spatial_axes(kdev, poisoned, gen):
         assert rel_err(a, b) <= 1e-10
 
 
+def triton_matches_float64_reference(args, gen):
+    """Outputs and all six gradients of fp64 args on Triton within 1e-10 of the reference's."""
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
+    out_ref, g_ref, grads_ref = reference_in_float64(args, seed)
+    assert rel_err(out, out_ref) <= 1e-10 and rel_err(g, g_ref) <= 1e-10
+    for name, grad, ref in zip(GRAD_NAMES, grads, grads_ref):
+        assert rel_err(grad, ref) <= 1e-10, name
+
+
 def test_non_contiguous_inputs(kdev, poisoned, gen):
     H = 48
     base = torch.randn(3, 2 * H, 10, generator=gen, dtype=torch.float64).to(kdev)
@@ -152,12 +162,14 @@ def test_non_contiguous_inputs(kdev, poisoned, gen):
     chi = torch.rand(3, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
     args = [h, z, w_z, w_h, b, chi]
     assert not any(a.is_contiguous() for a in args[:5])
-    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
-    out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
-    out_ref, g_ref, grads_ref = reference_in_float64(args, seed)
-    assert rel_err(out, out_ref) <= 1e-10 and rel_err(g, g_ref) <= 1e-10
-    for name, grad, ref in zip(GRAD_NAMES, grads, grads_ref):
-        assert rel_err(grad, ref) <= 1e-10, name
+    triton_matches_float64_reference(args, gen)
+
+
+@pytest.mark.parametrize("layout", list(VIEW_LAYOUTS))
+def test_inputs_that_flatten_to_strided_views(layout, kdev, poisoned, gen):
+    h, z, w_z, w_h, b, chi = make_args((12, 24), (), torch.float64, gen, kdev)
+    args = [strided_view(h, layout), strided_view(z, layout), w_z, w_h, b, chi]
+    triton_matches_float64_reference(args, gen)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
@@ -311,6 +323,29 @@ def test_freq_gate_errors_name_log_omega_and_w1(gen):
         gate_fusion_mod.gate_fusion_freq(h, z, w_z, w_h, b, log_omega.expand(5), w1, b_omega)
     with pytest.raises(ValueError, match="w1"):
         gate_fusion_mod.gate_fusion_freq(h, z, w_z, w_h, b, log_omega, w1.reshape(1), b_omega)
+
+
+@pytest.mark.parametrize("op", ["gate_fusion_freq", "memory_gate_freq"])
+def test_log_omega_requiring_grad_is_refused_by_triton_and_auto_gives_its_gradient(op, kdev, gen, monkeypatch):
+    """The kernels give log_omega no gradient: one that requires it is refused by name on Triton (not left
+    silently without one), and "auto" runs the reference, whose gradient matches the formula's."""
+    from amg_fast.ops import readout_gate
+
+    h, z, w_z, w_h, b, log_omega, w1, b_omega = freq_args((2, 3, 16), (2,), torch.float64, gen, kdev)
+    log_omega.requires_grad_()
+    fn = getattr(readout_gate if op.startswith("memory") else gate_fusion_mod, op)
+    extra = (torch.randn(32, 16, generator=gen, dtype=torch.float64).to(kdev), torch.zeros(32, dtype=torch.float64,
+                                                                                              device=kdev))
+    args = (h, z, *extra, w_z, w_h, b) if op.startswith("memory") else (h, z, w_z, w_h, b)
+    with pytest.raises(ValueError, match=f"{op}'s Triton kernels give log_omega no gradient.*log_omega.detach"):
+        fn(*args, log_omega, w1, b_omega, backend="triton")
+    with torch.no_grad():  # nothing to differentiate: the kernels take it
+        fn(*args, log_omega, w1, b_omega, backend="triton")
+    monkeypatch.setattr(importlib.import_module("amg_fast.ops._backend"), "resolve_backend",
+                        lambda op_, backend, device: "triton")
+    got = torch.autograd.grad(fn(*args, log_omega, w1, b_omega, backend="auto")[0].sum(), log_omega)[0]
+    want = torch.autograd.grad(fn(*args, log_omega, w1, b_omega, backend="reference")[0].sum(), log_omega)[0]
+    assert got.abs().max() > 0 and torch.equal(got, want)
 
 
 def test_layer_log_omega_follows_omega_dtype_and_state_dict(kdev):

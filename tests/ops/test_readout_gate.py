@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 import torch
-from helpers import RTOL, record_launches, rel_err
+from helpers import RTOL, VIEW_LAYOUTS, record_launches, rel_err, strided_view
 
 from amg_fast.kernels import _tf32 as tf32_kernels
 from amg_fast.kernels import gate_fusion as gate_kernels
@@ -81,6 +81,21 @@ def test_forward_and_all_grads_match_reference(shape, kind, dtype, kdev, poisone
     for name, grad, ref, leaf in zip(names, grads, grads_ref, [t for t in args + gate if t.requires_grad]):
         assert grad.dtype == leaf.dtype and torch.isfinite(grad).all(), name
         assert rel_err(grad, ref) <= tol, f"d{name}: rel err {rel_err(grad, ref):.2e}"
+
+
+@pytest.mark.parametrize("layout", list(VIEW_LAYOUTS))
+def test_inputs_that_flatten_to_strided_views(layout, kdev, poisoned, gen):
+    """h and a as strided views that flatten to [rows, H] without a copy (tests/helpers.py's
+    VIEW_LAYOUTS): every gradient, dW_h and dW_out included, as for contiguous inputs."""
+    h, a, *weights = make_args((12, 24), torch.float64, gen, kdev)
+    args = [strided_view(h, layout), strided_view(a, layout), *weights]
+    gate = chi_args("freq0", 12, torch.float64, gen, kdev)
+    dout = torch.randn(12, 24, generator=gen, dtype=torch.float64)
+    got = run(args, gate, "triton", dout.to(kdev))
+    want = run(in_float64(args), in_float64(gate), "reference", dout)
+    for name, x, y in zip(("out", "g_mean") + NAMES + ("w1", "b_omega"), (got[0], got[1], *got[2]),
+                          (want[0], want[1], *want[2])):
+        assert rel_err(x, y) <= 1e-10, name
 
 
 def test_gpu_tiling_of_the_weight_gradients(kdev, poisoned, gen, monkeypatch):
