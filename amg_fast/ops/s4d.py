@@ -73,10 +73,13 @@ def _spatial_folded(u: torch.Tensor) -> torch.Tensor:
 
 
 def s4d_conv_kernel(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
-    """K[h, l] = 2 Re(sum_n c[h, n] lam[h, n]^l) for l < T. lam, c real [H, N, 2] -> [H, T]."""
+    """K[h, l] = 2 Re(sum_n c[h, n] lam[h, n]^l) for l < T. lam, c real [H, N, 2] -> [H, T].
+
+    lam^l as a running product [1, lam, lam^2, ...] (a pole lam = 0 included: exp(l log lam) was NaN at
+    l = 0 there), as accurate in fp32 over 4096 steps as exp(l log lam) (tests/ops/test_s4d_scan.py)."""
     lam_c, c_c = torch.view_as_complex(lam.contiguous()), torch.view_as_complex(c.contiguous())
-    steps = torch.arange(T, device=lam.device, dtype=lam.dtype)
-    powers = torch.exp(torch.log(lam_c)[..., None] * steps)  # lam^l, [H, N, T]
+    factors = torch.cat([torch.ones_like(lam_c)[..., None], lam_c[..., None].expand(*lam_c.shape, T - 1)], dim=-1)
+    powers = factors.cumprod(dim=-1)  # lam^l, [H, N, T]
     return 2 * torch.einsum("hn,hnl->hl", c_c, powers).real
 
 

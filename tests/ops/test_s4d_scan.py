@@ -43,6 +43,21 @@ def test_reference_matches_loop(B, T, S, H, N, gen):
     assert rel_err(y, loop_scan(u, lam, c, d)) <= 1e-10
 
 
+def test_reference_takes_a_pole_at_zero(gen):
+    """lam = 0 (a one-step memory) and a real pole: values and gradients as the loop's (lam^0 = 1)."""
+    u = randn(2, 7, 3, 2, generator=gen)
+    lam, c, d = random_params(2, 3, gen)
+    lam[0, 0] = 0.0
+    lam[1, 2, 1] = 0.0
+    lam.requires_grad_()
+    y = s4d_scan(u, lam, c, d, backend="reference")
+    want = loop_scan(u, lam, c, d)
+    assert torch.isfinite(y).all() and rel_err(y, want) <= 1e-10
+    dy = randn(*y.shape, generator=gen)
+    got, ref = (torch.autograd.grad((out * dy).sum(), lam)[0] for out in (y, want))
+    assert rel_err(got, ref) <= 1e-10
+
+
 def test_loop_oracle_detects_a_shifted_kernel(gen):
     u = randn(1, 10, 2, 3, generator=gen)
     lam, c, d = random_params(3, 4, gen)
