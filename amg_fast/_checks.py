@@ -60,7 +60,8 @@ def check_rank(name: str, value: torch.Tensor, allowed: Sequence[int] | int, lay
     """Require value.dim() in allowed; layout describes the expected shape, e.g. '[B, T, S, C]'."""
     allowed = (allowed,) if isinstance(allowed, int) else tuple(allowed)
     if value.dim() not in allowed:
-        ranks = " or ".join(str(r) for r in allowed)
+        consecutive = len(allowed) > 2 and list(allowed) == list(range(allowed[0], allowed[-1] + 1))
+        ranks = f"{allowed[0]} to {allowed[-1]}" if consecutive else " or ".join(str(r) for r in allowed)
         raise ValueError(
             f"{name} must have rank {ranks} ({layout}), got shape {tuple(value.shape)}"
         )

@@ -343,7 +343,7 @@ def test_unknown_method_or_activation_rejected():
         s4d_scan(*args, method="fft")
     with pytest.raises(ValueError, match=r"activation must be one of \(None, 'gelu'\), got 'relu'"):
         s4d_scan(*args, activation="relu")
-    with pytest.raises(ValueError, match=r"u must have rank 4 or 5 or"):
+    with pytest.raises(ValueError, match=r"u must have rank 4 to 15 \(\[B, T, S, H\]"):
         s4d_scan(torch.zeros(2, 3, 4), *args[1:])
 
 
