@@ -84,7 +84,9 @@ TRAIN = ["--model", "ffno", "--n-train", "8", "--n-test", "4", "--epochs", "1000
 def test_train_keeps_its_checkpoint_and_says_how_to_resume(tmp_path):
     out = tmp_path / "run"
     run = Running("train.py", *TRAIN, "--cache-dir", tmp_path / "cache", "--out", out)
-    line = the_line(*run.interrupt_when(lambda: "epoch    2" in run.text(), "epoch 2"))
+    code, stdout, stderr = run.interrupt_when(lambda: "epoch    2" in run.text(), "epoch 2")
+    line = the_line(code, stdout, stderr)
+    assert "--resume" not in stdout  # the one line says how to continue (the run directory's hint did too)
     epoch = torch.load(out / "checkpoint.pt", weights_only=True)["epoch"]
     assert epoch >= 2 and line.startswith(f"interrupted: run directory {out} keeps the checkpoint of epoch {epoch} "
                                           "of 1000; continue with: python ")

@@ -385,7 +385,8 @@ def open_run_dir(cfg: TrainConfig, log):
 
     An error before any checkpoint exists removes what this attempt created (the directories it
     made, or config.json / metrics.jsonl), so the same command can be run again; with a
-    checkpoint the directory stays, to --resume."""
+    checkpoint the directory stays, to --resume (said here unless the error says otherwise: Ctrl-C, or
+    an error whose resume_helps is False, as a diverged run's)."""
     run = RunDir(cfg.out)
     missing = [p for p in (run.path, *run.path.parents) if not p.exists()]
     created = missing[-1] if missing else None  # the topmost directory this attempt creates
@@ -404,14 +405,15 @@ def open_run_dir(cfg: TrainConfig, log):
         check_run_dir(cfg)  # again, under the lock: another process may have started a run here meanwhile
         run.write_config(cfg)
         yield run
-    except BaseException:
+    except BaseException as err:
         if not run.has_checkpoint():  # nothing to resume: leave nothing behind
             if created is not None:
                 shutil.rmtree(created, ignore_errors=True)
             for path, was_there in existed.items():
                 if not was_there:
                     path.unlink(missing_ok=True)
-        else:
+        elif not isinstance(err, KeyboardInterrupt) and getattr(err, "resume_helps", True):
+            # Ctrl-C prints its own "continue with: ... --resume" line; a diverged run would diverge again
             log(f"{run.path} keeps its last checkpoint: run the same command with --resume to continue")
         raise
     finally:

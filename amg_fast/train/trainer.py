@@ -48,7 +48,9 @@ __all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_mod
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or Inf; the last good checkpoint is kept."""
+    """The loss became NaN or Inf; the last good checkpoint is kept. Resuming with the run's settings
+    would diverge again (open_run_dir reads resume_helps), so the message says how to train again."""
+    resume_helps = False
 
 
 # What the CLIs report as "error: <message>" (exit 2) instead of a traceback.
@@ -372,8 +374,12 @@ def _train_steps(run: Run) -> tuple[float, float | None]:
 
 
 def _diverged(run: Run, what: str):
-    kept = run.dir.checkpoint_path if run.dir.has_checkpoint() else "none yet"
-    raise TrainingDiverged(f"{what}; stopping (a lower --lr may help). The last good checkpoint ({kept}) is kept")
+    if not run.dir.has_checkpoint():  # the attempt's files are removed: the same --out starts afresh
+        raise TrainingDiverged(f"{what}; stopping (no checkpoint yet; a lower --lr may help)")
+    raise TrainingDiverged(
+        f"{what}; stopping. The last good checkpoint ({run.dir.checkpoint_path}) is kept, but resuming would repeat "
+        f"the same steps (a run keeps its settings, --lr included): train again with a lower --lr into another "
+        f"--out, or remove {run.dir.path} first")
 
 
 def _save(run: Run, epoch: int) -> None:

@@ -231,8 +231,8 @@ def test_same_command_runs_once_the_input_is_fixed(tiny_data, tmp_path, case):
     if case == "nan-data":
         refused(failed, "holds NaN or Inf values")
     else:  # passes every check, then diverges in epoch 1, before the first checkpoint
-        refused(failed, "error: test nRMSE is nan at epoch 1: the rollout's predictions are not finite; stopping (a "
-                        "lower --lr may help). The last good checkpoint (none yet) is kept")
+        refused(failed, "error: test nRMSE is nan at epoch 1: the rollout's predictions are not finite; stopping (no "
+                        "checkpoint yet; a lower --lr may help)")
     if case == "diverging-lr-in-existing-dir":  # what was there stays; what the attempt wrote is gone
         assert sorted(p.name for p in out.iterdir()) == [".train.lock", "notes.txt"]
     else:
@@ -244,22 +244,35 @@ def test_same_command_runs_once_the_input_is_fixed(tiny_data, tmp_path, case):
     assert json.loads((out / "results.json").read_text())["epochs"] == 1
 
 
-def test_failure_after_a_checkpoint_keeps_the_run_resumable(tiny_data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("failure", ["disk", "diverged"])
+def test_failure_after_a_checkpoint_keeps_the_run_and_says_what_helps(failure, tiny_data, tmp_path, monkeypatch):
+    """A failure in epoch 2 keeps epoch 1's checkpoint. An error --resume gets past (here a full disk) says
+    to resume; a diverged run, which would diverge again on resuming with its own --lr, says to train
+    again elsewhere instead, and nothing about --resume."""
     import amg_fast.train.trainer as trainer
 
     real_loss, calls = trainer._loss, []
 
-    def nan_from_epoch_2(*args):
+    def fails_in_epoch_2(*args):
         calls.append(1)
+        if len(calls) > 1 and failure == "disk":
+            raise OSError(28, "No space left on device")
         return real_loss(*args) * (float("nan") if len(calls) > 1 else 1.0)
 
-    monkeypatch.setattr(trainer, "_loss", nan_from_epoch_2)
+    monkeypatch.setattr(trainer, "_loss", fails_in_epoch_2)
     out = tmp_path / "run"
     logs = []
-    with pytest.raises(TrainingDiverged, match="loss is nan at epoch 2"):
+    raised = OSError if failure == "disk" else TrainingDiverged
+    with pytest.raises(raised) as err:
         train(TrainConfig(data=str(tiny_data), out=str(out), **{**TINY_CFG, "epochs": 2}), log=logs.append)
     assert {"config.json", "metrics.jsonl", "checkpoint.pt"} <= {p.name for p in out.iterdir()}
-    assert f"{out} keeps its last checkpoint: run the same command with --resume to continue" in logs
+    hint = f"{out} keeps its last checkpoint: run the same command with --resume to continue"
+    assert (hint in logs) == (failure == "disk")
+    if failure == "diverged":
+        assert str(err.value) == (
+            f"loss is nan at epoch 2; stopping. The last good checkpoint ({out / 'checkpoint.pt'}) is kept, but "
+            f"resuming would repeat the same steps (a run keeps its settings, --lr included): train again with a "
+            f"lower --lr into another --out, or remove {out} first")
 
 
 def test_wall_time_sums_every_segment_of_a_resumed_run(tiny_data, tmp_path, monkeypatch):
