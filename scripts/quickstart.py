@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from amg_fast._checks import ArgumentError, resolve_device
 from amg_fast.models import count_parameters, get_model
 
 
@@ -20,6 +21,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
     return value
+
+
+def device_arg(text: str) -> torch.device:
+    """--device: 'auto', 'cpu', 'cuda' or 'cuda:N', refused by name where there is no such device."""
+    try:
+        return resolve_device(text)
+    except ArgumentError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -31,14 +40,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--omega", type=float, default=0.584,
                    help="fixed omega_f for the frequency gate (default 0.584, the paper's KS value at f=32)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--device", type=device_arg, default="cpu",
+                   help="torch device: auto, cpu, cuda or cuda:N (default cpu)")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
-    device = torch.device(args.device)
+    device = args.device
     model = get_model("amgfno", width=args.width, modes=args.res // 2, omega=args.omega).to(device)
     u = torch.randn(args.batch, args.steps + 1, args.res, 1, device=device)  # [B, T, S, C]
     print(f"AMGFNO1d: width={args.width}, modes={args.res // 2}, parameters={count_parameters(model):,}")

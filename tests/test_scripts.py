@@ -28,3 +28,11 @@ def test_quickstart_prints_shapes_parameters_and_gate():
 def test_quickstart_rejects_bad_sizes(flag, value):
     proc = run_script(flag, value)
     assert proc.returncode == 2 and f"must be an integer >= 1, got {value}" in proc.stderr
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:99"])
+def test_quickstart_refuses_a_device_by_name(device):
+    """As train.py and evaluate.py: a usage error naming --device and the value, not a traceback."""
+    proc = run_script("--device", device)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "argument --device: device " in proc.stderr and f"'{device}'" in proc.stderr, proc.stderr
