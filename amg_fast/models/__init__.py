@@ -68,8 +68,14 @@ def build_model(options, omega=None, backend: str = "auto", stats: dict | None =
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of trainable scalars (lazy spectral weights must be materialised first)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    """Number of trainable scalars. A model built with modes=None creates its spectral weights at the first
+    forward: counting before that is refused with a ValueError that says so."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if any(isinstance(p, nn.parameter.UninitializedParameter) for p in params):
+        raise ValueError(f"{type(model).__name__} was built with modes=None, so its spectral weights are created "
+                         "at the first forward and cannot be counted yet: run one forward first, or build it with "
+                         "modes=f//2")
+    return sum(p.numel() for p in params)
 
 
 from amg_fast.models.param_table import parameter_table_markdown  # noqa: E402 (uses the registry above)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from helpers import rel_err
 
-from amg_fast.models import AMGFNO1d, FFNO1d, available_models, get_model
+from amg_fast.models import AMGFNO1d, FFNO1d, available_models, count_parameters, get_model
 
 CORE = ["ffno", "multi_input_ffno", "s4ffno", "amgfno"]
 SMALL = dict(in_channels=1, out_channels=1, width=16, modes=4)
@@ -140,3 +140,12 @@ def test_composed_decoder_equals_the_two_linears(bias):
     model = get_model("ffno", width=16, modes=4).double()
     h = torch.randn(2, 3, 8, 16, dtype=torch.float64)
     assert torch.allclose(model.decode(h), model.decoder(h), rtol=1e-12, atol=1e-12)
+
+
+def test_parameters_of_a_lazy_model_are_counted_after_its_first_forward():
+    """modes=None: the spectral weights appear at the first forward; counting before is refused by name."""
+    model = get_model("amgfno", width=8, omega=0.2)
+    with pytest.raises(ValueError, match=r"AMGFNO1d was built with modes=None.*run one forward first"):
+        count_parameters(model)
+    model(torch.randn(1, 2, 16, 1))
+    assert count_parameters(model) == count_parameters(get_model("amgfno", width=8, modes=8, omega=0.2))
