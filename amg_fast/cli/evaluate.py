@@ -22,6 +22,7 @@ from amg_fast.data.h5 import cfd_fields
 from amg_fast.models import build_model
 from amg_fast.train.checkpoint import CheckpointError, load_checkpoint
 from amg_fast.train.config import TrainConfig
+from amg_fast.train.data import run_data_file
 from amg_fast.train.evaluate import evaluate
 from amg_fast.train.rundir import RunDir
 from amg_fast.train.trainer import USER_ERRORS, check_model_runs
@@ -43,7 +44,8 @@ def positive_int(text: str) -> int:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="a checkpoint.pt written by scripts/train.py (or its run directory)")
-    p.add_argument("--data", required=True, help="HDF5 data file (PDEBench, LPSDA or amg_fast layout)")
+    p.add_argument("--data", help="HDF5 data file (PDEBench, LPSDA or amg_fast layout; default: the data the run "
+                                  "trained on, its --data or the data set it generated into its --cache-dir)")
     p.add_argument("--res", type=positive_int, help="observation resolution f (default: the run's)")
     p.add_argument("--split", default="test", choices=("train", "test"), help="which split to roll out (default test)")
     p.add_argument("--field", help="the field of a PDEBench CFD --data file with several (density, pressure, Vx, Vy, "
@@ -86,6 +88,15 @@ def _run(args) -> int:
         return 2
 
 
+def _run_data(cfg: TrainConfig) -> str:
+    """The data file the run trained on (without --data): its --data, or its generated data set."""
+    data = run_data_file(cfg)
+    if not data.is_file():
+        source = "--data" if cfg.data is not None else f"the data set it generated into --cache-dir {cfg.cache_dir}"
+        raise ValueError(f"the run trained on {data} ({source}), which is not there now: pass --data FILE")
+    return str(data)
+
+
 def _evaluate(args) -> int:
     path = Path(args.checkpoint)
     path = RunDir(path).checkpoint_path if path.is_dir() else path
@@ -94,14 +105,15 @@ def _evaluate(args) -> int:
     device = resolve_device(args.device)
     json_path = check_output_file("--json", args.json) if args.json else None  # before the rollout, which takes a while
     cfg, model = load_run(path)
+    data = args.data or _run_data(cfg)
     res = args.res or cfg.res
     field = args.field
-    if field is None and cfg.field is not None and cfg.field in cfd_fields(args.data):
+    if field is None and cfg.field is not None and cfg.field in cfd_fields(data):
         field = cfg.field  # the run's field, where the file holds it (another file's only field otherwise)
-    ds = TrajectoryDataset(args.data, res, split=args.split, limit=args.limit, field=field,
+    ds = TrajectoryDataset(data, res, split=args.split, limit=args.limit, field=field,
                            omega_per_trajectory=cfg.omega_mode == "batch", nonzero_rollout_frames=True)
     if ds.spatial_dims != model.spatial_dims or ds.pde != cfg.pde:  # another PDE: an nRMSE that means nothing
-        raise ValueError(f"--data {args.data} holds {ds.spatial_dims}D {ds.pde} trajectories; the checkpoint's model "
+        raise ValueError(f"--data {data} holds {ds.spatial_dims}D {ds.pde} trajectories; the checkpoint's model "
                          f"{cfg.model} is {model.spatial_dims}D, trained on --pde {cfg.pde}: evaluate it on "
                          f"{cfg.pde} data")
     model.to(device)
@@ -110,7 +122,7 @@ def _evaluate(args) -> int:
     print(f"evaluating {path} ({cfg.model}) at f={res} on {len(ds)} {args.split} trajectories"
           + (f" of field {field}" if field is not None else ""), flush=True)
     result = evaluate(model, loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
-    out = {"checkpoint": str(path), "data": args.data, "field": field, "res": res, "split": args.split, "n": len(ds),
+    out = {"checkpoint": str(path), "data": str(data), "field": field, "res": res, "split": args.split, "n": len(ds),
            "nrmse": result.nrmse, "nrmse_per_step": result.nrmse_per_step.tolist(), "gate_mean": result.gate_mean,
            "one_step_nrmse": result.one_step_nrmse, "one_step_loss": result.one_step_loss,
            "amplitude_per_step": result.amplitude_per_step.tolist()}

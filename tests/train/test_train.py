@@ -202,6 +202,10 @@ def test_quick_default_reduced_variant(tmp_path):
     assert "falling back to the PyTorch reference" in proc.stdout
     assert "| amgfno | ks | 0.1 | 32 |" in proc.stdout
     assert len(list((tmp_path / "cache").glob("ks_nu0.1_*.h5"))) == 1
+    evaluated = run_cli("evaluate.py", tmp_path / "quick", "--json", tmp_path / "e.json")  # no --data: the run's
+    assert evaluated.returncode == 0, evaluated.stderr
+    data = json.loads((tmp_path / "e.json").read_text())["data"]
+    assert Path(data) == next((tmp_path / "cache").glob("ks_nu0.1_*.h5"))
 
 
 def test_fast_kernels_train_through_the_triton_ops(tiny_data, tmp_path):
@@ -217,9 +221,15 @@ def test_fast_kernels_train_through_the_triton_ops(tiny_data, tmp_path):
 def test_evaluate_script_matches_training_results(tiny_data, tmp_path):
     out = tmp_path / "run"
     results = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=2, **TINY), log=lambda *a: None)
-    proc = run_cli("evaluate.py", out / "checkpoint.pt", "--data", tiny_data, "--json", tmp_path / "e.json")
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads((tmp_path / "e.json").read_text())["nrmse"] == pytest.approx(results["nrmse"], rel=1e-6)
+    for data in (["--data", tiny_data], []):  # without --data: the run's own
+        proc = run_cli("evaluate.py", out / "checkpoint.pt", *data, "--json", tmp_path / "e.json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads((tmp_path / "e.json").read_text())["nrmse"] == pytest.approx(results["nrmse"], rel=1e-6)
+    moved = tiny_data.rename(tmp_path / "moved.h5")
+    proc = run_cli("evaluate.py", out / "checkpoint.pt")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"error: the run trained on {tiny_data} (--data), which is not there now: pass --data FILE"), proc.stderr
+    assert run_cli("evaluate.py", out / "checkpoint.pt", "--data", moved).returncode == 0
 
 
 @pytest.mark.parametrize(
