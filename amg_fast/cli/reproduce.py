@@ -325,7 +325,7 @@ def _report_selection(args, name: str):
 def cmd_report(args) -> int:
     from amg_fast.experiments.reports import write_report
 
-    runner.read_sweep(args.out)  # before anything is written
+    preset = runner.read_sweep(args.out)["preset"]  # before anything is written
     names = [n for n in args.experiments if n != "grid"]
     names = (resolve_experiments(names) if names else []) + (["grid"] if "grid" in args.experiments else [])
     refused = 0
@@ -342,7 +342,7 @@ def cmd_report(args) -> int:
             refused += 1
             continue
         check_writable_dir(f"{name}: report folder", args.out / "reports" / name)
-        files = write_report(name, records, args.out / "reports" / name)
+        files = write_report(name, records, args.out / "reports" / name, preset=preset)
         print(f"{name}: {len(done)} finished runs; wrote {', '.join(str(f) for f in files)}")
         if lacking:
             print(f"  lacks {len(lacking)} of its {len(expected)} runs (seeds {', '.join(map(str, sorted(set(r.get('seed', 0) for r in records))))}): "

@@ -969,8 +969,21 @@ def _training_setups(records: list[dict]) -> Table | None:
                                           "torch / triton", "runs", "started"], rows, tex=False)
 
 
-def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir: Path) -> list[Path]:
-    """Figures first (a missing matplotlib fails before any file), then table.md/.csv/.tex."""
+def _preset_line(preset: str | None) -> list[str]:
+    """What table.md says of the sweep's preset (its scale): the paper's protocol, or a shorter one whose
+    ratios to the paper's values say little about the method."""
+    if preset is None:
+        return []
+    if preset == "paper":
+        return [f"Sweep preset: {preset} (the paper's training protocol).", ""]
+    return [f"Sweep preset: {preset}, trained far less than the paper's 200 epochs on 2048 trajectories: its "
+            "values, and their ratios to the paper's, check the pipeline, not the method.", ""]
+
+
+def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir: Path,
+            preset: str | None = None) -> list[Path]:
+    """Figures first (a missing matplotlib fails before any file), then table.md/.csv/.tex; preset: the
+    sweep's (experiments.specs.PRESETS), said in table.md, or None."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, notes = [], []
@@ -985,7 +998,7 @@ def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir
     experiment = EXPERIMENTS.get(experiment_id)
     md = [f"# {experiment_id}: {experiment.artefact if experiment else ''}".rstrip(": "), "",
           f"Runs: {len(records)} ({_state_counts(records)}). Cells: ours (paper); "
-          "several seeds give mean ± sample std [n=seeds].", ""]
+          "several seeds give mean ± sample std [n=seeds].", ""] + _preset_line(preset)
     md += [_markdown(t) for t in tables] or ["No runs.\n"]
     setups = _training_setups(records)
     md += [_markdown(setups)] if setups else []
@@ -1030,12 +1043,13 @@ ARTEFACTS: dict[str, Artefact] = {
     "grid": Artefact(_grid_tables, csv_columns=("fusion", "alpha", "variant", "omega", "reading", "overrides")
                      + _DIAGNOSTIC_COLUMNS),
 }
-REPORTERS: dict[str, Callable[[list[dict], Path], list[Path]]] = {
+REPORTERS: dict[str, Callable[..., list[Path]]] = {
     name: partial(_report, name, artefact) for name, artefact in ARTEFACTS.items()}
 
 
-def write_report(experiment_id: str, records: list[dict], out_dir: Path) -> list[Path]:
-    """Write the report of `experiment_id` from its run records into out_dir (created); the files written."""
+def write_report(experiment_id: str, records: list[dict], out_dir: Path, preset: str | None = None) -> list[Path]:
+    """Write the report of `experiment_id` from its run records into out_dir (created); the files written.
+    preset: the sweep's preset, said in table.md (None: not said)."""
     if experiment_id not in REPORTERS:
         raise ValueError(f"no report for experiment {experiment_id!r}; known: {', '.join(REPORTERS)}")
-    return REPORTERS[experiment_id](records, Path(out_dir))
+    return REPORTERS[experiment_id](records, Path(out_dir), preset=preset)

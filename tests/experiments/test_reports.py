@@ -203,6 +203,9 @@ def test_table2_ours_beside_the_paper_with_ratio(tmp_path):
     assert "| U-Net | failed (-) | missing (-) | missing (-) |" in md
     tex = (tmp_path / "table.tex").read_text()
     assert r"$\pm$" in tex and "Multi-Input FFNO" in tex and "Per cell" not in tex
+    assert "Sweep preset" not in md  # not given: not said
+    write_report("table2", RECORDS["table2"], tmp_path, preset="paper")
+    assert "Sweep preset: paper (the paper's training protocol)." in (tmp_path / "table.md").read_text()
 
 
 def test_table3_gate_against_the_paper(tmp_path):
