@@ -89,10 +89,14 @@ def _run(args) -> int:
 
 
 def _run_data(cfg: TrainConfig) -> str:
-    """The data file the run trained on (without --data): its --data, or its generated data set."""
+    """The data file the run trained on (without --data): its --data, or its generated data set. A path the
+    run recorded relative (to the directory train.py ran in, unknown here) is refused, not looked up here."""
     data = run_data_file(cfg)
+    source = "--data" if cfg.data is not None else f"the data set it generated into --cache-dir {cfg.cache_dir}"
+    if not data.is_absolute():
+        raise ValueError(f"the run trained on {data} ({source}), a path relative to the directory train.py ran in: "
+                         "pass --data FILE")
     if not data.is_file():
-        source = "--data" if cfg.data is not None else f"the data set it generated into --cache-dir {cfg.cache_dir}"
         raise ValueError(f"the run trained on {data} ({source}), which is not there now: pass --data FILE")
     return str(data)
 
@@ -119,7 +123,7 @@ def _evaluate(args) -> int:
     model.to(device)
     check_model_runs(model, res, device)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)
-    print(f"evaluating {path} ({cfg.model}) at f={res} on {len(ds)} {args.split} trajectories"
+    print(f"evaluating {path} ({cfg.model}) at f={res} on {len(ds)} {args.split} trajectories of {data}"
           + (f" of field {field}" if field is not None else ""), flush=True)
     result = evaluate(model, loader, device, omega_mode=cfg.omega_mode, precision=cfg.precision)
     out = {"checkpoint": str(path), "data": str(data), "field": field, "res": res, "split": args.split, "n": len(ds),

@@ -969,15 +969,18 @@ def _training_setups(records: list[dict]) -> Table | None:
                                           "torch / triton", "runs", "started"], rows, tex=False)
 
 
-def _preset_line(preset: str | None) -> list[str]:
-    """What table.md says of the sweep's preset (its scale): the paper's protocol, or a shorter one whose
-    ratios to the paper's values say little about the method."""
+def _preset_line(preset: str | None, records: list[dict]) -> list[str]:
+    """What table.md says of the sweep's preset (its scale): the paper's protocol (unless runs override its
+    settings), or a shorter one whose ratios to the paper's values say little about the method."""
     if preset is None:
         return []
-    if preset == "paper":
-        return [f"Sweep preset: {preset} (the paper's training protocol).", ""]
-    return [f"Sweep preset: {preset}, trained far less than the paper's 200 epochs on 2048 trajectories: its "
-            "values, and their ratios to the paper's, check the pipeline, not the method.", ""]
+    changed = sorted({key for r in records for key in _get(r, "overrides")})
+    if preset != "paper":
+        return [f"Sweep preset: {preset}, trained far less than the paper preset: its values, and their ratios "
+                "to the paper's, check the pipeline, not the method.", ""]
+    if changed:
+        return [f"Sweep preset: paper; some runs override its settings ({', '.join(changed)}).", ""]
+    return ["Sweep preset: paper (the paper's training protocol).", ""]
 
 
 def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir: Path,
@@ -998,7 +1001,7 @@ def _report(experiment_id: str, artefact: Artefact, records: list[dict], out_dir
     experiment = EXPERIMENTS.get(experiment_id)
     md = [f"# {experiment_id}: {experiment.artefact if experiment else ''}".rstrip(": "), "",
           f"Runs: {len(records)} ({_state_counts(records)}). Cells: ours (paper); "
-          "several seeds give mean ± sample std [n=seeds].", ""] + _preset_line(preset)
+          "several seeds give mean ± sample std [n=seeds].", ""] + _preset_line(preset, records)
     md += [_markdown(t) for t in tables] or ["No runs.\n"]
     setups = _training_setups(records)
     md += [_markdown(setups)] if setups else []

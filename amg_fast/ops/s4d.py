@@ -78,8 +78,9 @@ def s4d_conv_kernel(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
     lam^l as a running product [1, lam, lam^2, ...] (a pole lam = 0 included: exp(l log lam) was NaN at
     l = 0 there), as accurate in fp32 over 4096 steps as exp(l log lam) (tests/ops/test_s4d_scan.py)."""
     lam_c, c_c = torch.view_as_complex(lam.contiguous()), torch.view_as_complex(c.contiguous())
-    factors = torch.cat([torch.ones_like(lam_c)[..., None], lam_c[..., None].expand(*lam_c.shape, T - 1)], dim=-1)
-    powers = factors.cumprod(dim=-1)  # lam^l, [H, N, T]
+    factors = torch.cat([torch.ones_like(lam_c)[..., None], lam_c[..., None].expand(*lam_c.shape, max(T - 1, 0))],
+                        dim=-1)
+    powers = factors.cumprod(dim=-1)[..., :T]  # lam^l, [H, N, T] (T = 0: empty)
     return 2 * torch.einsum("hn,hnl->hl", c_c, powers).real
 
 

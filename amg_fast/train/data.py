@@ -57,14 +57,18 @@ def generator_fields(cfg: TrainConfig) -> dict[str, str]:
     return {"n_train": "n_train", "n_test": "n_test", **(_NS2D_OPTION_FIELDS if cfg.pde == "ns2d" else {})}
 
 
+def _generated_n_test(cfg: TrainConfig) -> int:
+    """Test trajectories of a generated data set: --n-test, else the PDE's default for --n-train."""
+    return cfg.n_test if cfg.n_test is not None else default_n_test(cfg.pde, cfg.n_train)
+
+
 def run_data_file(cfg: TrainConfig) -> Path:
     """Where a run's data is: --data, or the file of its generated data set in --cache-dir (whether or not
-    it is there now)."""
+    it is there now; relative where --data or --cache-dir is)."""
     if cfg.data is not None:
         return Path(cfg.data)
     request = dataset_request(cfg)
-    n_test = cfg.n_test if cfg.n_test is not None else default_n_test(cfg.pde, cfg.n_train)
-    return dataset_path(cfg.cache_dir, request["pde"], cfg.nu, cfg.n_train, n_test, request["seed"],
+    return dataset_path(cfg.cache_dir, request["pde"], cfg.nu, cfg.n_train, _generated_n_test(cfg), request["seed"],
                         ns2d_options=request.get("ns2d_options"))
 
 
@@ -74,8 +78,7 @@ def data_path(cfg: TrainConfig, rank: int, log) -> Path:
     path = run_data_file(cfg)
     if cfg.data is not None:
         return path
-    request = dataset_request(cfg)
-    n_test = cfg.n_test if cfg.n_test is not None else default_n_test(cfg.pde, cfg.n_train)
+    request, n_test = dataset_request(cfg), _generated_n_test(cfg)
     if rank == 0:
         check_writable_dir("--cache-dir", cfg.cache_dir)
         solver = resolve_device(cfg.device)

@@ -206,6 +206,10 @@ def test_table2_ours_beside_the_paper_with_ratio(tmp_path):
     assert "Sweep preset" not in md  # not given: not said
     write_report("table2", RECORDS["table2"], tmp_path, preset="paper")
     assert "Sweep preset: paper (the paper's training protocol)." in (tmp_path / "table.md").read_text()
+    shorter = RECORDS["table2"] + [rec("ffno", seed=1, nrmse=0.5, overrides={"epochs": 2})]
+    write_report("table2", shorter, tmp_path, preset="paper")
+    assert "Sweep preset: paper; some runs override its settings (epochs)." in (
+        tmp_path / "table.md").read_text()
 
 
 def test_table3_gate_against_the_paper(tmp_path):

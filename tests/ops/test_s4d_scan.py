@@ -58,6 +58,18 @@ def test_reference_takes_a_pole_at_zero(gen):
     assert rel_err(got, ref) <= 1e-10
 
 
+def test_conv_kernel_lengths(gen):
+    """s4d_conv_kernel(lam, c, T) is [H, T] for every T >= 0, its first column 2 Re(sum_n c)."""
+    from amg_fast.ops.s4d import s4d_conv_kernel
+
+    lam, c, _ = random_params(3, 2, gen)
+    for T in (0, 1, 2, 5):
+        kernel = s4d_conv_kernel(lam, c, T)
+        assert kernel.shape == (3, T)
+        if T:
+            assert torch.allclose(kernel[:, 0], 2 * c[..., 0].sum(-1))
+
+
 def test_loop_oracle_detects_a_shifted_kernel(gen):
     u = randn(1, 10, 2, 3, generator=gen)
     lam, c, d = random_params(3, 4, gen)

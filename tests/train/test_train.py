@@ -232,6 +232,17 @@ def test_evaluate_script_matches_training_results(tiny_data, tmp_path):
     assert run_cli("evaluate.py", out / "checkpoint.pt", "--data", moved).returncode == 0
 
 
+def test_evaluate_refuses_a_run_data_path_recorded_relative(tiny_data, tmp_path, monkeypatch):
+    """A relative --data (or --cache-dir) is relative to where train.py ran, unknown to evaluate.py: refused
+    by name rather than looked up (a same-named file elsewhere would be evaluated silently)."""
+    monkeypatch.chdir(tmp_path)
+    train(TrainConfig(data=tiny_data.name, out="run", epochs=1, **TINY), log=lambda *a: None)
+    proc = run_cli("evaluate.py", tmp_path / "run", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "error: the run trained on tiny.h5 (--data), a path relative to the directory train.py ran in: "
+        "pass --data FILE"), proc.stderr
+
+
 @pytest.mark.parametrize(
     "change,error,match",
     [
