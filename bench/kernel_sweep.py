@@ -164,8 +164,10 @@ FFN_GEMM_MODES = {"fp32": ("x3", False), "tf32": ("default", True)}  # mode -> (
 # (2..8) and elements / 2048 for BN = 64 (1..4): 4..32 contiguous bytes a row in fp32; BN columns a dot,
 # "programs" the grid the column groups fill. 16384 elements is left out: its GELU backward needs 256-480 KB of
 # shared memory in fp32 and TF32, more than an H100's 227 KB (bench/compile_sm90.py --ops s4d_tiles).
-S4D_TOEPLITZ_SPACE = dict(elements=[2048, 4096, 8192], BN=[16, 32, 64], num_warps=[4, 8], programs=[512, 1024, 2048])
-S4D_TOEPLITZ_QUICK = dict(S4D_TOEPLITZ_SPACE, num_warps=[8], programs=[1024])  # --quick: 9 tilings a mode
+# channels_first: the grid's order (TOEPLITZ_DOT_POLICY's comment).
+S4D_TOEPLITZ_SPACE = dict(elements=[2048, 4096, 8192], BN=[16, 32, 64], num_warps=[4, 8], programs=[512, 1024, 2048],
+                          channels_first=[False, True])
+S4D_TOEPLITZ_QUICK = dict(S4D_TOEPLITZ_SPACE, num_warps=[8], programs=[1024])  # --quick: 18 tilings a mode
 
 
 def sweep_policy_entries(container: dict, entries: dict, space: dict, sizes, make_run, label: str, timer=None,

@@ -66,9 +66,13 @@ LAUNCH_POLICY = {
 # (236 registers; 220 since the skip sits on L's diagonal, 2026-11-29) and under TF32 (160; 162), where BN 32
 # spilled 232 B a thread in fp32. Untimed: the GPU
 # sessions' sweep (bench/kernel_sweep.py --only s4d) decides.
+# "channels_first": launch the channel blocks along grid axis 0 (programs scheduled together read neighbouring
+# channels of the same columns: at T = 25 a program holds 4 channels, 16 B of each 512-B row of u in fp32)
+# instead of the column groups (neighbours then read the same 16 B of rows far apart). Untimed; the sweep
+# times both.
 TOEPLITZ_DOT_POLICY = {
-    "cuda": {"elements": 4096, "BN": 16, "num_warps": 8, "programs": 1024},
-    "cpu": {"elements": 131072, "BN": 64, "num_warps": 4, "programs": 1},
+    "cuda": {"elements": 4096, "BN": 16, "num_warps": 8, "programs": 1024, "channels_first": False},
+    "cpu": {"elements": 131072, "BN": 64, "num_warps": 4, "programs": 1, "channels_first": False},
 }
 
 
@@ -299,10 +303,16 @@ def _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD: tl.constexpr, TRANSPOS
 
 
 @triton.jit
-def _channel_block(H, BH: tl.constexpr):
-    """This program's BH channels (grid axis 1) and their mask."""
-    hs = tl.program_id(1) * BH + tl.arange(0, BH)
-    return hs, hs < H
+def _program_block(H, BH: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
+    """(group, hs, hmask): this program's column group and its BH channels with their mask. The grid is
+    (column groups, channel blocks), or with CHANNELS_FIRST (channel blocks, column groups): programs launched
+    side by side then read neighbouring channels of the same columns (one row of u is H contiguous values)."""
+    if CHANNELS_FIRST:
+        group, block = tl.program_id(1), tl.program_id(0)
+    else:
+        group, block = tl.program_id(0), tl.program_id(1)
+    hs = block * BH + tl.arange(0, BH)
+    return group, hs, hs < H
 
 
 @triton.jit
@@ -327,13 +337,13 @@ def _causal_conv(lmat, u, DOT_PRECISION: tl.constexpr):
 @triton.jit
 def _s4d_toeplitz_dot_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, S, H, NCOL, COLS_PER_GROUP,
                                  GELU: tl.constexpr, FP64: tl.constexpr, BH: tl.constexpr, BN: tl.constexpr,
-                                 T_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """y = Kk * u + d u (then GELU when GELU) for the channels of grid axis 1 and the columns
-    [g * COLS_PER_GROUP, (g + 1) * COLS_PER_GROUP) of grid axis 0, BN at a time; u, y [B, T, S, H]
-    contiguous, NCOL = B*S columns; Kk [H, T]; d [H]."""
-    hs, hmask = _channel_block(H, BH)
+                                 T_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
+    """y = Kk * u + d u (then GELU when GELU) for a block of BH channels and the columns
+    [g * COLS_PER_GROUP, (g + 1) * COLS_PER_GROUP) of a column group g (_program_block), BN at a time;
+    u, y [B, T, S, H] contiguous, NCOL = B*S columns; Kk [H, T]; d [H]."""
+    group, hs, hmask = _program_block(H, BH, CHANNELS_FIRST)
     lmat = _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD, False, FP64)
-    first = tl.program_id(0) * COLS_PER_GROUP
+    first = group * COLS_PER_GROUP
     n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
     for n0 in range(first, n_end, BN):
         off, mask = _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD, BN)
@@ -346,18 +356,18 @@ def _s4d_toeplitz_dot_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, S, H, NCOL, COLS
 @triton.jit
 def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, T, S, H, NCOL, COLS_PER_GROUP,
                                  GELU: tl.constexpr, FP64: tl.constexpr, BH: tl.constexpr, BN: tl.constexpr,
-                                 T_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                                 T_PAD: tl.constexpr, DOT_PRECISION: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
     """Backward of _s4d_toeplitz_dot_fwd_kernel over the same program tiling: g = dy (times
     GELU'(y), y recomputed, when GELU); du = L^T g + d g; and part[group, h, l] = sum over the
     group's columns of sum_t g[t] u[t - l], the group's partial sum of dKk (l = 0 is also dd),
     from P = g u^T accumulated over the columns ([BH, T_PAD, T_PAD]) and summed along its diagonals.
     part [G, H, T] in the accumulation dtype."""
-    hs, hmask = _channel_block(H, BH)
+    group, hs, hmask = _program_block(H, BH, CHANNELS_FIRST)
     lmat_t = _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD, True, FP64)
     if GELU:
         lmat = _toeplitz_matrices(k_ptr, d_ptr, hs, hmask, T, T_PAD, False, FP64)
     p = tl.zeros((BH, T_PAD, T_PAD), dtype=lmat_t.dtype)
-    first = tl.program_id(0) * COLS_PER_GROUP
+    first = group * COLS_PER_GROUP
     n_end = tl.minimum(first + COLS_PER_GROUP, NCOL)
     for n0 in range(first, n_end, BN):
         off, mask = _column_tile(n0, n_end, hs, hmask, T, S, H, T_PAD, BN)
@@ -369,7 +379,7 @@ def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, 
         p = tl.dot(g, tl.permute(u, (0, 2, 1)), p, input_precision=DOT_PRECISION, out_dtype=p.dtype)
     r = tl.arange(0, T_PAD)[None, :, None]
     c = tl.arange(0, T_PAD)[None, None, :]
-    part = part_ptr + (tl.program_id(0).to(tl.int64) * H + hs) * T
+    part = part_ptr + (group.to(tl.int64) * H + hs) * T
     for lag in range(0, T):
         dk = tl.sum(tl.sum(tl.where(r - c == lag, p, 0.0), axis=2), axis=1)
         tl.store(part + lag, dk.to(part_ptr.dtype.element_ty), mask=hmask)
@@ -659,7 +669,8 @@ def s4d_zoh_conv_kernel_bwd(part: torch.Tensor, log_dt: torch.Tensor, log_A_real
 
 def _dot_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict:
     """Launch parameters of the batched-dot Toeplitz kernels (TOEPLITZ_DOT_POLICY): the grid
-    (column groups, channel blocks) and the kernel's tile sizes."""
+    (column groups, channel blocks; with the policy's "channels_first" the other way round), the number of
+    column groups (the backward's partial sums) and the kernel's tile sizes."""
     policy = TOEPLITZ_DOT_POLICY.get(device.type, TOEPLITZ_DOT_POLICY["cuda"])
     t_pad, bn = next_pow2(T), policy["BN"]
     bh = min(next_pow2(H, 1), max(1, policy["elements"] // (t_pad * max(t_pad, bn))))
@@ -667,8 +678,10 @@ def _dot_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict:
     ncol, n_h = B * S, cdiv(H, bh)
     groups = max(1, min(cdiv(ncol, bn), cdiv(policy["programs"], n_h)))
     cols_per_group = cdiv(cdiv(ncol, groups), bn) * bn
-    return {"grid": (cdiv(ncol, cols_per_group), n_h), "NCOL": ncol, "COLS_PER_GROUP": cols_per_group,
-            "BH": bh, "BN": bn, "T_PAD": t_pad, "num_warps": policy["num_warps"]}
+    channels_first = policy.get("channels_first", False)
+    grid = (n_h, cdiv(ncol, cols_per_group)) if channels_first else (cdiv(ncol, cols_per_group), n_h)
+    return {"grid": grid, "groups": cdiv(ncol, cols_per_group), "NCOL": ncol, "COLS_PER_GROUP": cols_per_group,
+            "BH": bh, "BN": bn, "T_PAD": t_pad, "CHANNELS_FIRST": channels_first, "num_warps": policy["num_warps"]}
 
 
 def _toeplitz_dots(u_dtype: torch.dtype, acc: torch.dtype) -> str:
@@ -702,6 +715,7 @@ def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: b
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
     tiling = _dot_tiling(B, T, C // H, H, u.device)
     grid = tiling.pop("grid")
+    tiling.pop("groups")
     acc = acc_dtype(u, kk, d)
     wrap_triton(_s4d_toeplitz_dot_fwd_kernel)[grid](
         u, kk, d, y, T, C // H, H, GELU=gelu, FP64=acc == torch.float64,
@@ -723,9 +737,9 @@ def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: tor
     dy, kk, d = dy.contiguous(), kk.contiguous(), d.contiguous()
     acc = acc_dtype(u, dy, kk, d)
     tiling = _dot_tiling(B, T, C // H, H, u.device)
-    grid = tiling.pop("grid")
+    grid, groups = tiling.pop("grid"), tiling.pop("groups")
     du = new_output(u.shape, dtype=u.dtype, device=u.device)
-    part = new_output((grid[0], H, T), dtype=acc, device=u.device)
+    part = new_output((groups, H, T), dtype=acc, device=u.device)
     wrap_triton(_s4d_toeplitz_dot_bwd_kernel)[grid](
         u, dy, kk, d, du, part, T, C // H, H, GELU=gelu, FP64=acc == torch.float64,
         DOT_PRECISION=_toeplitz_dots(u.dtype, acc), **tiling)

@@ -287,6 +287,25 @@ def test_rollout_of_steps_equals_scan(kdev, poisoned, gen):
 # ----------------------------------------------------------------------------- GPU tiling, on any device
 
 
+@pytest.mark.parametrize("activation", [None, "gelu"])
+def test_batched_dots_with_channel_blocks_along_grid_axis_0(activation, kdev, poisoned, gen, monkeypatch):
+    """TOEPLITZ_DOT_POLICY's "channels_first" grid (channel blocks on axis 0, column groups on axis 1): the same
+    values and gradients, the backward's partial sums indexed by column group (2 uneven groups, 3 channel blocks)."""
+    policy = dict(s4d_kernels.TOEPLITZ_DOT_POLICY["cuda"], programs=4, channels_first=True)
+    monkeypatch.setitem(s4d_kernels.TOEPLITZ_DOT_POLICY, kdev.type, policy)
+    B, T, S, H = 2, 26, 40, 10
+    tiling = s4d_kernels._dot_tiling(B, T, S, H, kdev)
+    assert tiling["CHANNELS_FIRST"] and tiling["grid"] == (-(-H // tiling["BH"]), tiling["groups"])
+    assert tiling["grid"][0] >= 2 and tiling["groups"] == 2
+    inputs = make_inputs(B, T, S, H, 8, gen, kdev)
+    dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
+    act = F.gelu if activation else (lambda y: y)
+    want = value_and_grads(lambda *a: act(s4d_scan_ref(*a)), [t.detach().cpu() for t in inputs], dy.cpu())
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method="toeplitz", activation=activation),
+                          inputs, dy)
+    assert_matches(got, want, RTOL[torch.float64])
+
+
 @pytest.mark.parametrize(
     "B,T,S,H,programs",
     [(3, 40, 5, 7, 1024), (3, 26, 3, 5, 2), (2, 26, 40, 5, 4)],
