@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from amg_fast._checks import ArgumentError
+from amg_fast._checks import ArgumentError, _traced
 from amg_fast.ops import gate_fusion
 from amg_fast.ops.gate import frequency_gate, gate_fusion_freq
 from amg_fast.ops.readout_gate import memory_gate, memory_gate_freq
@@ -61,8 +61,8 @@ def check_omega(name: str, omega) -> torch.Tensor:
         t = t.double()
     if t.dim() > 1:
         raise ValueError(f"{name} must be a scalar or a [B] tensor, got shape {tuple(t.shape)}")
-    capturing = t.is_cuda and torch.cuda.is_current_stream_capturing()  # no host sync inside a CUDA graph
-    if not capturing and bool((~torch.isfinite(t) | (t < 0)).any()):
+    # no host sync while torch.compile traces or a CUDA graph captures (the eager call is checked)
+    if not _traced() and bool((~torch.isfinite(t) | (t < 0)).any()):
         raise ValueError(f"{name} must be finite and >= 0 (an unresolved-energy ratio), got {t.tolist()}")
     return t
 
@@ -125,7 +125,7 @@ class AdaptiveMemoryGate(nn.Module):
             omega = check_omega("omega", omega).to(device=self.w1.device, dtype=self.w1.dtype)
             return torch.log(omega + self.eps)
         if not self._has_omega:
-            if not self._warned_no_omega:
+            if not self._warned_no_omega and not torch.compiler.is_compiling():  # dynamo cannot trace a log call
                 logger.warning("AdaptiveMemoryGate has no omega: frequency gate off (chi = 1) until "
                                "set_omega() is called or omega is passed per batch")
                 self._warned_no_omega = True

@@ -26,6 +26,22 @@ def test_model_forward_traces_as_one_graph(name):
     assert rel_err(compiled(u), model(u)) <= 1e-6
 
 
+@pytest.mark.parametrize("omega", ["per-batch", "0-dim", "none"])
+@pytest.mark.parametrize("name", ["amgfno", "amgfno2d"])
+def test_amgfno_traces_with_omega_passed_per_call(name, omega):
+    """omega at call time as a [B] or 0-dim tensor (the trainer's batch mode passes omega.mean()), and a model
+    built without omega compiled before any eager call (its one-time warning is not traced), as one graph."""
+    torch._dynamo.reset()  # each case compiles the same code objects afresh (dynamo's recompile limit is 8)
+    torch.manual_seed(0)
+    model = get_model(name, width=8, modes=4, backend="reference",
+                      **({} if omega == "none" else {"omega": 0.3}))
+    u = torch.randn(2, 3, 9, 1) if name == "amgfno" else torch.randn(2, 3, 8, 8, 1)
+    kw = {"per-batch": {"omega": torch.tensor([0.1, 0.5])}, "0-dim": {"omega": torch.tensor(0.2)}, "none": {}}[omega]
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    got = compiled(u, **kw)
+    assert rel_err(got, model(u, **kw)) <= 1e-6
+
+
 def test_public_op_prelude_traces_with_backend_triton(monkeypatch):
     """Validation, backend resolution, autocast and nvtx of spectral_conv1d trace without a break."""
     monkeypatch.setattr(spectral_mod, "SpectralConv1dFn",
