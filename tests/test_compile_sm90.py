@@ -140,7 +140,8 @@ def test_the_tiling_cases_launch_each_configuration_the_sweeps_time():
                                                      launch.kwargs["READOUT"] != kernel.endswith("readout")):
             continue
         config = dict(word.split("=") for word in words if "=" in word)
-        launched = {key: str(launch.kwargs[key]) for key in config if key in launch.kwargs}
+        kwarg = {key: key.upper() if key.upper() in launch.kwargs else key for key in config}  # channels_first
+        launched = {key: str(launch.kwargs[kwarg[key]]) for key in config if kwarg[key] in launch.kwargs}
         assert launched == {key: config[key] for key in launched} and launched, launch.case
         checked.add(launch.case)
     sweep = harness._sweep_module()

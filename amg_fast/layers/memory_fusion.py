@@ -53,7 +53,9 @@ class FixedFusion(nn.Module):
 
 
 def check_omega(name: str, omega) -> torch.Tensor:
-    """omega_f as a real tensor (0-dim or [B]); every value finite and >= 0."""
+    """omega_f as a real tensor (0-dim or [B]); every value finite and >= 0 -- checked in eager calls only: a
+    host sync cannot run while torch.compile traces or a CUDA graph captures, so a compiled or graphed model's
+    per-call omega is the caller's to check (a negative one gives NaN, +inf a gate of 1)."""
     t = omega if isinstance(omega, torch.Tensor) else torch.as_tensor(omega, dtype=torch.float64)
     if t.is_complex() or t.dtype == torch.bool:
         raise TypeError(f"{name} must be a real number or tensor, got dtype {t.dtype}")
@@ -61,7 +63,6 @@ def check_omega(name: str, omega) -> torch.Tensor:
         t = t.double()
     if t.dim() > 1:
         raise ValueError(f"{name} must be a scalar or a [B] tensor, got shape {tuple(t.shape)}")
-    # no host sync while torch.compile traces or a CUDA graph captures (the eager call is checked)
     if not _traced() and bool((~torch.isfinite(t) | (t < 0)).any()):
         raise ValueError(f"{name} must be finite and >= 0 (an unresolved-energy ratio), got {t.tolist()}")
     return t
@@ -125,7 +126,8 @@ class AdaptiveMemoryGate(nn.Module):
             omega = check_omega("omega", omega).to(device=self.w1.device, dtype=self.w1.dtype)
             return torch.log(omega + self.eps)
         if not self._has_omega:
-            if not self._warned_no_omega and not torch.compiler.is_compiling():  # dynamo cannot trace a log call
+            # dynamo cannot trace a logging call (and reading the flag first would make it guard on it)
+            if not torch.compiler.is_compiling() and not self._warned_no_omega:
                 logger.warning("AdaptiveMemoryGate has no omega: frequency gate off (chi = 1) until "
                                "set_omega() is called or omega is passed per batch")
                 self._warned_no_omega = True
