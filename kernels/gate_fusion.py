@@ -629,9 +629,10 @@ def gate_grads(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=None, c
     grads one flat tensor in the accumulation dtype, [dW_z (H x H) | dW_h (H x H) | db (H)], then with
     readout [dW_o (2H x H) | db_o (2H)], then dchi: chi's values (0-dim: 1, [B]: B), or with freq
     (db_omega, dw1). cublas: dW_z, dW_h by torch GEMMs (not with readout)."""
-    dz, dh, dlogits, dchi_rows, saved = gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, freq, readout)
-    M, H = dlogits.shape
-    z2, h2 = z.to(h.dtype).reshape(M, H), h.reshape(M, H)
+    H = h.shape[-1]  # flattened and made contiguous once, for the kernels and the weight gradients alike
+    h2, z2 = h.reshape(-1, H).contiguous(), z.to(h.dtype).reshape(-1, H).contiguous()
+    dz, dh, dlogits, dchi_rows, saved = gate_fusion_bwd(h2, z2, w_z, w_h, b, chi, dout, dg, freq, readout)
+    dz, dh = dz.view(h.shape), dh.view(h.shape)
     per_batch = chi.dim() == 1 and freq is None  # dchi per trajectory: a sum per block of rows
     dchi_batch = dchi_rows.reshape(chi.shape[0], -1).sum(1) if per_batch else None
     if cublas:  # bf16 activations: a bf16 GEMM with fp32 accumulation, as autocast's nn.Linear backward
