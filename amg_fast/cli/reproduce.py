@@ -5,6 +5,7 @@ resumable, local or Slurm, continued across machines.
   reproduce.py plan EXP... --preset P --out DIR [--where KEY=V1,V2 ...] [--seeds 0 1 2]
   reproduce.py run EXP... --preset P --out DIR [filters] [--set KEY=VALUE ...] [--budget-s N] [--launcher local|slurm] [--workers N]
                [--runs-per-gpu K] [--device D] [--fast-kernels] [--cuda-graph] [--omega-from data|paper]
+               [--retry-diverged]
   reproduce.py run --grid KEY=V1,V2 ... (or --grid-file grid.toml) --preset P --out DIR [--seeds ...]
                [--launcher slurm --time MIN --max-requeues N ...]
   reproduce.py status --out DIR
@@ -17,14 +18,15 @@ setting or TrainConfig setting: model=amgfno,s4ffno lr=1e-3,3e-4 width=64,128). 
 experiments need is trained once. Presets: paper (the paper's protocol, as train.py --preset
 paper), quick (train.py's quick preset), cpu (a small scale for a 2-core CPU), smoke (seconds per
 run). Runs live in DIR/runs/<name>/ with train.py's files; finished runs are never redone, partial
-ones resume, failed / died / corrupt ones are trained again by the next `run`; reports go to
-DIR/reports/<EXP>/ (table.md, table.csv, table.tex, figures as PNG and PDF). Paths in DIR are
-relative to it: a sweep moved or copied elsewhere resumes there. `export` copies the finished runs'
-small files (no checkpoints) into a tree to commit; `run --out` on that tree on another machine
-trains only what is missing.
+ones resume, failed / died / corrupt ones are trained again by the next `run`, diverged ones (a
+NaN / Inf loss) only with --retry-diverged; reports go to DIR/reports/<EXP>/ (table.md, table.csv,
+table.tex, figures as PNG and PDF). Paths in DIR are relative to it: a sweep moved or copied
+elsewhere resumes there. `export` copies the finished and diverged runs' small files (no
+checkpoints) into a tree to commit; `run --out` on that tree on another machine trains only what
+is missing.
 
-Exit status of run: 0 every selected run done; 1 a run not done (named with its state: failed,
-died, corrupt, partial, running); 3 only runs the --budget-s left unstarted remain; 2 a refused
+Exit status of run: 0 every selected run done; 1 a run not done (named with its state: diverged,
+failed, died, corrupt, partial, running); 3 only runs the --budget-s left unstarted remain; 2 a refused
 command (nothing written). Ctrl-C stops a local sweep (each run keeps its last checkpoint) and
 prints the command that continues it (exit 130); a Slurm job that reaches --time is requeued and
 resumes from its checkpoint.
@@ -95,6 +97,10 @@ def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, help="local: runs at once on CPU (default 1), or at most this many "
                                                "on GPUs")
     p.add_argument("--runs-per-gpu", type=int, default=1, help="local: runs at once on each visible GPU (default 1)")
+    p.add_argument("--retry-diverged", action="store_true",
+                   help="train the diverged runs again too, each from its last good checkpoint (by default they are "
+                        "left: with their own settings they diverge again; --set lr=... trains such a cell as a new "
+                        "run)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -122,7 +128,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                      help="slurm: times a run's job that reaches --time is requeued, resuming from the run's last "
                           f"checkpoint (submitit's slurm_max_num_timeout; default {runner.MAX_REQUEUES}: up to "
                           f"{runner.MAX_REQUEUES + 1} x --time per run; preemptions are not counted)")
-    status = sub.add_parser("status", help="how many runs are done / running / partial / failed / died / corrupt, "
+    status = sub.add_parser("status", help="how many runs are done / diverged / running / partial / failed / died / corrupt, "
                                            "and why each is not done")
     status.add_argument("--out", required=True, type=Path, help="the sweep directory")
     report = sub.add_parser("report", help="tables and figures from the finished runs (never an empty table over a "
@@ -182,10 +188,11 @@ def _summary(args, specs) -> tuple[dict, list[str], Estimator]:
     slots = len(runner.worker_slots(args.workers, args.runs_per_gpu, gpus))
     done_dirs = runner.run_dirs(args.out)
     estimator = Estimator(machine_of(args.device, gpus), args.preset, done_dirs)
-    result = plan(args.out, specs, args.preset, estimator, **_job(args))
+    result = plan(args.out, specs, args.preset, estimator, args.retry_diverged, **_job(args))
     gpu = None
     if estimator.machine["device"] == "cpu":
-        gpu = plan(args.out, specs, args.preset, Estimator.for_gpu(args.preset, done_dirs), **_job(args))
+        gpu = plan(args.out, specs, args.preset, Estimator.for_gpu(args.preset, done_dirs), args.retry_diverged,
+                   **_job(args))
     counts = runs_by_experiment(specs, args.experiments, seeds=args.seeds, omega_from=args.omega_from,
                                 grid=_grid(args), overrides=parse_set(args.set_))
     return result, summary_lines(result, counts, estimator.machine, args.preset, slots, gpu), estimator
@@ -268,7 +275,7 @@ def cmd_run(args) -> int:
         ids = runner.run_slurm(run_dirs, args.out / "slurm", partition=args.partition, time_min=args.time,
                                gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task,
                                array_parallelism=args.array_parallelism, extra_sbatch=sbatch,
-                               max_requeues=args.max_requeues)
+                               max_requeues=args.max_requeues, retry_diverged=args.retry_diverged)
         print(f"submitted {len(ids)} runs" + (f" (jobs {ids[0]} ... {ids[-1]})" if ids else "")
               + f"; follow with: reproduce.py status --out {args.out}")
         return 0
@@ -283,7 +290,7 @@ def cmd_run(args) -> int:
             bar.set_postfix(tally)
             bar.update(1)
         runner.run_local(run_dirs, workers=args.workers, runs_per_gpu=args.runs_per_gpu, on_done=on_done,
-                         should_start=budget)
+                         should_start=budget, retry_diverged=args.retry_diverged)
     lines, states = _not_done_lines(run_dirs, budget.skipped)
     skipped = [line for line in lines if line.startswith("skipped: ")]
     for line in [line for line in lines if line not in skipped] + skipped[:SHOWN_SKIPPED]:
@@ -291,9 +298,12 @@ def cmd_run(args) -> int:
     if len(skipped) > SHOWN_SKIPPED:
         print(f"skipped: {len(skipped) - SHOWN_SKIPPED} more runs, for the same reason", file=sys.stderr)
     not_done = sum(n for s, n in states.items() if s not in ("done", "skipped"))
+    retried = not_done - states["diverged"]  # what the same command trains again
     print(f"{states['done']} of {len(run_dirs)} runs done"
           + (f"; {not_done} not done ({', '.join(f'{n} {s}' for s, n in states.items() if s not in ('done', 'skipped'))}"
-             "; run the same command again to retry)" if not_done else "")
+             + ("; run the same command again to retry" if retried else "")
+             + ("; diverged ones only with --retry-diverged" if states["diverged"] and not args.retry_diverged else "")
+             + ")" if not_done else "")
           + (f"; {states['skipped']} not started within --budget-s {args.budget_s:g}" if states["skipped"] else ""))
     return EXIT_NOT_DONE if not_done else EXIT_BUDGET if states["skipped"] else 0
 
@@ -390,7 +400,8 @@ def _kept(args, argv) -> str:
     counts = {state: states.count(state) for state in runner.STATES}
     # "died" here is mostly a run this Ctrl-C stopped before its first checkpoint: say what that means
     labels = {"died": "stopped before a checkpoint (each starts again)"}
-    other = ", ".join(f"{counts[s]} {labels.get(s, s)}" for s in ("running", "failed", "died", "corrupt", "missing")
+    other = ", ".join(f"{counts[s]} {labels.get(s, s)}" for s in ("running", "diverged", "failed", "died", "corrupt",
+                                                                  "missing")
                       if counts[s])
     queued = "; runs already submitted stay queued" if args.launcher == "slurm" else ""
     return (f"{counts['done']} of {len(states)} runs done, {counts['partial']} partial (each resumes from its last "

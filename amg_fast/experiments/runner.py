@@ -14,10 +14,13 @@ committed and checked out elsewhere resumes where it lies, and a copy never writ
   DIR/reports/<EXP>/        tables and figures (amg_fast.experiments.reports)
 
 State of a run, from its files: done (a readable results.json), corrupt (a results.json that is not a
-results object: the next `run` trains it again), running (its lock is held), failed (error.json),
-partial (a checkpoint to resume), died (started, then ended without results, error or checkpoint:
-a killed worker), missing. A finished run is never trained again; a partial one resumes from its
-checkpoint; failed, died and corrupt ones are trained again by the next `run`. kill -9 of the
+results object: the next `run` trains it again), running (its lock is held), diverged (error.json of a
+loss that became NaN / Inf), failed (any other error.json), partial (a checkpoint to resume), died
+(started, then ended without results, error or checkpoint: a killed worker), missing. A finished run
+is never trained again; a partial one resumes from its checkpoint; failed, died and corrupt ones are
+trained again by the next `run`; a diverged one only when asked (retry_diverged: resuming it with
+its own settings diverges again), and export carries it like a finished one, so that a sweep
+continued on another machine does not train it again either. kill -9 of the
 driver and its workers loses at most the epochs since each run's last checkpoint; so does Ctrl-C,
 which stops the workers (run_local) with exit 130, and so does a Slurm job that reaches its time
 limit, which is requeued and resumes (amg_fast.experiments.slurm_job).
@@ -51,17 +54,20 @@ from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
            "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
            "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
-           "export_runs", "state_note", "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES", "dataset_args"]
+           "export_runs", "state_note", "to_train", "EXPORTED_STATES", "DIVERGED_KEY", "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES", "dataset_args"]
 
-STATES = ("done", "running", "partial", "failed", "died", "corrupt", "missing")
-NOT_DONE = ("failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
+STATES = ("done", "diverged", "running", "partial", "failed", "died", "corrupt", "missing")
+NOT_DONE = ("diverged", "failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
+# The states export copies (a diverged run is an outcome: trained again elsewhere, it diverges again).
+EXPORTED_STATES = ("done", "diverged")
+DIVERGED_KEY = "diverged"  # error.json's mark of a run whose loss became NaN / Inf (run_job)
 SWEEP_FILE, JOB_FILE, ERROR_FILE, LOCK_FILE, LOG_FILE = "sweep.json", "job.json", "error.json", ".lock", "train.log"
 RESULTS_FILE, SWEEP_LOCK, MACHINE_FILE = "results.json", ".sweep.lock", "machine.json"
 SOFTWARE_KEY = "software"  # machine.json's record of the code that trained the run (run_job)
 STARTED_KEY = "started_utc"  # and when this attempt at it started (ISO 8601, UTC)
-# What export copies of a finished run: its settings, results, per-epoch metrics and machine; train.log
-# when it is at most EXPORT_LOG_LIMIT bytes. Never checkpoints or rollouts.
-EXPORT_FILES = (JOB_FILE, "config.json", RESULTS_FILE, "metrics.jsonl", MACHINE_FILE)
+# What export copies of a finished (or diverged) run: its settings, results (or error), per-epoch metrics
+# and machine; train.log when it is at most EXPORT_LOG_LIMIT bytes. Never checkpoints or rollouts.
+EXPORT_FILES = (JOB_FILE, "config.json", RESULTS_FILE, ERROR_FILE, "metrics.jsonl", MACHINE_FILE)
 EXPORT_LOG_LIMIT = 256 * 1024
 
 
@@ -230,7 +236,7 @@ def read_results(run_dir: Path) -> RunResults | None:
 
 
 def run_state(run_dir: Path) -> str:
-    """done / corrupt / running / failed / partial / died / missing (see the module docstring)."""
+    """done / corrupt / running / diverged / failed / partial / died / missing (see the module docstring)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return "missing"
@@ -243,7 +249,8 @@ def run_state(run_dir: Path) -> str:
         return "running"
     lock.release()
     if (run_dir / ERROR_FILE).exists():
-        return "failed"
+        error = _read_json(run_dir / ERROR_FILE)
+        return "diverged" if isinstance(error, dict) and error.get(DIVERGED_KEY) is True else "failed"
     if RunDir(run_dir).has_checkpoint():
         return "partial"
     return "died" if (run_dir / "config.json").exists() or (run_dir / LOG_FILE).exists() else "missing"
@@ -267,12 +274,21 @@ def epochs_to_resume(run_dir: Path) -> int:
     return max((e for e in epochs if isinstance(e, int) and e > 0 and e % every == 0), default=0)
 
 
+def to_train(state: str, retry_diverged: bool = False) -> bool:
+    """Whether `run` trains a run in this state: any not done, a diverged one only when asked."""
+    return state != "done" and (state != "diverged" or retry_diverged)
+
+
 def state_note(run_dir: Path, state: str) -> str:
     """What a state means for one run, for a summary line."""
     run_dir = Path(run_dir)
-    if state == "failed":
+    if state in ("failed", "diverged"):
         error = _read_json(run_dir / ERROR_FILE)
-        return str(error.get("error") if isinstance(error, dict) else "error.json unreadable")
+        said = str(error.get("error") if isinstance(error, dict) else "error.json unreadable")
+        if state == "diverged":
+            said += (" -- not trained again (with its own settings it diverges again): `run --retry-diverged` "
+                     "trains it anyway, from its last good checkpoint; `--set lr=...` trains the cell as a new run")
+        return said
     return {"died": "its process ended without results, error or checkpoint (killed?); see its train.log",
             "corrupt": f"{RESULTS_FILE} is unreadable or not a results object; the next run trains it again",
             "partial": "stopped after a checkpoint (killed?); the next run resumes it",
@@ -311,8 +327,8 @@ def run_job(run_dir: str) -> str:
     Holds the run's lock throughout (a second process finds it "running" and leaves it), takes every
     path from where run_dir lies (runs/<name> of the sweep, data/ beside), generates the data under
     the sweep's data lock, resumes from whatever the directory holds. An error (also an unreadable
-    job.json) is written to error.json (message and traceback) and returns "failed"; it does not
-    raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
+    job.json) is written to error.json (message and traceback) and returns "failed" ("diverged", marked
+    so in error.json, for a loss that became NaN / Inf); it does not raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
     machine.json records where it trains, when (STARTED_KEY), with what code (SOFTWARE_KEY:
     amg_fast._provenance.software(): the commit, torch / CUDA / triton versions, the AMG_FAST_* kernel
     switches set) and, once training starts, the seconds spent before (SETUP_KEY), of them on its data set
@@ -323,7 +339,7 @@ def run_job(run_dir: str) -> str:
     from amg_fast._provenance import software
     from amg_fast.data.generate import generate_dataset
     from amg_fast.experiments.estimate import DATA_KEY, GENERATED_KEY, SETUP_KEY
-    from amg_fast.train.trainer import train
+    from amg_fast.train.trainer import TrainingDiverged, train
 
     run_dir = Path(run_dir).resolve()
     lock = _lock(run_dir)
@@ -369,9 +385,10 @@ def run_job(run_dir: str) -> str:
                 train(cfg, log=log)
             except Exception as err:  # recorded; the sweep goes on and the next `run` retries it
                 log(traceback.format_exc())
+                diverged = isinstance(err, TrainingDiverged)
                 _write_json(run_dir / ERROR_FILE, {"error": f"{type(err).__name__}: {err}",
-                                                   "traceback": traceback.format_exc()})
-                return "failed"
+                                                   "traceback": traceback.format_exc(), DIVERGED_KEY: diverged})
+                return "diverged" if diverged else "failed"
         return "done"
     finally:
         lock.release()
@@ -456,28 +473,31 @@ def _remove_dead_exports(runs: Path) -> None:
 
 
 def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
-    """Copy each finished run of sweep out/ (job.json, config.json, results.json, metrics.jsonl,
-    machine.json, a small train.log; no checkpoints or rollouts) to dest/runs/<name>/, each run as one
-    rename, and dest/sweep.json; dest then is a sweep whose `run` treats those runs as finished.
-    Returns {"copied": names, "present": names already finished in dest, "skipped": "name (state)"},
-    or None (and nothing written) when out/ has no finished run."""
+    """Copy each finished or diverged run of sweep out/ (job.json, config.json, results.json or error.json,
+    metrics.jsonl, machine.json, a small train.log; no checkpoints or rollouts) to dest/runs/<name>/, each
+    run as one rename, and dest/sweep.json; dest then is a sweep whose `run` treats those runs as finished
+    (a diverged one as diverged: not trained again unless asked). A finished run replaces a diverged one
+    in dest, never the reverse. Returns {"copied": names, "present": names already finished (or, for a
+    diverged one, already finished or diverged) in dest, "skipped": "name (state)"}, or None (and nothing
+    written) when out/ has neither a finished nor a diverged run."""
     out, dest = Path(out), Path(dest)
     preset = read_sweep(out, "export")["preset"]
     if dest.resolve() == out.resolve() or dest.resolve().is_relative_to(out.resolve() / "runs"):
         raise SweepError(f"--to {dest}: the sweep itself or inside its runs/; choose a directory of its own")
     states = {run_dir: run_state(run_dir) for run_dir in run_dirs(out)}
-    if "done" not in states.values():
+    if not set(EXPORTED_STATES) & set(states.values()):
         return None
     prepare_sweep(dest, preset, "--to")
     _remove_dead_exports(dest / "runs")
     report: dict[str, list[str]] = {"copied": [], "present": [], "skipped": []}
     for run_dir, state in states.items():
         target = dest / "runs" / run_dir.name
-        if state != "done":
+        there = run_state(target)
+        if state not in EXPORTED_STATES:
             report["skipped"].append(f"{run_dir.name} ({state})")
-        elif run_state(target) == "done":
+        elif there == "done" or there == state:
             report["present"].append(run_dir.name)
-        elif run_state(target) == "running":
+        elif there == "running":
             report["skipped"].append(f"{run_dir.name} (running in {dest})")
         else:
             _copy_run(run_dir, target)
@@ -555,13 +575,14 @@ class _Workers:
 
 def run_local(run_dirs: Iterable[Path], *, workers: int | None = None, runs_per_gpu: int = 1,
               on_done: Callable[[Path, str], None] | None = None,
-              should_start: Callable[[Path], str | None] | None = None) -> dict[str, str]:
-    """Train the runs that are not done, each in its own process, as many at once as there are
+              should_start: Callable[[Path], str | None] | None = None,
+              retry_diverged: bool = False) -> dict[str, str]:
+    """Train the runs that are not done (nor diverged, unless retry_diverged), each in its own process, as many at once as there are
     worker slots, in the order given; returns {run name: state after}. should_start(run_dir), asked
     when a slot is free, returns None to start the run or the reason to skip it (state "skipped");
     on_done(run_dir, state) after each run. KeyboardInterrupt (Ctrl-C) stops the workers (each
     keeps its run's last checkpoint), waits for them and is raised again."""
-    todo = [Path(d) for d in run_dirs if run_state(d) != "done"]
+    todo = [Path(d) for d in run_dirs if to_train(run_state(d), retry_diverged)]
     slots = worker_slots(workers, runs_per_gpu, visible_gpus())
     # CPU workers share the cores (torch's default of one thread per core each oversubscribes them:
     # measured 3-6x slower with 2 workers on 2 cores); OMP_NUM_THREADS set by the user wins.
@@ -600,8 +621,8 @@ MAX_REQUEUES = 3  # a run's job is requeued at most this many times after reachi
 def run_slurm(run_dirs: Iterable[Path], folder: Path, *, partition: str | None = None, time_min: int = 240,
               gpus_per_task: int = 1, cpus_per_task: int = 4, array_parallelism: int = 64,
               extra_sbatch: dict | None = None, cluster: str | None = None,
-              max_requeues: int = MAX_REQUEUES) -> list[str]:
-    """Submit the runs that are not done and not queued as one Slurm job array through submitit;
+              max_requeues: int = MAX_REQUEUES, retry_diverged: bool = False) -> list[str]:
+    """Submit the runs that are not done (nor diverged, unless retry_diverged), not running and not queued as one Slurm job array through submitit;
     returns the submitted job ids. cluster="local" uses submitit's local executor (tests).
 
     Each job is a RequeueableRun (amg_fast.experiments.slurm_job): one that reaches time_min is
@@ -612,7 +633,7 @@ def run_slurm(run_dirs: Iterable[Path], folder: Path, *, partition: str | None =
 
     from amg_fast.experiments.slurm_job import RequeueableRun
 
-    todo = [Path(d) for d in run_dirs if run_state(d) in ("missing", "partial", "failed", "died", "corrupt")]
+    todo = [Path(d) for d in run_dirs if (state := run_state(d)) != "running" and to_train(state, retry_diverged)]
     todo = [d for d in todo if not _queued(d, folder)]
     if not todo:
         return []

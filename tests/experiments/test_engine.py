@@ -722,6 +722,70 @@ def test_a_run_whose_worker_died_is_named_and_the_exit_is_non_zero(tmp_path, mon
     assert "job.json: unreadable or not a job" in json.loads((truncated / "error.json").read_text())["error"]
 
 
+def test_a_diverged_run_is_kept_exported_and_trained_again_only_when_asked(trained, tmp_path, capsys, monkeypatch):
+    """A run whose loss becomes NaN in epoch 2 is "diverged": the next `run` leaves it (resumed with its own
+    settings it diverges again: GPU time lost in every later session), status, plan and the report say so,
+    export carries it (no checkpoint) so that a sweep continued elsewhere leaves it too, and
+    --retry-diverged trains it again."""
+    from amg_fast.train import trainer
+
+    out = copy(trained, tmp_path / "sweep")
+    shutil.rmtree(out / "runs" / AMGFNO)
+    real_loss, run_epoch, trained_runs = trainer._loss, trainer.run_epoch, []
+
+    def nan_from_epoch_2(run, epoch):  # monkeypatch restores the real loss after the test, whatever happens
+        monkeypatch.setattr(trainer, "_loss", real_loss if epoch < 2 else (lambda *a: real_loss(*a) * float("nan")))
+        return run_epoch(run, epoch)
+
+    def in_this_process(self, run_dir, gpu, threads=None):  # the worker in-process, to see the patches
+        trained_runs.append(Path(run_dir).name)
+        return runner.run_job(str(run_dir))
+
+    monkeypatch.setattr(trainer, "run_epoch", nan_from_epoch_2)
+    monkeypatch.setattr(runner._Workers, "run", in_this_process)
+    proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    run_dir = out / "runs" / AMGFNO
+    assert proc.returncode == cli.EXIT_NOT_DONE and trained_runs == [AMGFNO]
+    assert runner.run_state(run_dir) == "diverged" and RunDir(run_dir).has_checkpoint()
+    assert json.loads((run_dir / runner.ERROR_FILE).read_text())[runner.DIVERGED_KEY] is True
+    assert f"diverged: {AMGFNO}: TrainingDiverged: loss is nan at epoch 2" in proc.stderr
+    assert "--retry-diverged" in proc.stderr
+    assert "1 of 2 runs done; 1 not done (1 diverged; diverged ones only with --retry-diverged)" in proc.stdout
+    monkeypatch.setattr(trainer, "run_epoch", run_epoch)
+    monkeypatch.setattr(trainer, "_loss", real_loss)
+
+    again = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
+    assert again.returncode == cli.EXIT_NOT_DONE and trained_runs == [AMGFNO]  # left alone
+    assert runner.run_state(run_dir) == "diverged" and "run the same command again" not in again.stdout
+    assert "1 done, 1 diverged" in in_process(capsys, "status", "--out", out).stdout
+    assert "to do:" not in in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", out, *PAIR).stdout
+    retry_plan = in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", out, *PAIR, "--retry-diverged")
+    assert "to do: 1 runs" in retry_plan.stdout
+    assert in_process(capsys, "report", "table2", "--out", out).returncode == 0
+    table = (out / "reports" / "table2" / "table.md").read_text()
+    assert "1 done, 1 diverged" in table and f"- {AMGFNO} (diverged): TrainingDiverged: loss is nan" in table
+
+    tree = tmp_path / "repo" / "results" / "sweep"
+    exported = in_process(capsys, "export", out, "--to", tree)
+    assert exported.returncode == 0 and "exported 2 runs" in exported.stdout
+    assert runner.run_state(tree / "runs" / AMGFNO) == "diverged" and not list(tree.rglob("*.pt"))
+    assert (tree / "runs" / AMGFNO / runner.ERROR_FILE).exists()
+    elsewhere = copy(tree, tmp_path / "machine2")
+    assert in_process(capsys, "run", "table2", "--preset", "smoke", "--out", elsewhere, *PAIR).returncode == 1
+    assert trained_runs == [AMGFNO]  # the other machine leaves it too
+
+    retried = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR, "--retry-diverged")
+    assert retried.returncode == 0 and "2 of 2 runs done" in retried.stdout, retried.stderr
+    assert trained_runs == [AMGFNO, AMGFNO] and not (run_dir / runner.ERROR_FILE).exists()
+    assert "after epoch 1" in (run_dir / runner.LOG_FILE).read_text()  # resumed from its last good checkpoint
+    re_export = in_process(capsys, "export", out, "--to", tree)  # the finished run replaces the diverged one
+    assert re_export.returncode == 0 and runner.run_state(tree / "runs" / AMGFNO) == "done"
+    assert not (tree / "runs" / AMGFNO / runner.ERROR_FILE).exists()
+    # a diverged copy never replaces a finished run
+    assert sorted(runner.export_runs(elsewhere, tree)["present"]) == sorted([AMGFNO, FFNO])
+    assert runner.run_state(tree / "runs" / AMGFNO) == "done"
+
+
 @pytest.mark.parametrize("content", ["[1]", "{}", '{"job_id": null}', "{"], ids=["list", "empty", "null", "truncated"])
 def test_a_damaged_slurm_job_record_means_submit_again(tmp_path, monkeypatch, content):
     """A second `run --launcher slurm` asks sacct about each run's last job; a damaged slurm_job.json
