@@ -374,6 +374,17 @@ def test_checkpoint_every_defaults_to_the_presets():
     assert resolved == {("quick", None): 1, ("quick", 3): 3, ("paper", None): 10, ("paper", 3): 3}
 
 
+def test_the_paper_presets_test_split_per_pde():
+    """The paper tests KS on 256 trajectories and Burgers on "10% of the full dataset", PDEBench's
+    10,000-trajectory file: 1000 (formerly 228, 10% of the 2048 + 228 generated); --n-test wins."""
+    def n_test(pde, **given):
+        return resolve_config(TrainConfig(preset="paper", pde=pde, **given)).n_test
+
+    assert (n_test("ks"), n_test("burgers"), n_test("burgers", n_test=50)) == (None, 1000, 50)
+    from amg_fast.train.data import _generated_n_test
+    assert _generated_n_test(resolve_config(TrainConfig(preset="paper", pde="ks"))) == 256
+
+
 def test_omega_overrides_the_datas_omega_f(tiny_data, tmp_path):
     """--omega sets the fixed omega_f of AMGFNO's frequency gate instead of the training data's."""
     out = tmp_path / "run"
