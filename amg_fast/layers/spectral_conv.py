@@ -56,6 +56,11 @@ class SpectralConv1d(nn.modules.lazy.LazyModuleMixin, nn.Module):
         self.weight = other.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.modes is not None and x.dim() >= -self.dim and self.modes > x.shape[self.dim] // 2 + 1:
+            size = x.shape[self.dim]  # said in the model's terms (the op would name weight.shape[0])
+            raise ValueError(f"modes={self.modes}: a grid of {size} points holds at most {size // 2 + 1} rFFT modes "
+                             f"(S//2+1) along axis {self.dim} of the input; build the model with modes <= "
+                             f"{size // 2 + 1}, or give it a grid of at least {2 * self.modes - 2} points")
         return spectral_conv1d(x, self.weight, dim=self.dim, backend=self.backend)  # the axis read in place
 
     def extra_repr(self) -> str:

@@ -26,6 +26,17 @@ def test_models_refuse_empty_dimensions(name, shape):
         model(name)(torch.zeros(shape))
 
 
+@pytest.mark.parametrize("name, shape, axis", [("amgfno", (2, 3, 32, 1), -2), ("ffno2d", (1, 2, 40, 32, 1), -2)],
+                         ids=["1d", "2d-y"])
+def test_models_name_modes_when_the_grid_is_too_coarse_for_them(name, shape, axis):
+    """modes = 20 on a 32-point axis (at most 17 rFFT modes): the model's `modes`, not the op's weight.shape[0]."""
+    with pytest.raises(ValueError, match=rf"modes=20: a grid of {shape[axis]} points holds at most "
+                                         rf"{shape[axis] // 2 + 1} rFFT modes \(S//2\+1\) along axis {axis} of the "
+                                         rf"input; build the model with modes <= {shape[axis] // 2 + 1}, or give it a "
+                                         r"grid of at least 38 points"):
+        model(name, modes=20)(torch.randn(shape))
+
+
 def test_rollout_refuses_an_empty_batch():
     with pytest.raises(ValueError, match=r"u0 must have no empty dimension \(\[B, S, C\]\), got shape \(0, 16, 1\)"):
         model("s4ffno").rollout(torch.zeros(0, 16, 1), 2)
