@@ -10,7 +10,7 @@ resumable, local or Slurm, continued across machines.
                [--launcher slurm --time MIN --max-requeues N ...]
   reproduce.py status --out DIR
   reproduce.py report EXP... (or grid) --out DIR [--omega-from data|paper] [--set ...]
-  reproduce.py export DIR --to PATH
+  reproduce.py export DIR --to PATH   (or export --out DIR --to PATH)
   reproduce.py omega [--n 128] [--nu 0.075 0.1 0.125]
 
 EXP: experiment ids from `list`, or all; --grid sweeps every combination of its values (any run
@@ -142,7 +142,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     _set_option(report)
     export = sub.add_parser("export", help="copy the finished runs' small files (no checkpoints or rollouts) into a "
                                            "sweep tree to commit or carry; `run --out` there trains only the rest")
-    export.add_argument("sweep", type=Path, metavar="DIR", help="the sweep directory")
+    export.add_argument("sweep", type=Path, nargs="?", metavar="DIR", help="the sweep directory (or --out DIR)")
+    export.add_argument("--out", type=Path, help="the sweep directory, as the other commands take it")
     export.add_argument("--to", required=True, type=Path, help="the destination tree (created; a sweep of the same "
                                                                "preset, e.g. results/<sweep>)")
     omega = sub.add_parser("omega", help="omega_f of each named KS data reading (docs/fidelity.md section 2)")
@@ -361,9 +362,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    report = runner.export_runs(args.sweep, args.to)
+    if (args.sweep is None) == (args.out is None):
+        raise ValueError("export takes the sweep directory once: reproduce.py export DIR --to PATH, or "
+                         f"export --out DIR --to PATH; got {'both' if args.sweep else 'neither'}")
+    sweep = args.sweep or args.out
+    report = runner.export_runs(sweep, args.to)
     if report is None:
-        print(f"{args.sweep}: no finished run to export; nothing written")
+        print(f"{sweep}: no finished or diverged run to export; nothing written")
         return 0
     unfinished = [name for name in report["skipped"] if not name.endswith(" (missing)")]
     missing = len(report["skipped"]) - len(unfinished)

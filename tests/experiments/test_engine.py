@@ -364,8 +364,16 @@ def test_export_refuses_what_it_cannot_do(trained, tmp_path, capsys):
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     empty = tmp_path / "empty"
     runner.prepare_sweep(empty, "smoke")
-    assert "no finished run to export" in in_process(capsys, "export", empty, "--to", tmp_path / "nothing").stdout
+    assert "no finished or diverged run to export" in in_process(capsys, "export", empty, "--to",
+                                                                  tmp_path / "nothing").stdout
+    # --out DIR as the other commands take the sweep (formerly export's positional DIR only), not both
+    assert "no finished or diverged run to export" in in_process(capsys, "export", "--out", empty, "--to",
+                                                                  tmp_path / "nothing").stdout
     assert not (tmp_path / "nothing").exists()
+    for args, said in (([empty, "--out", empty], "both"), ([], "neither")):
+        proc = in_process(capsys, "export", *args, "--to", tmp_path / "nothing")
+        assert proc.returncode == 2 and "export takes the sweep directory once: " in proc.stderr and \
+            proc.stderr.rstrip().endswith(f"got {said}"), proc.stderr
 
 
 # -- the budget ---------------------------------------------------------------------------------
