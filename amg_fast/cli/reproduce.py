@@ -25,9 +25,10 @@ elsewhere resumes there. `export` copies the finished and diverged runs' small f
 checkpoints) into a tree to commit; `run --out` on that tree on another machine trains only what
 is missing.
 
-Exit status of run: 0 every selected run done; 1 a run not done (named with its state: diverged,
-failed, died, corrupt, partial, running); 3 only runs the --budget-s left unstarted remain; 2 a refused
-command (nothing written). Ctrl-C stops a local sweep (each run keeps its last checkpoint) and
+Exit status of run: 0 every selected run done; 1 a run not done that the same command trains again
+(named with its state: failed, died, corrupt, partial, running); 4 else diverged runs remain (left:
+--retry-diverged); 3 else only runs the --budget-s left unstarted remain; 2 a refused command
+(nothing written). Ctrl-C stops a local sweep (each run keeps its last checkpoint) and
 prints the command that continues it (exit 130); a Slurm job that reaches --time is requeued and
 resumes from its checkpoint.
 
@@ -56,7 +57,7 @@ from amg_fast.experiments.sweep import (Budget, load_grid_file, parse_grid, pars
 __all__ = ["parse_args", "cmd_list", "cmd_plan", "cmd_run", "cmd_status", "cmd_report", "cmd_export", "cmd_omega",
            "main"]
 
-EXIT_NOT_DONE, EXIT_REFUSED, EXIT_BUDGET = 1, 2, 3
+EXIT_NOT_DONE, EXIT_REFUSED, EXIT_BUDGET, EXIT_DIVERGED = 1, 2, 3, 4
 SHOWN_SKIPPED = 5  # budget-skipped runs named one by one; the rest counted
 
 
@@ -98,9 +99,9 @@ def _selection(p: argparse.ArgumentParser) -> None:
                                                "on GPUs")
     p.add_argument("--runs-per-gpu", type=int, default=1, help="local: runs at once on each visible GPU (default 1)")
     p.add_argument("--retry-diverged", action="store_true",
-                   help="train the diverged runs again too, each from its last good checkpoint (by default they are "
-                        "left: with their own settings they diverge again; --set lr=... trains such a cell as a new "
-                        "run)")
+                   help="train the diverged runs again too, each from its last good checkpoint where it has one (by "
+                        "default they are left: with their own settings they diverge again; --where selecting such a "
+                        "cell and --set lr=... train it as a new run)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -140,7 +141,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     report.add_argument("--grid", nargs="+", action="extend", metavar="KEY=V1,V2", help="grid: the runs of this grid")
     report.add_argument("--grid-file", type=Path, help="grid: the runs of this grid file")
     _set_option(report)
-    export = sub.add_parser("export", help="copy the finished runs' small files (no checkpoints or rollouts) into a "
+    export = sub.add_parser("export", help="copy the finished and diverged runs' small files (no checkpoints or "
+                                           "rollouts) into a "
                                            "sweep tree to commit or carry; `run --out` there trains only the rest")
     export.add_argument("sweep", type=Path, nargs="?", metavar="DIR", help="the sweep directory (or --out DIR)")
     export.add_argument("--out", type=Path, help="the sweep directory, as the other commands take it")
@@ -306,7 +308,9 @@ def cmd_run(args) -> int:
              + ("; diverged ones only with --retry-diverged" if states["diverged"] and not args.retry_diverged else "")
              + ")" if not_done else "")
           + (f"; {states['skipped']} not started within --budget-s {args.budget_s:g}" if states["skipped"] else ""))
-    return EXIT_NOT_DONE if not_done else EXIT_BUDGET if states["skipped"] else 0
+    if retried:
+        return EXIT_NOT_DONE
+    return EXIT_DIVERGED if states["diverged"] else EXIT_BUDGET if states["skipped"] else 0
 
 
 def cmd_status(args) -> int:

@@ -250,7 +250,8 @@ def run_state(run_dir: Path) -> str:
     lock.release()
     if (run_dir / ERROR_FILE).exists():
         error = _read_json(run_dir / ERROR_FILE)
-        return "diverged" if isinstance(error, dict) and error.get(DIVERGED_KEY) is True else "failed"
+        return "diverged" if isinstance(error, dict) and (error.get(DIVERGED_KEY) is True or (
+            DIVERGED_KEY not in error and str(error.get("error", "")).startswith("TrainingDiverged:"))) else "failed"
     if RunDir(run_dir).has_checkpoint():
         return "partial"
     return "died" if (run_dir / "config.json").exists() or (run_dir / LOG_FILE).exists() else "missing"
@@ -287,7 +288,8 @@ def state_note(run_dir: Path, state: str) -> str:
         said = str(error.get("error") if isinstance(error, dict) else "error.json unreadable")
         if state == "diverged":
             said += (" -- not trained again (with its own settings it diverges again): `run --retry-diverged` "
-                     "trains it anyway, from its last good checkpoint; `--set lr=...` trains the cell as a new run")
+                     "trains it anyway (from its last good checkpoint, where it has one); to train the cell with "
+                     "another lr as a new run, select it with --where and add --set lr=...")
         return said
     return {"died": "its process ended without results, error or checkpoint (killed?); see its train.log",
             "corrupt": f"{RESULTS_FILE} is unreadable or not a results object; the next run trains it again",
@@ -435,6 +437,18 @@ def _exported_config(run_dir: Path) -> str | None:
     return json.dumps({**config, **paths}, indent=2) + "\n"
 
 
+def _exported_error(run_dir: Path) -> str | None:
+    """A diverged run's error.json for the tree: its message with the run directory's path as the sweep's
+    relative runs/<name> (a diverged run's message names its checkpoint), without the traceback (the paths of
+    the machine that trained it; train.log keeps it); None (copied as it is) when it is not an error record."""
+    error = _read_json(run_dir / ERROR_FILE)
+    if not isinstance(error, dict):
+        return None
+    message = str(error.get("error", "")).replace(str(Path(run_dir).resolve()), f"runs/{Path(run_dir).name}")
+    kept = {key: value for key, value in error.items() if key != "traceback"}
+    return json.dumps({**kept, "error": message}, indent=2) + "\n"
+
+
 def _copy_run(run_dir: Path, target: Path) -> None:
     """Copy a finished run's small files to target as one rename (a temp folder beside it first);
     config.json's paths become the sweep's relative ones (_exported_config)."""
@@ -448,6 +462,9 @@ def _copy_run(run_dir: Path, target: Path) -> None:
         config = _exported_config(run_dir)
         if config is not None:
             (tmp / "config.json").write_text(config)
+        error = _exported_error(run_dir) if (run_dir / ERROR_FILE).is_file() else None
+        if error is not None:
+            (tmp / ERROR_FILE).write_text(error)
         log = run_dir / LOG_FILE
         if log.is_file() and log.stat().st_size <= EXPORT_LOG_LIMIT:
             shutil.copy2(log, tmp / LOG_FILE)
@@ -477,7 +494,7 @@ def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
     metrics.jsonl, machine.json, a small train.log; no checkpoints or rollouts) to dest/runs/<name>/, each
     run as one rename, and dest/sweep.json; dest then is a sweep whose `run` treats those runs as finished
     (a diverged one as diverged: not trained again unless asked). A finished run replaces a diverged one
-    in dest, never the reverse. Returns {"copied": names, "present": names already finished (or, for a
+    in dest, never the reverse, and a diverged one never replaces a partial one (its checkpoint). Returns {"copied": names, "present": names already finished (or, for a
     diverged one, already finished or diverged) in dest, "skipped": "name (state)"}, or None (and nothing
     written) when out/ has neither a finished nor a diverged run."""
     out, dest = Path(out), Path(dest)
@@ -497,8 +514,8 @@ def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
             report["skipped"].append(f"{run_dir.name} ({state})")
         elif there == "done" or there == state:
             report["present"].append(run_dir.name)
-        elif there == "running":
-            report["skipped"].append(f"{run_dir.name} (running in {dest})")
+        elif there == "running" or (state == "diverged" and there == "partial"):  # never over a checkpoint
+            report["skipped"].append(f"{run_dir.name} ({state}; {there} in {dest})")
         else:
             _copy_run(run_dir, target)
             report["copied"].append(run_dir.name)

@@ -753,7 +753,7 @@ def test_a_diverged_run_is_kept_exported_and_trained_again_only_when_asked(train
     monkeypatch.setattr(runner._Workers, "run", in_this_process)
     proc = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
     run_dir = out / "runs" / AMGFNO
-    assert proc.returncode == cli.EXIT_NOT_DONE and trained_runs == [AMGFNO]
+    assert proc.returncode == cli.EXIT_DIVERGED and trained_runs == [AMGFNO]  # 4: nothing the same command retries
     assert runner.run_state(run_dir) == "diverged" and RunDir(run_dir).has_checkpoint()
     assert json.loads((run_dir / runner.ERROR_FILE).read_text())[runner.DIVERGED_KEY] is True
     assert f"diverged: {AMGFNO}: TrainingDiverged: loss is nan at epoch 2" in proc.stderr
@@ -763,7 +763,7 @@ def test_a_diverged_run_is_kept_exported_and_trained_again_only_when_asked(train
     monkeypatch.setattr(trainer, "_loss", real_loss)
 
     again = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR)
-    assert again.returncode == cli.EXIT_NOT_DONE and trained_runs == [AMGFNO]  # left alone
+    assert again.returncode == cli.EXIT_DIVERGED and trained_runs == [AMGFNO]  # left alone
     assert runner.run_state(run_dir) == "diverged" and "run the same command again" not in again.stdout
     assert "1 done, 1 diverged" in in_process(capsys, "status", "--out", out).stdout
     assert "to do:" not in in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", out, *PAIR).stdout
@@ -777,10 +777,28 @@ def test_a_diverged_run_is_kept_exported_and_trained_again_only_when_asked(train
     exported = in_process(capsys, "export", out, "--to", tree)
     assert exported.returncode == 0 and "exported 2 runs" in exported.stdout
     assert runner.run_state(tree / "runs" / AMGFNO) == "diverged" and not list(tree.rglob("*.pt"))
-    assert (tree / "runs" / AMGFNO / runner.ERROR_FILE).exists()
+    # its error.json without the machine's paths: the message names runs/<name>, the traceback stays in train.log
+    exported_error = json.loads((tree / "runs" / AMGFNO / runner.ERROR_FILE).read_text())
+    assert "traceback" not in exported_error and exported_error[runner.DIVERGED_KEY] is True
+    assert f"(runs/{AMGFNO}/checkpoint.pt) is kept" in exported_error["error"], exported_error
+    assert not [p for p in tree.rglob("*.json*") if str(tmp_path) in p.read_text() or str(ROOT) in p.read_text()]
     elsewhere = copy(tree, tmp_path / "machine2")
-    assert in_process(capsys, "run", "table2", "--preset", "smoke", "--out", elsewhere, *PAIR).returncode == 1
+    assert in_process(capsys, "run", "table2", "--preset", "smoke", "--out", elsewhere, *PAIR).returncode == 4
     assert trained_runs == [AMGFNO]  # the other machine leaves it too
+    # a diverged copy never replaces a run stopped with a checkpoint (partial) in the tree: it is skipped
+    partial = copy(out, tmp_path / "partial")
+    (partial / "runs" / AMGFNO / runner.ERROR_FILE).unlink()
+    assert runner.run_state(partial / "runs" / AMGFNO) == "partial"
+    report = runner.export_runs(out, partial)
+    assert report["skipped"] == [f"{AMGFNO} (diverged; partial in {partial})"] and report["present"] == [FFNO]
+    assert RunDir(partial / "runs" / AMGFNO).has_checkpoint()
+    # an error.json written before the "diverged" mark existed: its message says so
+    old = json.loads((run_dir / runner.ERROR_FILE).read_text())
+    del old[runner.DIVERGED_KEY]
+    (partial / "runs" / AMGFNO / runner.ERROR_FILE).write_text(json.dumps(old))
+    assert runner.run_state(partial / "runs" / AMGFNO) == "diverged"
+    (partial / "runs" / AMGFNO / runner.ERROR_FILE).write_text(json.dumps({"error": "OSError: disk full"}))
+    assert runner.run_state(partial / "runs" / AMGFNO) == "failed"
 
     retried = in_process(capsys, "run", "table2", "--preset", "smoke", "--out", out, *PAIR, "--retry-diverged")
     assert retried.returncode == 0 and "2 of 2 runs done" in retried.stdout, retried.stderr
