@@ -62,7 +62,7 @@ class TrainConfig:
     regenerate: bool = setting(False, "generate the data set again even when --cache-dir holds it, replacing the "
                                       "file (one that a reader refused, say); not with --data")
     n_train: int | None = setting(None, "training trajectories (quick 256, paper 2048; ns2d: quick 16, paper 1000)")
-    n_test: int | None = setting(None, "test trajectories (quick 32, paper: KS 256, Burgers 10%% of the total; ns2d: "
+    n_test: int | None = setting(None, "test trajectories (quick 32, paper: KS 256, Burgers 1000; ns2d: "
                                        "quick 4, paper 200)")
     epochs: int | None = setting(None, "epochs (quick 40, paper 200; ns2d: quick 20, paper 200)")
     batch_size: int | None = setting(None, "global batch size (quick 16, paper 32 KS / 64 Burgers; ns2d: quick 8, "

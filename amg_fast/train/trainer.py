@@ -206,6 +206,23 @@ def default_out(cfg: TrainConfig) -> str:
     return f"runs/{cfg.model}_{cfg.pde}_nu{cfg.nu:g}_f{cfg.res}_seed{cfg.seed}"
 
 
+def _keep_the_runs_data_counts(cfg: TrainConfig, explicit: set[str]) -> None:
+    """--resume: the trajectory counts not given explicitly are the run's own (its config.json's), not the
+    preset's of today, so that a run resumes on the data it started on (the paper preset's Burgers test split
+    was 10% of the total, None -> 228, before 2026-11-29, and 1000 since). An unreadable config.json is left
+    to check_run_dir to name."""
+    run = RunDir(cfg.out)
+    if not run.has_checkpoint():  # nothing to resume: a run that starts afresh takes today's counts
+        return
+    try:
+        recorded = run.read_config()
+    except RunDirError:
+        return
+    for key in ("n_train", "n_test"):
+        if key not in explicit:
+            setattr(cfg, key, getattr(recorded, key))
+
+
 def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
     """Every check that can run before the run directory exists, and what the run needs from it:
     device, data, model (run once at the resolution), optimizer and the --resume checkpoint.
@@ -214,6 +231,8 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
     log = log if rank == 0 else (lambda *a, **k: None)
     if cfg.out is None:
         cfg.out = default_out(cfg)
+    if cfg.resume:
+        _keep_the_runs_data_counts(cfg, explicit)
     device = _device(cfg.device, rank)
     if cfg.cuda_graph:
         _check_cuda_graph(device, world)

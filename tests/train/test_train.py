@@ -17,6 +17,7 @@ from amg_fast.models.base import SequenceModel
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.evaluate import evaluate
 from amg_fast.train.trainer import RunDirError, TrainingDiverged, train
+from amg_fast.train.rundir import RunDir
 
 ROOT = Path(__file__).parents[2]
 TINY = dict(res=32, n_train=12, n_test=4, batch_size=4, width=16, modes=8, eval_every=100, device="cpu")
@@ -383,6 +384,37 @@ def test_the_paper_presets_test_split_per_pde():
     assert (n_test("ks"), n_test("burgers"), n_test("burgers", n_test=50)) == (None, 1000, 50)
     from amg_fast.train.data import _generated_n_test
     assert _generated_n_test(resolve_config(TrainConfig(preset="paper", pde="ks"))) == 256
+
+
+def test_a_resumed_run_keeps_its_data_counts_when_the_preset_changed(tiny_data, tmp_path, monkeypatch):
+    """A run started under an earlier preset resumes on its own trajectory counts (config.json's): the paper
+    preset's Burgers test split went from None (228) to 1000, and such a run's --resume was refused
+    ("settings that differ ...: n_test=None -> 1000"). Here the quick preset's test split changes from 3 to 2
+    between the start and the resume; an explicit --n-test is still compared."""
+    from amg_fast.train import config
+
+    import amg_fast.train.trainer as trainer
+
+    out, base = tmp_path / "run", dict(TINY, n_train=None, n_test=None, preset="quick", epochs=2)
+    monkeypatch.setitem(config.PRESETS, "quick", {**config.PRESETS["quick"], "n_train": 12, "n_test": 3})
+    run_epoch = trainer.run_epoch
+
+    def stopped_in_epoch_2(run, epoch):
+        if epoch == 2:
+            raise OSError(28, "No space left on device")
+        return run_epoch(run, epoch)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(trainer, "run_epoch", stopped_in_epoch_2)
+        with pytest.raises(OSError):
+            train(TrainConfig(data=str(tiny_data), out=str(out), **base), log=lambda *a: None)
+    assert RunDir(out).has_checkpoint() and RunDir(out).read_config().n_test == 3
+    monkeypatch.setitem(config.PRESETS, "quick", {**config.PRESETS["quick"], "n_train": 12, "n_test": 2})
+    with pytest.raises(RunDirError, match=r"settings that differ from the run's config.json: n_test=3 -> 2"):
+        train(TrainConfig(data=str(tiny_data), out=str(out), resume=True, **{**base, "n_test": 2}),
+              log=lambda *a: None)
+    resumed = train(TrainConfig(data=str(tiny_data), out=str(out), resume=True, **base), log=lambda *a: None)
+    assert resumed["epochs"] == 2 and RunDir(out).read_config().n_test == 3
 
 
 def test_omega_overrides_the_datas_omega_f(tiny_data, tmp_path):
