@@ -648,6 +648,15 @@ def _paper_reduction(pde: str, nu: float, res: int) -> str:
     return text if low is None or high - low <= 2 else f"{text} ({low:+.0f}% to {high:+.0f}%: rounding)"
 
 
+def _data_seed_note(runs: list[dict]) -> str:
+    """Whether the seeds of a cell trained on one data set or each on its own."""
+    fixed = {(r.get("overrides") or {}).get("data_seed") for r in runs} - {None}
+    if not fixed:
+        return (" Each seed draws its own data set (its data seed is the run's seed), so the spread over seeds holds "
+                "the data's too.")
+    return f" Runs with a data_seed setting ({', '.join(map(str, sorted(fixed)))}) share that data set across seeds."
+
+
 def _gate_definition_note(runs: list[dict]) -> str:
     """How far the final model's test-rollout gate (results.json gate_mean: the paper's eq. app-mean-gate, at
     the last epoch) lies from the training gate averaged over the last epochs, over these AMGFNO runs."""
@@ -655,7 +664,7 @@ def _gate_definition_note(runs: list[dict]) -> str:
             for a, b in [(_metric(r, "gate_mean"), _metric(r, "gate_mean_last20_epochs"))]
             if a is not None and b is not None]
     return (f" The paper averages the gate of the test rollouts; ours, of the training batches (teacher forcing): "
-            f"the final model's test-rollout gate differs from it by at most {max(gaps):.1g} in these runs."
+            f"the final model's test-rollout gate differs from it by at most {max(gaps):.2g} in these runs."
             if gaps else "")
 
 
@@ -678,8 +687,7 @@ def _headline_tables(records: list[dict]) -> list[Table]:
                    for (pde, nu, res, m, p) in keys for rs in [groups[(pde, nu, res, m, p)]]],
                   f"ours: mean ± sample std over seeds [n]; ḡ last {epochs}: AMGFNO's mean gate over the last "
                   f"{epochs} training epochs (the paper's Table 3{paper_epochs}); amp last: rollout norm / true norm "
-                  "at the last step. Each seed draws its own data set (its data seed is the run's seed), so the "
-                  "spread over seeds holds the data's too." + _gate_definition_note(runs)
+                  "at the last step." + _data_seed_note(runs) + _gate_definition_note(runs)
                   + (" Burgers: our PDEBench-style data (generated, docs/data.md; its omega_32 0.0118 against the "
                      "paper's 0.0062), not PDEBench's file." if any(_get(r, "pde") == "burgers" for r in runs) else ""))
     reduction_rows = []

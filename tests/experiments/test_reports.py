@@ -377,6 +377,11 @@ def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path
     # the records' training g-bar is the final rollout gate + 0.01: the caption says how far the two lie apart
     assert "the final model's test-rollout gate differs from it by at most 0.01 in these runs" in md
     assert "Each seed draws its own data set" in md and "Burgers: our PDEBench-style data" not in md  # KS only
+    md_set = [{**r, "overrides": {**r["overrides"], "data_seed": 7}} for r in RECORDS["headline"]]
+    write_report("headline", md_set, tmp_path / "data_seed")
+    md_set = (tmp_path / "data_seed" / "table.md").read_text()
+    assert "Runs with a data_seed setting (7) share that data set across seeds." in md_set
+    assert "Each seed draws its own" not in md_set
 
 
 def test_fidelity_table_names_the_variants_with_the_diagnostics(tmp_path):
