@@ -89,16 +89,16 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert fourth.returncode == 0 and "reference kernels" not in fourth.stdout, fourth.stdout[-3000:]
 
 
-def stand_in_python(tmp_path: Path, dump: Path, summary=None) -> Path:
+def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3) -> Path:
     """An interpreter for the campaign that records reproduce.py run's AMG_FAST_FFN_* / _SPECTRAL_* environment in
-    dump and exits 3 (runs left) instead of training, and with a summary writes it as gpu_summary.py's output
-    instead of benchmarking; everything else runs in this python."""
+    dump and exits run_exit (3: runs left) instead of training, and with a summary writes it as gpu_summary.py's
+    output instead of benchmarking; everything else runs in this python."""
     canned = tmp_path / "canned_summary.json"
     if summary is not None:
         canned.write_text(json.dumps(summary))
     python = tmp_path / "python"
     python.write_text(f"""#!/usr/bin/env bash
-if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit 3; fi
+if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit {run_exit}; fi
 if [[ $1 == bench/gpu_summary.py && $2 == --out && -f {canned} ]]; then mkdir -p "$3" && cp {canned} "$3/summary.json"; exit 0; fi
 exec {sys.executable} "$@"
 """)
@@ -128,6 +128,17 @@ def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
     reference = campaign(tmp_path, "ref", **dict(same_machine, CAMPAIGN_RUN_FLAGS="--device cpu"))
     assert reference.returncode == 0 and dump.read_text().split() == ["AMG_FAST_SPECTRAL_MIX=four"]
     assert "(the reference kernels: no switch adopted)" in reference.stdout
+
+
+@pytest.mark.parametrize("run_exit, passed", [(3, True), (4, True), (1, False)], ids=["left", "diverged", "failed"])
+def test_the_runs_phase_passes_when_only_diverged_or_unstarted_runs_remain(tmp_path, run_exit, passed):
+    """reproduce.py run's exit 4 (only diverged runs left: a later session leaves them) passes the runs phase
+    as 3 (runs left for the next session) does; 1 (a run failed) fails it."""
+    python = stand_in_python(tmp_path, tmp_path / "run_env.txt", run_exit=run_exit)
+    result = campaign(tmp_path, "call", PYTHON=str(python), CAMPAIGN_BUDGET_S="120")
+    assert (result.returncode == 0) == passed, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"reproduce.py run precision: exit {run_exit} (0 all done, 3 runs left for the next session, 4 diverged" \
+        in result.stdout
 
 
 @pytest.mark.parametrize("modes", ["", "fp32"])
