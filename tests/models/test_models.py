@@ -111,7 +111,7 @@ def test_s4d_memory_model_with_4096_steps_stays_finite():
 def test_modes_above_the_grid_are_refused(name):
     """The FFNO family's modes K must fit the grid (the other bad inputs: test_model_contract.py)."""
     model = get_model(name, **SMALL)
-    with pytest.raises(ValueError, match=r"modes K\) must be in 1..S//2\+1 = 1..3 for S = 4, got 4"):
+    with pytest.raises(ValueError, match=r"modes=4: a grid of 4 points holds at most 3 rFFT modes \(S//2\+1\)"):
         model(torch.zeros(2, 3, 4, 1))
 
 

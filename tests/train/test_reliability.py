@@ -359,8 +359,8 @@ EVAL_CASES = {
     "limit-0": (["--limit", 0], "argument --limit: must be an integer >= 1, got 0"),
     "limit-negative": (["--limit", -1], "argument --limit: must be an integer >= 1, got -1"),
     "batch-size-0": (["--batch-size", 0], "argument --batch-size: must be an integer >= 1, got 0"),
-    "res-16-on-an-f32-run": (["--res", 16], "--res 16: the model cannot run at this resolution: weight.shape[0] "
-                                            "(modes K) must be in 1..S//2+1 = 1..9 for S = 16, got 16"),
+    "res-16-on-an-f32-run": (["--res", 16], "--res 16: the model cannot run at this resolution: modes=16: a grid of "
+                                            "16 points holds at most 9 rFFT modes (S//2+1)"),
     "device-gpu0": (["--device", "gpu0"], "error: --device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"),
     "data-a-directory": (["--data", "."], "error: .: is a directory; give an HDF5 file"),
     "json-below-a-file": (["--json", "afile/e.json"], "--json afile/e.json: lies under afile, which is a file"),
