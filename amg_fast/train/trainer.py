@@ -209,14 +209,13 @@ def default_out(cfg: TrainConfig) -> str:
 def _keep_the_runs_data_counts(cfg: TrainConfig, explicit: set[str]) -> None:
     """--resume: the trajectory counts not given explicitly are the run's own (its config.json's), not the
     preset's of today, so that a run resumes on the data it started on (the paper preset's Burgers test split
-    was 10% of the total, None -> 228, before 2026-11-29, and 1000 since). An unreadable config.json is left
-    to check_run_dir to name."""
-    run = RunDir(cfg.out)
-    if not run.has_checkpoint():  # nothing to resume: a run that starts afresh takes today's counts
-        return
+    was 10% of the total, None -> 228, before 2026-11-29, and 1000 since; check_run_dir compares every setting
+    with config.json's, checkpoint or not). A missing or unreadable config.json is left to check_run_dir."""
     try:
-        recorded = run.read_config()
+        recorded = RunDir(cfg.out).read_config()
     except RunDirError:
+        return
+    if recorded is None:
         return
     for key in ("n_train", "n_test"):
         if key not in explicit:

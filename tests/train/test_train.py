@@ -2,6 +2,7 @@
 after kill -9, DDP on CPU, the quick default, and every bad input or fault."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -413,8 +414,17 @@ def test_a_resumed_run_keeps_its_data_counts_when_the_preset_changed(tiny_data, 
     with pytest.raises(RunDirError, match=r"settings that differ from the run's config.json: n_test=3 -> 2"):
         train(TrainConfig(data=str(tiny_data), out=str(out), resume=True, **{**base, "n_test": 2}),
               log=lambda *a: None)
+    # a run killed before its first checkpoint (config.json only) resumes afresh on its counts, too; one whose
+    # config.json was deleted (checkpoint only) resumes as before (review: it raised AttributeError)
+    killed, bare = tmp_path / "killed", tmp_path / "bare"
+    for run_dir, name in ((killed, "config.json"), (bare, "checkpoint.pt")):
+        run_dir.mkdir()
+        shutil.copy(out / name, run_dir / name)
     resumed = train(TrainConfig(data=str(tiny_data), out=str(out), resume=True, **base), log=lambda *a: None)
     assert resumed["epochs"] == 2 and RunDir(out).read_config().n_test == 3
+    for run_dir in (killed, bare):
+        again = train(TrainConfig(data=str(tiny_data), out=str(run_dir), resume=True, **base), log=lambda *a: None)
+        assert again["epochs"] == 2 and RunDir(run_dir).read_config().n_test == (3 if run_dir == killed else 2)
 
 
 def test_omega_overrides_the_datas_omega_f(tiny_data, tmp_path):
