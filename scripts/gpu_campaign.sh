@@ -65,7 +65,7 @@
 #                       (tests this script; CI runs it)
 #   PYTHON              interpreter (default python3)
 # Exit status: 0 when every phase passed; 1 otherwise (the sweeps' exit 3 -- runs left for the next
-# session -- counts as passed).
+# session -- and 4 -- only diverged runs left, which later sessions leave too -- count as passed).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -26,8 +26,8 @@ checkpoints) into a tree to commit; `run --out` on that tree on another machine 
 is missing.
 
 Exit status of run: 0 every selected run done; 1 a run not done that the same command trains again
-(named with its state: failed, died, corrupt, partial, running); 4 else diverged runs remain (left:
---retry-diverged); 3 else only runs the --budget-s left unstarted remain; 2 a refused command
+(named with its state: failed, died, corrupt, partial, running); 3 else runs the --budget-s left
+unstarted remain; 4 else only diverged runs remain (left: --retry-diverged); 2 a refused command
 (nothing written). Ctrl-C stops a local sweep (each run keeps its last checkpoint) and
 prints the command that continues it (exit 130); a Slurm job that reaches --time is requeued and
 resumes from its checkpoint.
@@ -310,7 +310,7 @@ def cmd_run(args) -> int:
           + (f"; {states['skipped']} not started within --budget-s {args.budget_s:g}" if states["skipped"] else ""))
     if retried:
         return EXIT_NOT_DONE
-    return EXIT_DIVERGED if states["diverged"] else EXIT_BUDGET if states["skipped"] else 0
+    return EXIT_BUDGET if states["skipped"] else EXIT_DIVERGED if states["diverged"] else 0
 
 
 def cmd_status(args) -> int:
@@ -377,7 +377,7 @@ def cmd_export(args) -> int:
     unfinished = [name for name in report["skipped"] if not name.endswith(" (missing)")]
     missing = len(report["skipped"]) - len(unfinished)
     print(f"exported {len(report['copied'])} runs to {args.to}; {len(report['present'])} were there already"
-          + (f"; left out (not finished): {', '.join(unfinished)}" if unfinished else "")
+          + (f"; left out: {', '.join(unfinished)}" if unfinished else "")
           + (f"; {missing} runs not started" if missing else ""))
     return 0
 

@@ -650,11 +650,12 @@ def _paper_reduction(pde: str, nu: float, res: int) -> str:
 
 def _data_seed_note(runs: list[dict]) -> str:
     """Whether the seeds of a cell trained on one data set or each on its own."""
-    fixed = {(r.get("overrides") or {}).get("data_seed") for r in runs} - {None}
-    if not fixed:
-        return (" Each seed draws its own data set (its data seed is the run's seed), so the spread over seeds holds "
-                "the data's too.")
-    return f" Runs with a data_seed setting ({', '.join(map(str, sorted(fixed)))}) share that data set across seeds."
+    seeds = [_get(r, "overrides").get("data_seed") for r in runs]
+    fixed = sorted({s for s in seeds if s is not None}, key=str)
+    own = (" Each seed draws its own data set (its data seed is the run's seed), so the spread over seeds holds "
+           "the data's too." if None in seeds else "")
+    return own + (f" Runs with a data_seed setting ({', '.join(map(str, fixed))}) share that data set across seeds."
+                  if fixed else "")
 
 
 def _gate_definition_note(runs: list[dict]) -> str:

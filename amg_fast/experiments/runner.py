@@ -387,8 +387,8 @@ def run_job(run_dir: str) -> str:
                 train(cfg, log=log)
             except Exception as err:  # recorded; the sweep goes on and the next `run` retries it
                 log(traceback.format_exc())
-                diverged = isinstance(err, TrainingDiverged)
-                _write_json(run_dir / ERROR_FILE, {"error": f"{type(err).__name__}: {err}",
+                diverged = isinstance(err, TrainingDiverged)  # its message names the run's checkpoint: relative
+                _write_json(run_dir / ERROR_FILE, {"error": _relative_message(f"{type(err).__name__}: {err}", run_dir),
                                                    "traceback": traceback.format_exc(), DIVERGED_KEY: diverged})
                 return "diverged" if diverged else "failed"
         return "done"
@@ -444,9 +444,15 @@ def _exported_error(run_dir: Path) -> str | None:
     error = _read_json(run_dir / ERROR_FILE)
     if not isinstance(error, dict):
         return None
-    message = str(error.get("error", "")).replace(str(Path(run_dir).resolve()), f"runs/{Path(run_dir).name}")
     kept = {key: value for key, value in error.items() if key != "traceback"}
-    return json.dumps({**kept, "error": message}, indent=2) + "\n"
+    if isinstance(kept.get("error"), str):  # run_job writes it relative; a run moved since trained elsewhere
+        kept["error"] = _relative_message(kept["error"], Path(run_dir).resolve())
+    return json.dumps(kept, indent=2) + "\n"
+
+
+def _relative_message(message: str, run_dir: Path) -> str:
+    """message with the run directory's absolute path as the sweep's relative runs/<name>."""
+    return message.replace(str(run_dir), f"runs/{run_dir.name}")
 
 
 def _copy_run(run_dir: Path, target: Path) -> None:
@@ -494,7 +500,7 @@ def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
     metrics.jsonl, machine.json, a small train.log; no checkpoints or rollouts) to dest/runs/<name>/, each
     run as one rename, and dest/sweep.json; dest then is a sweep whose `run` treats those runs as finished
     (a diverged one as diverged: not trained again unless asked). A finished run replaces a diverged one
-    in dest, never the reverse, and a diverged one never replaces a partial one (its checkpoint). Returns {"copied": names, "present": names already finished (or, for a
+    in dest, never the reverse, and a diverged one never replaces a run with a checkpoint (partial, failed). Returns {"copied": names, "present": names already finished (or, for a
     diverged one, already finished or diverged) in dest, "skipped": "name (state)"}, or None (and nothing
     written) when out/ has neither a finished nor a diverged run."""
     out, dest = Path(out), Path(dest)
@@ -514,7 +520,7 @@ def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
             report["skipped"].append(f"{run_dir.name} ({state})")
         elif there == "done" or there == state:
             report["present"].append(run_dir.name)
-        elif there == "running" or (state == "diverged" and there == "partial"):  # never over a checkpoint
+        elif there == "running" or (state == "diverged" and RunDir(target).has_checkpoint()):  # kept: resumable
             report["skipped"].append(f"{run_dir.name} ({state}; {there} in {dest})")
         else:
             _copy_run(run_dir, target)

@@ -755,7 +755,9 @@ def test_a_diverged_run_is_kept_exported_and_trained_again_only_when_asked(train
     run_dir = out / "runs" / AMGFNO
     assert proc.returncode == cli.EXIT_DIVERGED and trained_runs == [AMGFNO]  # 4: nothing the same command retries
     assert runner.run_state(run_dir) == "diverged" and RunDir(run_dir).has_checkpoint()
-    assert json.loads((run_dir / runner.ERROR_FILE).read_text())[runner.DIVERGED_KEY] is True
+    recorded = json.loads((run_dir / runner.ERROR_FILE).read_text())
+    assert recorded[runner.DIVERGED_KEY] is True  # the message names the checkpoint relative to the sweep
+    assert f"(runs/{AMGFNO}/checkpoint.pt) is kept" in recorded["error"] and str(tmp_path) not in recorded["error"]
     assert f"diverged: {AMGFNO}: TrainingDiverged: loss is nan at epoch 2" in proc.stderr
     assert "--retry-diverged" in proc.stderr
     assert "1 of 2 runs done; 1 not done (1 diverged; diverged ones only with --retry-diverged)" in proc.stdout
@@ -792,6 +794,8 @@ def test_a_diverged_run_is_kept_exported_and_trained_again_only_when_asked(train
     report = runner.export_runs(out, partial)
     assert report["skipped"] == [f"{AMGFNO} (diverged; partial in {partial})"] and report["present"] == [FFNO]
     assert RunDir(partial / "runs" / AMGFNO).has_checkpoint()
+    (partial / "runs" / AMGFNO / runner.ERROR_FILE).write_text(json.dumps({"error": "OSError: disk full"}))
+    assert runner.export_runs(out, partial)["skipped"] == [f"{AMGFNO} (diverged; failed in {partial})"]
     # an error.json written before the "diverged" mark existed: its message says so
     old = json.loads((run_dir / runner.ERROR_FILE).read_text())
     del old[runner.DIVERGED_KEY]
