@@ -500,9 +500,10 @@ def export_runs(out: Path, dest: Path) -> dict[str, list[str]] | None:
     metrics.jsonl, machine.json, a small train.log; no checkpoints or rollouts) to dest/runs/<name>/, each
     run as one rename, and dest/sweep.json; dest then is a sweep whose `run` treats those runs as finished
     (a diverged one as diverged: not trained again unless asked). A finished run replaces a diverged one
-    in dest, never the reverse, and a diverged one never replaces a run with a checkpoint (partial, failed). Returns {"copied": names, "present": names already finished (or, for a
-    diverged one, already finished or diverged) in dest, "skipped": "name (state)"}, or None (and nothing
-    written) when out/ has neither a finished nor a diverged run."""
+    in dest, never the reverse, and a diverged one never replaces a run with a checkpoint (partial, failed).
+    Returns {"copied": names, "present": names already finished (or, for a diverged one, already finished
+    or diverged) in dest, "skipped": "name (state)"}, or None (and nothing written) when out/ has neither
+    a finished nor a diverged run."""
     out, dest = Path(out), Path(dest)
     preset = read_sweep(out, "export")["preset"]
     if dest.resolve() == out.resolve() or dest.resolve().is_relative_to(out.resolve() / "runs"):
