@@ -129,7 +129,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                      help="slurm: times a run's job that reaches --time is requeued, resuming from the run's last "
                           f"checkpoint (submitit's slurm_max_num_timeout; default {runner.MAX_REQUEUES}: up to "
                           f"{runner.MAX_REQUEUES + 1} x --time per run; preemptions are not counted)")
-    status = sub.add_parser("status", help="how many runs are done / diverged / running / partial / failed / died / corrupt, "
+    status = sub.add_parser("status", help="how many runs are done / diverged / running / partial / failed / died / "
+                                           "corrupt, "
                                            "and why each is not done")
     status.add_argument("--out", required=True, type=Path, help="the sweep directory")
     report = sub.add_parser("report", help="tables and figures from the finished runs (never an empty table over a "

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["SOURCE", "TABLE2_NRMSE", "TABLE2_DECIMALS", "TABLE3_GATE", "OMEGA_F", "OMEGA_ABLATION", "FREQ_GATE_ABLATION",
+__all__ = ["SOURCE", "TABLE2_NRMSE", "TABLE2_DECIMALS",
+           "TABLE3_GATE", "OMEGA_F", "OMEGA_ABLATION", "FREQ_GATE_ABLATION",
            "ABLATION_AMGFNO", "ALPHA_STAR", "ALPHA_STAR_NRMSE", "TEXT_VALUES", "TABLES", "paper_value"]
 
 SOURCE = "How Much Memory Do We Need? Adaptive Memory Gate for Neural Operators (AMGFNO)"

@@ -54,10 +54,12 @@ from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
            "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
            "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
-           "export_runs", "state_note", "to_train", "EXPORTED_STATES", "DIVERGED_KEY", "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES", "dataset_args"]
+           "export_runs", "state_note", "to_train", "EXPORTED_STATES", "DIVERGED_KEY",
+           "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES", "dataset_args"]
 
 STATES = ("done", "diverged", "running", "partial", "failed", "died", "corrupt", "missing")
-NOT_DONE = ("diverged", "failed", "died", "corrupt", "partial", "running", "missing")  # in the order a summary names them
+# in the order a summary names them
+NOT_DONE = ("diverged", "failed", "died", "corrupt", "partial", "running", "missing")
 # The states export copies (a diverged run is an outcome: trained again elsewhere, it diverges again).
 EXPORTED_STATES = ("done", "diverged")
 DIVERGED_KEY = "diverged"  # error.json's mark of a run whose loss became NaN / Inf (run_job)
@@ -330,7 +332,8 @@ def run_job(run_dir: str) -> str:
     path from where run_dir lies (runs/<name> of the sweep, data/ beside), generates the data under
     the sweep's data lock, resumes from whatever the directory holds. An error (also an unreadable
     job.json) is written to error.json (message and traceback) and returns "failed" ("diverged", marked
-    so in error.json, for a loss that became NaN / Inf); it does not raise. A corrupt results.json is set aside (results.json.corrupt) and the run trained again.
+    so in error.json, for a loss that became NaN / Inf); it does not raise. A corrupt results.json is set
+    aside (results.json.corrupt) and the run trained again.
     machine.json records where it trains, when (STARTED_KEY), with what code (SOFTWARE_KEY:
     amg_fast._provenance.software(): the commit, torch / CUDA / triton versions, the AMG_FAST_* kernel
     switches set) and, once training starts, the seconds spent before (SETUP_KEY), of them on its data set
@@ -601,10 +604,10 @@ def run_local(run_dirs: Iterable[Path], *, workers: int | None = None, runs_per_
               on_done: Callable[[Path, str], None] | None = None,
               should_start: Callable[[Path], str | None] | None = None,
               retry_diverged: bool = False) -> dict[str, str]:
-    """Train the runs that are not done (nor diverged, unless retry_diverged), each in its own process, as many at once as there are
-    worker slots, in the order given; returns {run name: state after}. should_start(run_dir), asked
-    when a slot is free, returns None to start the run or the reason to skip it (state "skipped");
-    on_done(run_dir, state) after each run. KeyboardInterrupt (Ctrl-C) stops the workers (each
+    """Train the runs that are not done (nor diverged, unless retry_diverged), each in its own process,
+    as many at once as there are worker slots, in the order given; returns {run name: state after}.
+    should_start(run_dir), asked when a slot is free, returns None to start the run or the reason to
+    skip it (state "skipped"); on_done(run_dir, state) after each run. KeyboardInterrupt (Ctrl-C) stops the workers (each
     keeps its run's last checkpoint), waits for them and is raised again."""
     todo = [Path(d) for d in run_dirs if to_train(run_state(d), retry_diverged)]
     slots = worker_slots(workers, runs_per_gpu, visible_gpus())
@@ -646,8 +649,8 @@ def run_slurm(run_dirs: Iterable[Path], folder: Path, *, partition: str | None =
               gpus_per_task: int = 1, cpus_per_task: int = 4, array_parallelism: int = 64,
               extra_sbatch: dict | None = None, cluster: str | None = None,
               max_requeues: int = MAX_REQUEUES, retry_diverged: bool = False) -> list[str]:
-    """Submit the runs that are not done (nor diverged, unless retry_diverged), not running and not queued as one Slurm job array through submitit;
-    returns the submitted job ids. cluster="local" uses submitit's local executor (tests).
+    """Submit the runs that are not done (nor diverged, unless retry_diverged), not running and not queued
+    as one Slurm job array through submitit; returns the submitted job ids. cluster="local" uses submitit's local executor (tests).
 
     Each job is a RequeueableRun (amg_fast.experiments.slurm_job): one that reaches time_min is
     requeued, up to max_requeues times, and resumes from its run's last checkpoint."""
