@@ -52,7 +52,8 @@ from amg_fast.experiments.estimate import Estimator, machine_of
 from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, OMEGA_SOURCES
 from amg_fast.experiments.specs import FILTER_KEYS, PRESETS, check_seed
 from amg_fast.experiments.sweep import (Budget, load_grid_file, parse_grid, parse_set, parse_where, plan, records_for,
-                                        resolve_experiments, runs_by_experiment, select_runs, summary_lines)
+                                        resolve_experiments, runs_by_experiment, select_runs, summary_lines,
+                                        time_column)
 
 __all__ = ["parse_args", "cmd_list", "cmd_plan", "cmd_run", "cmd_status", "cmd_report", "cmd_export", "cmd_omega",
            "main"]
@@ -209,7 +210,7 @@ def cmd_plan(args) -> int:
     result, lines, _ = _summary(args, specs)
     print("\n".join(lines))
     for spec, state, seconds, _source in result["runs"]:
-        print(f"{state:8s} ~{seconds:7.0f} s  {spec.name}")
+        print(f"{state:8s} {time_column(args.out, spec, state, seconds, args.retry_diverged):>11s}  {spec.name}")
     return 0
 
 

@@ -16,6 +16,7 @@ from amg_fast.experiments.registry import EXPERIMENTS, GRID_KEYS, Experiment, ge
 from amg_fast.experiments.runner import (dataset_args, epochs_to_resume, job_config, read_job, run_dir_of, run_dirs,
                                         run_state, to_train)
 from amg_fast.experiments.specs import FILTER_KEYS, OVERRIDABLE, RunSpec, parse_setting
+from amg_fast.train.rundir import RunDir
 
 __all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_grid", "parse_set", "load_grid_file", "select_runs", "plan",
            "records_for", "summary_lines", "Budget"]
@@ -245,6 +246,21 @@ def plan(out: Path, specs: list[RunSpec], preset: str, estimator: Estimator, ret
     counts = Counter(state for _, state, _, _ in rows)
     return {"runs": rows, "counts": counts, "data_s": data_s, "sources": sources, "todo": todo,
             "estimate_s": sum(s for _, state, s, _ in rows if to_train(state, retry_diverged))}
+
+
+def time_column(out: Path, spec: RunSpec, state: str, seconds: float, retry_diverged: bool = False) -> str:
+    """A plan row's time: "~N s" (the estimate) for a run `run` would train, "took N s" (its measured wall
+    time, all segments) for a finished one, "-" for a diverged one left alone (or a finished one without it)."""
+    if to_train(state, retry_diverged):
+        return f"~{seconds:7.0f} s"
+    if state == "done":
+        try:
+            results = RunDir(run_dir_of(Path(out), spec)).read_results()
+        except (OSError, ValueError):  # ResultsError is a ValueError
+            results = None
+        if results is not None and results.wall_time_s > 0:
+            return f"took {results.wall_time_s:.0f} s"
+    return "-"
 
 
 def _hours(seconds: float) -> str:

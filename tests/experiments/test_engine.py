@@ -768,9 +768,10 @@ def test_a_diverged_run_is_kept_exported_and_trained_again_only_when_asked(train
     assert again.returncode == cli.EXIT_DIVERGED and trained_runs == [AMGFNO]  # left alone
     assert runner.run_state(run_dir) == "diverged" and "run the same command again" not in again.stdout
     assert "1 done, 1 diverged" in in_process(capsys, "status", "--out", out).stdout
-    assert "to do:" not in in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", out, *PAIR).stdout
+    plain_plan = in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", out, *PAIR).stdout
+    assert "to do:" not in plain_plan and f"diverged           -  {AMGFNO}" in plain_plan  # no estimate: not trained
     retry_plan = in_process(capsys, "plan", "table2", "--preset", "smoke", "--out", out, *PAIR, "--retry-diverged")
-    assert "to do: 1 runs" in retry_plan.stdout
+    assert "to do: 1 runs" in retry_plan.stdout and re.search(rf"diverged +~ +\d+ s  {AMGFNO}", retry_plan.stdout)
     assert in_process(capsys, "report", "table2", "--out", out).returncode == 0
     table = (out / "reports" / "table2" / "table.md").read_text()
     assert "1 done, 1 diverged" in table and f"- {AMGFNO} (diverged): TrainingDiverged: loss is nan" in table

@@ -135,6 +135,8 @@ def test_local_sweep_end_to_end_with_report(tmp_path):
                                       for d in (out / "runs").iterdir()} == mtimes  # finished runs untouched
     plan = reproduce("plan", "table2", "--preset", "smoke", "--out", out, *PAIR)
     assert plan.stdout.count("done ") == 2 and plan.stdout.startswith("2 runs at preset smoke (2 done)")
+    done_rows = [line for line in plan.stdout.splitlines() if line.startswith("done ")]
+    assert all(re.match(r"done +took \d+ s  \S+$", line) for line in done_rows), done_rows  # measured, not estimated
     assert "by experiment: table2 2" in plan.stdout
     status = reproduce("status", "--out", out)
     assert "2 runs: 2 done" in status.stdout
