@@ -25,9 +25,10 @@ SPLIT_BLOCK = 1024  # elements per program of the split
 def round_tf32(x):
     """fp32 tile x rounded to TF32's 10 explicit mantissa bits, to nearest with ties away from zero (PTX
     cvt.rna.tf32.f32): a plain-TF32 MMA then reads it exactly. Rounding instead of letting the MMA truncate
-    halves an operand's error and removes its bias (round_to_tf32 is the host version)."""
+    halves an operand's error and removes its bias (round_to_tf32 is the host version). NaN stays NaN: the
+    integer add would carry a GPU's NaN (0x7FFFFFFF) into -0.0 and a low-payload NaN into inf."""
     bits = x.to(tl.int32, bitcast=True)
-    return ((bits + 0x1000) & -8192).to(tl.float32, bitcast=True)
+    return tl.where(x == x, ((bits + 0x1000) & -8192).to(tl.float32, bitcast=True), x)
 
 
 @triton.jit
@@ -104,6 +105,6 @@ def split_tf32(*weights: torch.Tensor) -> torch.Tensor:
 
 
 def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
-    """fp32 t rounded to TF32's 10 mantissa bits, to nearest with ties away from zero (as round_tf32)."""
-    bits = t.contiguous().view(torch.int32)
-    return ((bits + 0x1000) & -8192).view(torch.float32)
+    """fp32 t rounded to TF32's 10 mantissa bits, to nearest with ties away from zero; NaN kept (as round_tf32)."""
+    t = t.contiguous()
+    return torch.where(t.isnan(), t, ((t.view(torch.int32) + 0x1000) & -8192).view(torch.float32))

@@ -16,6 +16,7 @@ import torch
 from helpers import RTOL, dft_matrix_spectral_conv, ids, record_launches, rel_err
 
 from amg_fast.kernels import spectral_conv as kernels
+from amg_fast.kernels._tf32 import split_tf32
 from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
 from amg_fast.ops.spectral_conv import SpectralConv1dFn
 
@@ -448,6 +449,37 @@ def test_round_to_tf32_is_round_to_nearest_ties_away_on_ten_mantissa_bits(gen):
     ties = torch.tensor([1 + half, -(1 + half), 1 + half - 2 ** -23, 1 + 3 * half], dtype=torch.float32)
     assert kernels.round_to_tf32(ties).tolist() == [1 + 2 * half, -(1 + 2 * half), 1.0, 1 + 4 * half]
     assert not _tf32_low_bits(kernels.round_to_tf32(t)).any()
+
+
+# NaN and inf as fp32 bits: a GPU's NaN (0x7FFFFFFF), its negative, NaNs with a low / high payload, +-inf
+NAN_INF_BITS = (0x7FFFFFFF, -1, 0x7F800001, 0x7FFFF000, 0x7F800000, -0x800000)
+
+
+def test_tf32_rounding_keeps_nan_and_inf(kdev):
+    """The rounding adds half an ulp to the bits as an integer: a GPU's NaN (0x7FFFFFFF, not the CPU's
+    0xFFC00000) would carry into -0.0 and a low-payload NaN into inf. On the host (round_to_tf32) and in the
+    kernels (round_tf32, through split_tf32's planes) NaN stays NaN (lo NaN too) and inf stays inf."""
+    t = torch.tensor(NAN_INF_BITS, dtype=torch.int32).view(torch.float32)
+    inf = float("inf")
+    hi_host = kernels.round_to_tf32(t)
+    planes = split_tf32(t.to(kdev)).cpu()
+    for hi in (hi_host, planes[:t.numel()]):
+        assert hi[:4].isnan().all() and hi[4:].tolist() == [inf, -inf], hi
+    assert planes[t.numel():][:4].isnan().all()
+
+
+@pytest.mark.exact_dots  # the truncating emulation would turn 0x7FFFFFFF into 0x7FFFE000, which the bug spared
+def test_plain_tf32_spectral_conv_propagates_a_gpu_nan(allow_tf32, kdev, gen):
+    """With plain-TF32 dots the spectra and Gauss sums are rounded to TF32 where they are formed: a NaN in x
+    with a GPU's bits (0x7FFFFFFF, what a GPU's arithmetic returns for any NaN) reaches y (it read as -0.0
+    there, so a diverging run's spectral branch gave zeros), as in fp32 mode and in the reference."""
+    x, w = _inputs((2,), 32, 16, 16, 8, torch.float32, kdev, gen)
+    x = x.detach().clone()
+    x.view(torch.int32)[0, 5, 3] = 0x7FFFFFFF
+    for tf32 in (True, False):
+        allow_tf32(tf32)
+        y = spectral_conv1d(x, w.detach(), backend="triton", transform="dft")
+        assert y[0].isnan().all() and not y[1].isnan().any(), tf32
 
 
 def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, gen, poisoned):
