@@ -38,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels.limits import FFN_FUSED_MAX_H
 
 __all__ = ["feed_forward_fwd", "feed_forward_bwd", "split_weight_grads", "LAUNCH_POLICY", "DW_ALTERNATIVES",
@@ -295,8 +295,10 @@ def split_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) -
 def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, flat weight gradients) for dy [M, H_out]: dx [M, H_in] in x's dtype (empty, and its
     kernel not launched, without need_dx), and [dW1 | dW2 | db1 | db2] flattened in w1's dtype
-    (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other)."""
+    (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other).
+    dy of any float dtype: cast to bf16 / fp16 x's first (_common.dot_operand)."""
     M, h_in, hidden, h_out = _check(x, w1, w2, b1=b1)
+    dy = dot_operand(dy, x.dtype)
     dots = dot_precision(x.dtype, reduced=True)
     cfg = _blocks(x.device, "bwd", M, h_in, h_out, x.dtype, dots)
     dw_cfg = _blocks(x.device, "dw", M, h_in, h_out, x.dtype, dots)

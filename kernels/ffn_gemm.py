@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import cdiv, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._tf32 import split_dot, split_tf32
 from amg_fast.kernels.feed_forward import _plus_residual, _relu, _tile
 from amg_fast.kernels.gate_fusion import weight_grads
@@ -171,10 +171,12 @@ def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) ->
 
 
 def feed_forward_gemm_bwd(dy, x, h, w1, w2, planes, need_dx: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, flat) from dy [M, H_out] (any float dtype), the forward's x, h and planes: dx [M, H_in] in x's
+    """(dx, flat) from dy [M, H_out] (any float dtype: cast to bf16 / fp16 x's first, _common.dot_operand; e.g.
+    fp32 through an fp32 residual under autocast), the forward's x, h and planes: dx [M, H_in] in x's
     dtype (empty, not computed, without need_dx); flat = [dW1 | db1 | dW2 | db2] in w1's dtype, summed in the
     accumulation dtype (gemm_weight_grads takes it apart; one tensor: a custom op's outputs may not alias each other)."""
     w1_op, w2_op = _operands(w1, w2, planes)
+    dy = dot_operand(dy, x.dtype)
     dh = row_gemm(dy, w2_op, transpose_w=False, mask=h, out_dtype=x.dtype)
     dx = row_gemm(dh, w1_op, transpose_w=False) if need_dx else x.new_empty((0,))
     return dx, weight_grads([(dh, x, None), (dy, h, None)]).to(w1.dtype)

@@ -47,7 +47,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._tf32 import split_dot, split_tf32
 from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_x3
 
@@ -470,7 +470,8 @@ def _config(kind: str, H: int, dtype: torch.dtype, readout: bool) -> dict:
 
 
 def _prepare(h, z, w_z, w_h, b, chi, readout):
-    """Flatten and make contiguous: (h2, z2 [M, H], w_z, w_h, b, chi1 [B or 1], scalars)."""
+    """Flatten and make contiguous: (h2, z2 [M, H], w_z, w_h (as dot operands: bf16 for bf16 h, see
+    _common.dot_operand; the biases stay as given, added in fp32), b, chi1 [B or 1], scalars)."""
     H = h.shape[-1]
     check_width(H, readout is not None)
     h2 = h.reshape(-1, H).contiguous()
@@ -479,14 +480,16 @@ def _prepare(h, z, w_z, w_h, b, chi, readout):
     per_batch = chi.dim() == 1
     scalars = {"M": M, "H": H, "rows_per_batch": max(M // chi.shape[0] if per_batch else M, 1),
                "chi_stride": 1 if per_batch else 0}
-    return (h2, z2, w_z.contiguous(), w_h.contiguous(), b.contiguous(), chi.reshape(-1).contiguous()), scalars
+    weights = (dot_operand(w_z, h.dtype), dot_operand(w_h, h.dtype), b.contiguous())
+    return (h2, z2, *weights, chi.reshape(-1).contiguous()), scalars
 
 
-def _extra_args(chi, freq, readout):
+def _extra_args(chi, freq, readout, dtype: torch.dtype):
     """(w1, b_omega, W_o, b_o, FREQ, READOUT) kernel arguments: freq = (w1, b_omega) 0-dim or None,
-    readout = (W_o [2H, H], b_o [2H]) or None (chi then stands in for the unused pointers)."""
+    readout = (W_o [2H, H], a dot operand for activations of dtype, b_o [2H]) or None (chi then stands in for
+    the unused pointers)."""
     w1, b_omega = (chi, chi) if freq is None else (freq[0].reshape(()).contiguous(), freq[1].reshape(()).contiguous())
-    w_out, b_out = (chi, chi) if readout is None else (readout[0].contiguous(), readout[1].contiguous())
+    w_out, b_out = (chi, chi) if readout is None else (dot_operand(readout[0], dtype), readout[1].contiguous())
     return w1, b_omega, w_out, b_out, freq is not None, readout is not None
 
 
@@ -513,7 +516,7 @@ def gate_fusion_fwd(h, z, w_z, w_h, b, chi, freq=None, readout=None, g_mean=Fals
     gate chi = sigmoid(w1 chi + b_omega) itself. readout = (W_o [2H, H], b_o [2H]): z holds the S4D
     memory's activations a and the kernel forms z = GLU(a W_o^T + b_o) (H <= READOUT_MAX_H)."""
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
-    inputs, extra, split = _split_weights(inputs, _extra_args(chi, freq, readout), h.dtype)
+    inputs, extra, split = _split_weights(inputs, _extra_args(chi, freq, readout, h.dtype), h.dtype)
     config = _on_cpu(_config("fwd", sc["H"], h.dtype, readout is not None), h.device, sc["M"], readout is not None,
                      next_pow2(sc["H"]))
     grid = (cdiv(sc["M"], config["BLOCK_M"]),)
@@ -600,7 +603,7 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
     The weight gradients are weight_grads' (or cuBLAS's) business.
     """
     inputs, sc = _prepare(h, z, w_z, w_h, b, chi, readout)
-    inputs, extra, split = _split_weights(inputs, _extra_args(chi, freq, readout), h.dtype)
+    inputs, extra, split = _split_weights(inputs, _extra_args(chi, freq, readout, h.dtype), h.dtype)
     M, H = sc["M"], sc["H"]
     acc = acc_dtype(h)
     dout2 = dout.to(h.dtype).reshape(M, H).contiguous()

@@ -32,15 +32,15 @@ def gpu_tiling(monkeypatch, kernels, device: torch.device, **overrides) -> None:
     monkeypatch.setitem(kernels.LAUNCH_POLICY, device.type, dict(kernels.LAUNCH_POLICY["cuda"], **overrides))
 
 
-def record_launches(module, launches: list, monkeypatch) -> None:
+def record_launches(module, launches: list, monkeypatch, with_args: bool = False) -> None:
     """Patch a kernel module's wrap_triton so that each launch appends (kernel name, grid, its keyword options)
-    to launches, then runs, for the test's duration."""
+    to launches (with_args: and its positional arguments, a 4th item), then runs, for the test's duration."""
     real_wrap = module.wrap_triton
 
     def spy(kernel):
         def grid(g):
             def launch(*args, **kwargs):
-                launches.append((kernel.__name__, tuple(g), kwargs))
+                launches.append((kernel.__name__, tuple(g), kwargs) + ((args,) if with_args else ()))
                 return real_wrap(kernel)[g](*args, **kwargs)
             return launch
         return type("Launcher", (), {"__getitem__": lambda self, g: grid(g)})()

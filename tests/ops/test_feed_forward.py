@@ -3,7 +3,7 @@ GEMMs with the bias + ReLU epilogue; the fused kernels; the row GEMMs of kernels
 the reference: outputs and every gradient."""
 import pytest
 import torch
-from helpers import RTOL, ids, rel_err, value_and_grads
+from helpers import RTOL, ids, record_launches, rel_err, value_and_grads
 
 from amg_fast.ops.ffn import FeedForwardFn, FusedFeedForwardFn, GemmFeedForwardFn, feed_forward, feed_forward_ref
 
@@ -142,17 +142,49 @@ def test_fused_method_refuses_what_it_cannot_hold(gen, kdev):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize("method", ["fused", "gemm"])
-def test_fused_kernels_under_bf16_autocast_gpu(method, gen, kdev):
+def test_fused_kernels_under_bf16_autocast_gpu(method, residual, gen, kdev):
     """The Triton kernels' paths under bf16 autocast on a GPU (the interpreter's bf16 arithmetic is not to
-    be trusted): bf16 output within bf16 rounding of the reference, gradients in the fp32 leaves' dtype."""
+    be trusted): bf16 output (fp32 with the FFNO block's fp32 residual, whose fp32 dy the backward then takes)
+    within bf16 rounding of the reference, gradients in the fp32 leaves' dtype."""
     inputs = make_inputs((4, 25, 32), 128, 512, 128, gen, torch.float32, kdev)
+    res = torch.randn(4, 25, 32, 128, generator=gen).to(kdev).requires_grad_() if residual else None
     with torch.autocast(kdev.type, dtype=torch.bfloat16):
-        y = feed_forward(*inputs, backend="triton", method=method)
-    assert y.dtype == torch.bfloat16
-    assert rel_err(y.float(), feed_forward_ref(*inputs)) <= 2e-2
-    grads = torch.autograd.grad(y.float().sum(), inputs)
-    assert [g.dtype for g in grads] == [torch.float32] * 5 and all(torch.isfinite(g).all() for g in grads)
+        y = feed_forward(*inputs, residual=res, backend="triton", method=method)
+    assert y.dtype == (torch.float32 if residual else torch.bfloat16)
+    assert rel_err(y.float(), feed_forward_ref(*inputs) + (res if residual else 0)) <= 2e-2
+    leaves = inputs + [res] * residual
+    dy = torch.randn(y.shape, generator=gen).to(kdev)
+    grads = torch.autograd.grad(y.float(), leaves, dy)
+    grads_ref = torch.autograd.grad(feed_forward_ref(*inputs), inputs, dy)
+    assert [g.dtype for g in grads] == [torch.float32] * len(leaves) and all(torch.isfinite(g).all() for g in grads)
+    assert all(rel_err(g, r) <= 3e-2 for g, r in zip(grads, grads_ref))  # the residual's own gradient is dy
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+def test_bf16_x_hands_the_backward_dots_a_bf16_dy(method, gen, kdev, monkeypatch):
+    """Under bf16 autocast an fp32 dy (through an fp32 residual) meets bf16 x: the Triton backwards cast it to
+    bf16 before their kernels (fed fp32 operands with bf16 activations, a pipelined dot was miscompiled by
+    triton 3.6 for sm_90: H200, 2026-11-27). Dtypes only: the interpreter's bf16 arithmetic is wrong (values:
+    the GPU test above)."""
+    from amg_fast.kernels import feed_forward as fused_kernels
+    from amg_fast.kernels import ffn_gemm
+
+    inputs = make_inputs((40,), 16, 64, 16, gen, torch.float32, kdev)
+    x, w1, b1, w2, b2 = (t.detach().to(torch.bfloat16) for t in inputs)
+    dy = torch.randn(40, 16, generator=gen).to(kdev)
+    launches = []
+    if method == "fused":
+        record_launches(fused_kernels, launches, monkeypatch, with_args=True)
+        fused_kernels.feed_forward_bwd(dy, x, w1, b1, w2)
+        dys = [args[4] for name, _, _, args in launches]  # (x, w1, b1, w2, dy, ...) in both kernels
+    else:
+        y, h, planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+        record_launches(ffn_gemm, launches, monkeypatch, with_args=True)
+        ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, planes)
+        dys = [launches[0][3][0]]  # dh = dy W2: the first row GEMM's a
+    assert len(dys) >= 1 and all(t.dtype == torch.bfloat16 for t in dys), [t.dtype for t in dys]
 
 
 def test_auto_method_follows_the_precision_table_and_the_environment(monkeypatch):

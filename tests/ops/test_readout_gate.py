@@ -198,8 +198,8 @@ def test_bad_arguments_are_named(gen):
 
 @pytest.mark.gpu
 def test_bf16_autocast_close_to_fp64_reference(kdev, gen):
-    """Under bf16 autocast: bf16 activations, fp32 weights cast in-kernel, chi in fp32; gradients in
-    the leaves' dtype, within bf16 rounding of the fp64 reference."""
+    """Under bf16 autocast: bf16 activations, fp32 weights cast to bf16 for the kernels' dots, chi in fp32;
+    gradients in the leaves' dtype, within bf16 rounding of the fp64 reference."""
     args = make_args((2, 25, 32, 128), torch.float32, gen, kdev)
     gate = chi_args("freq0", 2, torch.float32, gen, kdev)
     dout = torch.randn(2, 25, 32, 128, generator=gen, dtype=torch.float64)
@@ -210,6 +210,30 @@ def test_bf16_autocast_close_to_fp64_reference(kdev, gen):
     assert rel_err(out, out_ref) <= 1e-2 and rel_err(g_mean, g_mean_ref) <= 1e-2
     for grad, ref in zip(grads, grads_ref):
         assert grad.dtype == torch.float32 and rel_err(grad, ref) <= 3e-2
+
+
+@pytest.mark.parametrize("readout", [True, False], ids=["memory_gate", "gate_fusion"])
+def test_bf16_activations_hand_the_kernels_bf16_weights(readout, kdev, gen, monkeypatch):
+    """bf16 activations with fp32 weights (autocast's master weights): the gate kernels' dots read w_z, w_h
+    (and W_o) in bf16, cast before the launch, forward and backward (fed fp32 weights with bf16 activations, a
+    pipelined dot was miscompiled by triton 3.6 for sm_90 in the fused feed-forward: H200, 2026-11-27); the
+    biases stay fp32. Dtypes only: the interpreter's bf16 arithmetic is wrong (values: the GPU test above)."""
+    H, M = 32, 40
+    launches = []
+    record_launches(gate_kernels, launches, monkeypatch, with_args=True)
+    h, a, dout = (torch.randn(M, H, generator=gen).to(kdev, torch.bfloat16) for _ in range(3))
+    w_z, w_h, b = (torch.randn(*s, generator=gen).to(kdev) / H ** 0.5 for s in ((H, H), (H, H), (H,)))
+    extra = (tuple(torch.randn(*s, generator=gen).to(kdev) / H ** 0.5 for s in ((2 * H, H), (2 * H,))) if readout
+             else None)
+    chi = torch.tensor(0.7, device=kdev)
+    gate_kernels.gate_fusion_fwd(h, a, w_z, w_h, b, chi, None, extra, g_mean=readout)
+    gate_kernels.gate_fusion_bwd(h, a, w_z, w_h, b, chi, dout, None, None, extra)
+    bf16, fp32 = torch.bfloat16, torch.float32
+    w_o, b_o = (bf16, fp32) if readout else (fp32, fp32)  # without the readout chi stands in for both
+    # each kernel's weight arguments: w_z, w_h, b, then (after chi, w1, b_omega) W_o, b_o
+    weights = {name: [args[i].dtype for i in (2, 3, 4, 8, 9)] for name, _, _, args in launches if "gate_fusion" in name}
+    assert weights == {name: [bf16, bf16, fp32, w_o, b_o] for name in ("_gate_fusion_fwd_kernel",
+                                                                       "_gate_fusion_bwd_kernel")}
 
 
 @pytest.mark.gpu
