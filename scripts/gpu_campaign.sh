@@ -52,7 +52,8 @@
 #   CAMPAIGN_WORK       where the sweeps train, with checkpoints and data; kept after the script, so that a
 #                       second call on the same machine continues them (default /tmp/amg_campaign_work on a
 #                       GPU; in a dry run a temporary folder, removed at the end, unless set)
-#   CAMPAIGN_TESTS      the tests phase's test paths (default tests/ops tests/models/test_triton_equivalence.py)
+#   CAMPAIGN_TESTS      the tests phase's test paths (default tests/models/test_triton_equivalence.py tests/ops: the
+#                       whole model on the default kernels first, so that a phase cut short by its time has run it)
 #   CAMPAIGN_RUN_FLAGS  the flags of the sweeps' runs (default --fast-kernels --cuda-graph; dry run --device cpu)
 #   CAMPAIGN_EXPORT     a folder that receives campaign.tgz and campaign.log (e.g. the device tool's $OUT)
 #   CAMPAIGN_RESERVE_S  seconds kept for export and packing at the end (default 30)
@@ -109,7 +110,7 @@ for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
 done
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
     GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1) RUN_FLAGS=(--fast-kernels --cuda-graph)
-    TEST_PATHS=(tests/ops tests/models/test_triton_equivalence.py) BENCH_FLAGS=() TEST_WORKERS=8  # 16 cores
+    TEST_PATHS=(tests/models/test_triton_equivalence.py tests/ops) BENCH_FLAGS=() TEST_WORKERS=8  # 16 cores
 elif [[ $DRY == 1 ]]; then
     GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
     VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused}  # one: CPU time
