@@ -57,12 +57,12 @@ def dot_precision(dtype: torch.dtype, *, reduced: bool = True) -> str:
 
 
 def dot_operand(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """t (a weight, an upstream gradient) as a dot operand beside activations of dtype: contiguous, cast to dtype
-    when that is bf16 / fp16 (autocast hands over fp32 master weights and fp32 gradients), else as given. Cast
-    inside a kernel right before a pipelined dot, fp32 weights or dy with bf16 activations were miscompiled by
-    triton 3.6 for sm_90 (the fused feed-forward's dx kernel read out of bounds or returned garbage: H200,
-    2026-11-27, results/gpu/20261127-1354-h200/README.md), so the launchers hand each dot one dtype."""
-    return (t.to(dtype) if dtype in (torch.bfloat16, torch.float16) else t).contiguous()
+    """t (a weight, an upstream gradient) as a dot operand beside activations of dtype: contiguous, in dtype
+    (under autocast fp32 master weights and fp32 gradients meet bf16 activations). Cast inside a kernel right
+    before a pipelined dot, fp32 weights or dy with bf16 activations were miscompiled by triton 3.6 for sm_90
+    (the fused feed-forward's dx kernel read out of bounds or returned garbage: H200, 2026-11-27,
+    results/gpu/20261127-1354-h200/README.md), so the launchers hand each dot one dtype (a no-op when t is in it)."""
+    return t.to(dtype).contiguous()
 
 
 def next_pow2(n: int, minimum: int = 16) -> int:

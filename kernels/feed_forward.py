@@ -296,7 +296,7 @@ def feed_forward_bwd(dy, x, w1, b1, w2, need_dx: bool = True) -> tuple[torch.Ten
     """(dx, flat weight gradients) for dy [M, H_out]: dx [M, H_in] in x's dtype (empty, and its
     kernel not launched, without need_dx), and [dW1 | dW2 | db1 | db2] flattened in w1's dtype
     (split_weight_grads takes it apart; one tensor, as a custom op's outputs may not alias each other).
-    dy of any float dtype: cast to bf16 / fp16 x's first (_common.dot_operand)."""
+    dy of any float dtype: cast to x's first (_common.dot_operand)."""
     M, h_in, hidden, h_out = _check(x, w1, w2, b1=b1)
     dy = dot_operand(dy, x.dtype)
     dots = dot_precision(x.dtype, reduced=True)

@@ -171,8 +171,8 @@ def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) ->
 
 
 def feed_forward_gemm_bwd(dy, x, h, w1, w2, planes, need_dx: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, flat) from dy [M, H_out] (any float dtype: cast to bf16 / fp16 x's first, _common.dot_operand; e.g.
-    fp32 through an fp32 residual under autocast), the forward's x, h and planes: dx [M, H_in] in x's
+    """(dx, flat) from dy [M, H_out] (any float dtype: cast to x's first, _common.dot_operand; e.g. fp32 through
+    an fp32 residual under autocast), the forward's x, h and planes: dx [M, H_in] in x's
     dtype (empty, not computed, without need_dx); flat = [dW1 | db1 | dW2 | db2] in w1's dtype, summed in the
     accumulation dtype (gemm_weight_grads takes it apart; one tensor: a custom op's outputs may not alias each other)."""
     w1_op, w2_op = _operands(w1, w2, planes)

@@ -470,7 +470,7 @@ def _config(kind: str, H: int, dtype: torch.dtype, readout: bool) -> dict:
 
 
 def _prepare(h, z, w_z, w_h, b, chi, readout):
-    """Flatten and make contiguous: (h2, z2 [M, H], w_z, w_h (as dot operands: bf16 for bf16 h, see
+    """Flatten and make contiguous: (h2, z2 [M, H], w_z, w_h (as dot operands: in h's dtype, see
     _common.dot_operand; the biases stay as given, added in fp32), b, chi1 [B or 1], scalars)."""
     H = h.shape[-1]
     check_width(H, readout is not None)

@@ -279,7 +279,7 @@ def test_amgfno_compiled_step_matches_eager_gpu(kdev, gen):
 @pytest.mark.parametrize("readout", [True, False], ids=["memory_gate", "gate_fusion"])
 def test_fp32_activations_with_weights_of_another_dtype(wdtype, readout, kdev, gen, monkeypatch, allow_tf32):
     """fp32 activations with weights of another dtype in fp32 mode: the split takes the weights' fp32 values
-    (as the kernels cast a weight tile to the activations' dtype), forward and backward, and agrees with
+    (the launchers cast the weights to the activations' dtype), forward and backward, and agrees with
     Triton's tf32x3 dots on the same inputs (AMG_FAST_GATE_X3=dot) to fp32 accuracy."""
     allow_tf32(False)
     H, M = 48, 70
