@@ -46,7 +46,9 @@
 #   CAMPAIGN_BENCH_ARGS more arguments for gpu_summary.py, e.g. "--parts triton,profile,variants --sizes 32,128"
 #                       (a short bench: the steps, where their time goes, the switch variants)
 #   CAMPAIGN_PROBES     which probes the bench phase runs after gpu_summary.py, in order: words among stages,
-#                       accuracy, ffn (default all three; empty: none)
+#                       accuracy, ffn (default all three; empty: none; in a dry run none unless named: they need
+#                       CUDA). They take what the bench leaves (it runs ~15 s past CAMPAIGN_T_BENCH: imports,
+#                       adoption); a probe with under 10 s left is skipped, one stopped at its limit keeps its rows
 #   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>; in a dry run none,
 #                       unless set: its smoke preset cannot continue a committed paper or quick sweep)
 #   CAMPAIGN_WORK       where the sweeps train, with checkpoints and data; kept after the script, so that a
@@ -113,6 +115,7 @@ if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'
     TEST_PATHS=(tests/models/test_triton_equivalence.py tests/ops) BENCH_FLAGS=() TEST_WORKERS=8  # 16 cores
 elif [[ $DRY == 1 ]]; then
     GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
+    PROBES=${CAMPAIGN_PROBES-}  # they need CUDA: none unless named (a test's stand-in interpreter runs them)
     VARIANTS=${CAMPAIGN_VARIANTS:-ffn_fused:AMG_FAST_FFN_METHOD=fused}  # one: CPU time
     TREES=${CAMPAIGN_TREES:-}  # the committed trees are paper / quick sweeps: a smoke run cannot continue them
 else
@@ -143,7 +146,9 @@ exec > >(tee -a "$RESULTS/campaign.log") 2>&1
 echo "gpu_campaign: $GPU_NAME; budget ${BUDGET} s; results in $RESULTS; $(date -u +%FT%TZ)"
 
 left() { echo $(( START + BUDGET - $(date +%s) )); }            # seconds of the budget left
-cap() { local l; l=$(( $(left) - RESERVE )); echo $(( $1 < l ? $1 : l )); }  # a phase's limit
+# a phase's limit: LIMIT or what the budget leaves after RESERVE, at least 1 (`timeout 0` would mean no limit, a
+# negative one is an error)
+cap() { local l; l=$(( $(left) - RESERVE )); l=$(( $1 < l ? $1 : l )); echo $(( l > 1 ? l : 1 )); }
 
 pack() {  # RESULTS (without checkpoints, rollouts or data) -> $CAMPAIGN_EXPORT/campaign.tgz, atomically
     [[ -n ${CAMPAIGN_EXPORT:-} ]] || return 0
@@ -168,7 +173,8 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
     local t0 rc=0 rc2=0 rest
     t0=$(date +%s)
     if [[ ,$PHASES, == *,bench,* ]]; then  # the bench's kernels compiled beside the tests (16 cores, 8 workers)
-        "$PY" bench/gpu_summary.py --warm-up --out "$RESULTS/bench-warm-up" --budget-s "$T_TESTS" "${VARIANT_ARGS[@]}" \
+        # stopped with the tests (stop_warm_up); a budget of its own would skip every part after a slow first one
+        "$PY" bench/gpu_summary.py --warm-up --out "$RESULTS/bench-warm-up" --budget-s 3600 "${VARIANT_ARGS[@]}" \
             "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" > "$RESULTS/logs/warm-up.log" 2>&1 &
         WARM_PID=$!
     fi
@@ -186,7 +192,7 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
 }
 
 phase_bench() {
-    local rc=0 t; t=$(cap "$T_BENCH")
+    local rc=0 t; t=$(cap "$T_BENCH")  # the bench first: the probes take what it leaves (~15 s past t: its imports)
     # its own --budget-s starts no part it cannot finish; the timeout (SIGINT: it keeps what finished) stops a
     # part that hangs, e.g. a kernel compiling for the first time, 30 s past it
     timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${VARIANT_ARGS[@]}" \
@@ -198,13 +204,13 @@ phase_bench() {
                  rm -f "$ADOPTED"; }
     fi
     pack
-    [[ $DRY == 1 ]] && { echo "(dry run: no accuracy probes, they need CUDA)"; return $rc; }
+    [[ -n $PROBES ]] || { [[ $DRY == 1 ]] && echo "(dry run: no probes, they need CUDA)"; return $rc; }
     mkdir -p "$RESULTS/probes"
     # the spectral conv's variants op by op at the paper's S (the defaults they choose: mixing, transform, W's
     # layout), then its accuracy (S = 128: the TF32 rounding of what the kernels form, new since the H200's
     # 2026-11-27 probe; S = 1024: the fft transform's, never probed; the Gauss product with each transform),
     # then the feed-forward's paths
-    local probe name args
+    local probe name args limit prc
     for probe in $PROBES; do
         case $probe in
             stages) name=spectral_stages args=(bench/probe_spectral_stages.py --sizes 128 32) ;;
@@ -212,9 +218,17 @@ phase_bench() {
                       args=(bench/probe_spectral_accuracy.py --sizes 128 1024 --rows 800 --variants fft-gauss dft-gauss) ;;
             ffn) name=ffn args=(bench/probe_ffn.py) ;;
         esac
-        timeout -s INT -k 10 "$(cap "$T_PROBES")" "$PY" "${args[@]}" --json "$RESULTS/probes/$name.json" \
-            > "$RESULTS/probes/$name.log" 2>&1 || rc=1
+        if (( $(left) - RESERVE < 10 )); then  # less than its imports and CUDA's start take
+            echo "probe $name skipped: $(( $(left) - RESERVE )) s of the budget left"; continue
+        fi
+        limit=$(cap "$T_PROBES")
+        prc=0
+        timeout -s INT -k 10 "$limit" "$PY" "${args[@]}" --json "$RESULTS/probes/$name.json" \
+            > "$RESULTS/probes/$name.log" 2>&1 || prc=$?
         tail -n 12 "$RESULTS/probes/$name.log"
+        # stopped at its time (124, 130: SIGINT), a probe keeps the rows it measured (written one by one)
+        if [[ $prc == 124 || $prc == 130 ]]; then echo "probe $name: stopped at its ${limit} s, kept what it measured"
+        elif [[ $prc != 0 ]]; then rc=1; fi
     done
     return $rc
 }

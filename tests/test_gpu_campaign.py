@@ -89,10 +89,11 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert fourth.returncode == 0 and "reference kernels" not in fourth.stdout, fourth.stdout[-3000:]
 
 
-def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3) -> Path:
+def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3, probe_s: int = 0) -> Path:
     """An interpreter for the campaign that records reproduce.py run's AMG_FAST_FFN_* / _SPECTRAL_* environment in
-    dump and exits run_exit (3: runs left) instead of training, and with a summary writes it as gpu_summary.py's
-    output instead of benchmarking; everything else runs in this python."""
+    dump and exits run_exit (3: runs left) instead of training, with a summary writes it as gpu_summary.py's
+    output instead of benchmarking, and runs a bench/probe_*.py as probe_s seconds of sleep; everything else
+    runs in this python."""
     canned = tmp_path / "canned_summary.json"
     if summary is not None:
         canned.write_text(json.dumps(summary))
@@ -100,6 +101,7 @@ def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3)
     python.write_text(f"""#!/usr/bin/env bash
 if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit {run_exit}; fi
 if [[ $1 == bench/gpu_summary.py && $2 == --out && -f {canned} ]]; then mkdir -p "$3" && cp {canned} "$3/summary.json"; exit 0; fi
+if [[ $1 == bench/probe_*.py ]]; then echo "probe $1 started"; exec sleep {probe_s}; fi
 exec {sys.executable} "$@"
 """)
     python.chmod(0o755)
@@ -180,6 +182,34 @@ def test_a_bench_without_a_verdict_drops_the_earlier_one(tmp_path):
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "no verdict: the switches an earlier bench adopted are dropped" in result.stdout
     assert not (work / "adopted_switches.env").exists() and dump.read_text() == ""
+
+
+CANNED_SUMMARY = {"dry_run": False, "train_step_ms": {"fp32": {"triton_graph": {"32": 6.0}}}, "variants": {}}
+
+
+@pytest.mark.parametrize("budget, probe_s, expected", [
+    ("200", 60, "probe spectral_stages: stopped at its 3 s, kept what it measured"),
+    ("12", 0, "probe spectral_stages skipped:"),
+], ids=["stopped", "skipped"])
+def test_a_probe_takes_what_the_bench_leaves(tmp_path, budget, probe_s, expected):
+    """After the bench a probe runs within CAMPAIGN_T_PROBES and what the budget leaves: one stopped at its limit
+    (it keeps the rows it wrote) passes the phase; one left under 10 s is skipped, not started with a limit of 0
+    (`timeout 0`: none) or below (an error)."""
+    python = stand_in_python(tmp_path, tmp_path / "run_env.txt", CANNED_SUMMARY, probe_s=probe_s)
+    result = campaign(tmp_path, "probes", CAMPAIGN_PHASES="bench", PYTHON=str(python), CAMPAIGN_BUDGET_S=budget,
+                      CAMPAIGN_PROBES="stages", CAMPAIGN_T_PROBES="3", CAMPAIGN_T_BENCH="5")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert expected in result.stdout
+    assert ("probe bench/probe_spectral_stages.py started" in result.stdout) == (probe_s > 0)
+
+
+def test_a_phase_limit_is_never_zero_or_negative():
+    """cap LIMIT: LIMIT or what the budget leaves after the reserve, at least 1 s (the script's own definition)."""
+    definition = next(line for line in SCRIPT.read_text().splitlines() if line.startswith("cap() "))
+    for left, limit, want in [(100, 50, 50), (100, 80, 70), (31, 50, 1), (30, 50, 1), (5, 50, 1)]:
+        out = subprocess.run(["bash", "-c", f"RESERVE=30; left() {{ echo {left}; }}; {definition}; cap {limit}"],
+                             capture_output=True, text=True, check=True).stdout
+        assert int(out) == want, (left, limit, out)
 
 
 @pytest.mark.slow
