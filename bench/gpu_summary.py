@@ -505,7 +505,10 @@ class Session:
         return time.monotonic() - self.start
 
     def estimate(self, key: str) -> float:
-        return self.last_s.get(key, PRIOR_S[key])
+        """The last part of kind key's seconds, else PRIOR_S's; a variant at least PRIOR_S's (one of the cuBLAS
+        variants compiles nothing: the next may compile its kernels in every mode, and overrun the budget)."""
+        last = self.last_s.get(key, PRIOR_S[key])
+        return max(last, PRIOR_S[key]) if key.startswith("variant") else last
 
     def error(self, message: str, record: dict | None = None) -> None:
         """An error of the current part in record's "errors" (default: the summary's)."""
@@ -755,13 +758,14 @@ class Session:
     # the plan
     def plan(self) -> list[Part]:
         """The parts, the most needed first: the paper's mode (fp32: the step at every S, then its ops
-        and kernel count, the issue's per-op table, and its profile), the other modes' steps, their ops,
-        kernels and profiles, the variants (which choose the defaults), torch.compile at the target
-        sizes, then at the others."""
+        and kernel count, the issue's per-op table), the other modes' steps, their ops and kernels, the
+        variants (which choose the defaults), the profiles (paper's mode first: the profiler's CUPTI set up
+        and torn down between CUDA graphs, new on a GPU since 2026-11-28, so a crash there costs nothing
+        else), torch.compile at the target sizes, then at the others."""
         if self.args.warm_up:
             return self.warm_up_plan()
         parts, args = [], self.args
-        steps, ops_kernels = {}, {}
+        steps, ops_kernels, profiles = {}, {}, {}
         for mode in args.modes:
             steps[mode] = []
             for i, S in enumerate(args.sizes):
@@ -775,8 +779,8 @@ class Session:
                                  for key in OPS] if "ops" in args.parts else []
             if "kernels" in args.parts:
                 ops_kernels[mode].append(Part(f"kernels {mode}", "kernels", lambda m=mode: self.run_kernels(m)))
-            if "profile" in args.parts:
-                ops_kernels[mode].append(Part(f"profile {mode}", "profile", lambda m=mode: self.run_profile(m)))
+            profiles[mode] = ([Part(f"profile {mode}", "profile", lambda m=mode: self.run_profile(m))]
+                              if "profile" in args.parts else [])
         first = OP_PRECISION if OP_PRECISION in args.modes else args.modes[0]
         others = [mode for mode in args.modes if mode != first]
         parts += steps[first] + ops_kernels[first]
@@ -787,6 +791,7 @@ class Session:
         if "variants" in args.parts:  # before compiled: they choose defaults, compiled is a comparison
             parts += [Part(f"variant {v.name}", "variant" if in_process(v) else "variant/subprocess",
                            lambda v=v: self.run_variant(v)) for v in args.variant]
+        parts += [p for mode in [first, *others] for p in profiles[mode]]
         parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) in TARGET_SIZES]
         parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) not in TARGET_SIZES]
         return parts

@@ -351,6 +351,18 @@ def test_variants_are_timed_at_the_target_sizes():
     assert gs.variant_sizes([64, 256]) == [64, 256]
 
 
+def test_a_variant_is_estimated_at_least_at_its_prior():
+    """A part's estimate is the last of its kind's time, but a variant's never below PRIOR_S (a cuBLAS variant that
+    compiled nothing must not let the next one, which compiles its kernels, start at the end of the budget)."""
+    from types import SimpleNamespace
+
+    gs = load_gpu_summary()
+    session = SimpleNamespace(last_s={"variant": 2.0, "variant/subprocess": 50.0, "triton": 1.5})
+    assert gs.Session.estimate(session, "variant") == gs.PRIOR_S["variant"]
+    assert gs.Session.estimate(session, "variant/subprocess") == 50.0 and gs.Session.estimate(session, "triton") == 1.5
+    assert gs.Session.estimate(SimpleNamespace(last_s={}), "compiled") == gs.PRIOR_S["compiled"]
+
+
 def test_budget_skips_what_does_not_fit(tmp_path):
     """A zero budget starts no part: each is listed as skipped with the budget as the reason, every
     cell stays null, and the summary is still complete."""
@@ -362,13 +374,13 @@ def test_budget_skips_what_does_not_fit(tmp_path):
     assert len(parts) == 3 * 3 * 2 + 3 * 4 + 3 + 3 + 3 * 3 + 1 and all(p["status"] == "skipped" for p in parts)
     assert all("of the budget left" in s["reason"] for s in summary["skipped"])
     assert [p["part"] for p in parts[:2]] == ["triton_graph fp32 S=32", "eager fp32 S=32"]  # most important first
-    # the paper's mode complete (steps, then the per-op table, kernel count and profile) before the other modes
-    assert [p["part"] for p in parts[6:13]] == ["ops fp32 spectral_conv", "ops fp32 feed_forward", "ops fp32 s4d",
-                                               "ops fp32 gate", "kernels fp32", "profile fp32",
-                                               "triton_graph tf32 S=32"]
-    # the variants (they choose defaults) before the compiled step (a comparison), its target sizes first
-    assert [p["part"] for p in parts[-12:-8]] == ["kernels bf16", "profile bf16", "variant v",
-                                                 "compiled_graph fp32 S=32"]
+    # the paper's mode complete (steps, then the per-op table and kernel count) before the other modes
+    assert [p["part"] for p in parts[6:12]] == ["ops fp32 spectral_conv", "ops fp32 feed_forward", "ops fp32 s4d",
+                                               "ops fp32 gate", "kernels fp32", "triton_graph tf32 S=32"]
+    # the variants (they choose defaults), then the profiles (the profiler's CUPTI cycles: a crash there costs
+    # nothing else), before the compiled step (a comparison), its target sizes first
+    assert [p["part"] for p in parts[-14:-7]] == ["kernels bf16", "variant v", "profile fp32", "profile tf32",
+                                                 "profile bf16", "compiled_graph fp32 S=32", "compiled_graph fp32 S=128"]
     assert [p["part"] for p in parts[-4:]] == ["compiled_graph bf16 S=128", "compiled_graph fp32 S=64",
                                                "compiled_graph tf32 S=64", "compiled_graph bf16 S=64"]
     assert all(v is None for mode in MODES for provider in STEP_PROVIDERS
