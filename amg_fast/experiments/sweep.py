@@ -19,7 +19,7 @@ from amg_fast.experiments.specs import FILTER_KEYS, OVERRIDABLE, RunSpec, parse_
 from amg_fast.train.rundir import RunDir
 
 __all__ = ["runs_by_experiment", "resolve_experiments", "parse_where", "parse_grid", "parse_set", "load_grid_file", "select_runs", "plan",
-           "records_for", "summary_lines", "Budget"]
+           "records_for", "summary_lines", "time_column", "Budget"]
 
 # Runs of other experiments a report uses where the sweep has them: the ablations pair with AMGFNO's
 # plain runs (Table 3's, which Table 2 also trains); Table 2's bar charts show S4FFNO at alpha*; the
