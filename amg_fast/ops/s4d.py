@@ -72,16 +72,26 @@ def _spatial_folded(u: torch.Tensor) -> torch.Tensor:
     return u if u.dim() == 4 else u.reshape(u.shape[0], u.shape[1], -1, u.shape[-1])
 
 
+def _powers(lam_c: torch.Tensor, T: int) -> torch.Tensor:
+    """[..., T]: lam^0, lam^1, ..., lam^(T-1) of complex lam_c [...], by doubling ([1, lam] -> [1 .. lam^3] -> ...:
+    ceil(log2 T) products). lam^0 = 1 exactly (a pole lam = 0 included: exp(l log lam) was NaN at l = 0 there).
+    Not cumprod: its backward asks the host whether the input holds a zero (.item()), which CUDA-graph capture
+    refuses (a graphed reference-kernel step of every model with S4D memory failed to capture)."""
+    # lam^0 .. lam^(n-1), and lam^n; lam^0 as 0 lam + 1 (exactly 1 for a finite lam), so that lam stays in the
+    # graph (a zero gradient) at T = 1, as it did through cumprod
+    powers, step = lam_c[..., None] * 0 + 1, lam_c[..., None]
+    while powers.shape[-1] < T:
+        powers, step = torch.cat([powers, powers * step], dim=-1), step * step
+    return powers[..., :T]
+
+
 def s4d_conv_kernel(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
     """K[h, l] = 2 Re(sum_n c[h, n] lam[h, n]^l) for l < T. lam, c real [H, N, 2] -> [H, T].
 
-    lam^l as a running product [1, lam, lam^2, ...] (a pole lam = 0 included: exp(l log lam) was NaN at
-    l = 0 there), as accurate in fp32 over 4096 steps as exp(l log lam) (tests/ops/test_s4d_scan.py)."""
+    lam^l by doubling (_powers; a pole lam = 0 included), as accurate in fp32 over 4096 steps as exp(l log lam)
+    (tests/ops/test_s4d_scan.py); its backward holds no host sync (CUDA graphs)."""
     lam_c, c_c = torch.view_as_complex(lam.contiguous()), torch.view_as_complex(c.contiguous())
-    factors = torch.cat([torch.ones_like(lam_c)[..., None], lam_c[..., None].expand(*lam_c.shape, max(T - 1, 0))],
-                        dim=-1)
-    powers = factors.cumprod(dim=-1)[..., :T]  # lam^l, [H, N, T] (T = 0: empty)
-    return 2 * torch.einsum("hn,hnl->hl", c_c, powers).real
+    return 2 * torch.einsum("hn,hnl->hl", c_c, _powers(lam_c, T)).real  # powers [H, N, T] (T = 0: empty)
 
 
 def s4d_scan_ref(u, lam, c, d) -> torch.Tensor:

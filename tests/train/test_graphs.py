@@ -4,7 +4,10 @@ import json
 
 import pytest
 import torch
+from torch.profiler import ProfilerActivity, profile
 
+from amg_fast import _checks as checks_module
+from amg_fast.layers import memory_fusion
 from amg_fast.models import get_model
 from amg_fast.train.trainer import train
 from amg_fast.train.config import TrainConfig
@@ -102,6 +105,30 @@ def test_graphed_step_logic_follows_eager_training(monkeypatch, gen):
     assert len(set(stats[0][1::2])) == len(batches)  # the gate statistic changes from step to step
 
 
+HOST_READS = {"aten::item", "aten::_local_scalar_dense"}  # .item(), bool(t), a value check: what capture refuses
+
+
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+@pytest.mark.parametrize("name", ["amgfno", "s4ffno", "ffno"])
+def test_the_captured_step_reads_no_value_on_the_host(name, backend, monkeypatch, gen):
+    """What CUDA-graph capture refuses ("operation not permitted when stream is capturing"), found on CPU with the
+    profiler: the forward, loss and backward of the headline models' training step read no tensor on the host,
+    with the value checks skipped as they are while capturing (_traced). cumprod's backward did (the reference
+    S4D's powers: every graphed reference-kernel run of a model with S4D memory failed to capture). The optimizer
+    step is left out: on CPU fused Adam reads its CPU lr with .item(), on a GPU capturable Adam keeps it there.
+    (A dispatch mode would not do: with one active, cumprod's backward takes its slow path, which reads nothing.)"""
+    monkeypatch.setattr(checks_module, "_traced", lambda: True)
+    monkeypatch.setattr(memory_fusion, "_traced", lambda: True)
+    torch.manual_seed(0)
+    model = get_model(name, width=8, modes=4, backend=backend, **({"omega": 0.2} if name == "amgfno" else {}))
+    u = torch.randn(2, 5, 16, 1, generator=gen)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        (model(u[:, :-1]) - u[:, 1:]).square().mean().backward()
+    reads = [e.name for e in prof.events() if e.name in HOST_READS]
+    assert not reads, f"{len(reads)} host reads in the step a CUDA graph captures"
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
 def test_graphed_training_records_each_epochs_gate_mean(monkeypatch, tiny_data, tmp_path):
     """--cuda-graph through train() with an evaluation every epoch: each epoch's g-bar (Table 3's
     statistic) is the training step's, as in eager training -- not the last evaluation's rollout
@@ -156,6 +183,25 @@ def test_tensor_lr_follows_the_cosine_schedule_of_a_float_lr():
         for sched in scheds:
             sched.step()
     assert torch.allclose(p, q, rtol=1e-6)
+
+
+def test_a_resumed_tensor_lr_is_moved_to_the_parameters_device():
+    """A checkpoint is loaded on the CPU (map_location) and Optimizer.load_state_dict puts its CPU lr (and the
+    scheduler's initial_lr) into the groups: on a GPU fused Adam then reads that lr on the host, and the step
+    captured after a resume kept the resume epoch's lr for good. The trainer moves them to the parameters'
+    device (here "meta", a device other than the CPU's)."""
+    from amg_fast.train.trainer import hyperparameters_to_params_device
+
+    saved = torch.optim.Adam([torch.nn.Parameter(torch.randn(5))], lr=torch.tensor(1e-3), foreach=False)
+    torch.optim.lr_scheduler.CosineAnnealingLR(saved, T_max=4)  # sets the groups' initial_lr
+    p = torch.nn.Parameter(torch.empty(5, device="meta"))
+    optimizer = torch.optim.Adam([p], lr=1e-3, foreach=False)  # (Adam reads a tensor lr's value: not on meta)
+    optimizer.load_state_dict(saved.state_dict())
+    group = optimizer.param_groups[0]
+    assert group["lr"].device.type == "cpu" and group["initial_lr"].device.type == "cpu"  # what loading leaves
+    hyperparameters_to_params_device(optimizer)
+    assert group["lr"].device.type == "meta" and group["initial_lr"].device.type == "meta"
+    assert group["params"] == [p] and not isinstance(group["betas"][0], torch.Tensor)
 
 
 def test_cuda_graph_needs_cuda(tiny_data, tmp_path):
