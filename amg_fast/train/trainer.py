@@ -270,12 +270,25 @@ def _resume_state(cfg: TrainConfig, model, optimizer, scheduler, data_order) -> 
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        hyperparameters_to_params_device(optimizer)
         scheduler.load_state_dict(state["scheduler"])
         restore_rng(state["rng"], data_order)
     except (RuntimeError, KeyError, ValueError, TypeError) as err:
         raise CheckpointError(f"{path}: does not fit this run's model or optimizer ({str(err).splitlines()[0]}); "
                               "delete it to start the run over") from None
     return state
+
+
+def hyperparameters_to_params_device(optimizer: torch.optim.Optimizer) -> None:
+    """After Optimizer.load_state_dict: a tensor hyperparameter (--cuda-graph's lr, the scheduler's initial_lr)
+    comes back on the checkpoint's map_location, the CPU, and replaces the group's. Fused Adam on CUDA then reads
+    a CPU lr on the host: the step captured after a resume would keep the resume epoch's lr for good (the
+    scheduler's fill_ reaches the CPU tensor, not the graph). Moved to the group's parameters' device."""
+    for group in optimizer.param_groups:
+        device = group["params"][0].device if group["params"] else None
+        for key, value in group.items():
+            if key != "params" and isinstance(value, torch.Tensor) and device is not None and value.device != device:
+                group[key] = value.to(device)
 
 
 def start_in(run: Run, run_dir: RunDir) -> None:
