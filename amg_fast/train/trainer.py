@@ -44,7 +44,8 @@ from amg_fast.train.precision import autocast, precision_scope
 from amg_fast.train.rundir import RunDir, RunDirError, RunResults, check_run_dir, open_run_dir
 
 __all__ = ["train", "TrainingDiverged", "RunDirError", "build_model", "check_model_runs",
-           "normalization_stats", "USER_ERRORS", "Run", "setup", "start_in", "run_epoch", "finish", "default_out"]
+           "normalization_stats", "USER_ERRORS", "Run", "setup", "start_in", "run_epoch", "finish", "default_out",
+           "hyperparameters_to_params_device"]
 
 
 class TrainingDiverged(RuntimeError):
