@@ -16,7 +16,8 @@ from amg_fast.models import get_model
 # eps) is cached; 259 since the reference's inverse FFT zeroes the imaginary DC/Nyquist parts first
 # (kernels._common.irfft_ortho, a correctness fix for cuFFT: 3 ops per spectral layer, forward and
 # backward); 256 since the grid coordinates are cached and one forward's mean gate is not divided by
-# one. The ceiling is the count + ~5%; lower it when kernels are cut.
+# one; 255 since the S4D powers' backward is written out (ops.s4d._Powers: cumprod's read the host).
+# The ceiling is the count + ~5%; lower it when kernels are cut.
 STEP_KERNEL_CEILING = 268
 STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward went uncounted
 # The same step on the Triton backend (kernels in the interpreter, one count per launch): 164 before

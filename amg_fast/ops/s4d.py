@@ -72,26 +72,38 @@ def _spatial_folded(u: torch.Tensor) -> torch.Tensor:
     return u if u.dim() == 4 else u.reshape(u.shape[0], u.shape[1], -1, u.shape[-1])
 
 
-def _powers(lam_c: torch.Tensor, T: int) -> torch.Tensor:
-    """[..., T]: lam^0, lam^1, ..., lam^(T-1) of complex lam_c [...], by doubling ([1, lam] -> [1 .. lam^3] -> ...:
-    ceil(log2 T) products). lam^0 = 1 exactly (a pole lam = 0 included: exp(l log lam) was NaN at l = 0 there).
-    Not cumprod: its backward asks the host whether the input holds a zero (.item()), which CUDA-graph capture
-    refuses (a graphed reference-kernel step of every model with S4D memory failed to capture)."""
-    # lam^0 .. lam^(n-1), and lam^n; lam^0 as 0 lam + 1 (exactly 1 for a finite lam), so that lam stays in the
-    # graph (a zero gradient) at T = 1, as it did through cumprod
-    powers, step = lam_c[..., None] * 0 + 1, lam_c[..., None]
-    while powers.shape[-1] < T:
-        powers, step = torch.cat([powers, powers * step], dim=-1), step * step
-    return powers[..., :T]
+class _Powers(torch.autograd.Function):
+    """lam^0, lam^1, ..., lam^(T-1) [..., T] of complex lam [...] as a running product (cumprod; lam^0 = 1
+    exactly, a pole lam = 0 included: exp(l log lam) was NaN at l = 0 there). Its own backward, from the saved
+    powers: dL/dlam = sum_{l >= 1} g_l conj(l lam^(l-1)) -- cumprod's asks the host whether lam holds a zero
+    (.item()), which CUDA-graph capture refuses (a graphed reference-kernel step of every model with S4D memory
+    failed to capture)."""
+
+    @staticmethod
+    def forward(ctx, lam_c: torch.Tensor, T: int) -> torch.Tensor:
+        factors = torch.cat([torch.ones_like(lam_c)[..., None], lam_c[..., None].expand(*lam_c.shape, max(T - 1, 0))],
+                            dim=-1)
+        powers = factors.cumprod(dim=-1)[..., :T]  # [..., T] (T = 0: empty)
+        ctx.save_for_backward(powers)
+        return powers
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (powers,) = ctx.saved_tensors
+        T = powers.shape[-1]
+        if T < 2:  # lam^0 = 1 alone: no dependence on lam
+            return grad.new_zeros(powers.shape[:-1]), None
+        exponents = torch.arange(1, T, device=powers.device, dtype=powers.real.dtype)
+        return (grad[..., 1:] * exponents * powers[..., :-1].conj()).sum(-1), None
 
 
 def s4d_conv_kernel(lam: torch.Tensor, c: torch.Tensor, T: int) -> torch.Tensor:
     """K[h, l] = 2 Re(sum_n c[h, n] lam[h, n]^l) for l < T. lam, c real [H, N, 2] -> [H, T].
 
-    lam^l by doubling (_powers; a pole lam = 0 included), as accurate in fp32 over 4096 steps as exp(l log lam)
-    (tests/ops/test_s4d_scan.py); its backward holds no host sync (CUDA graphs)."""
+    lam^l as a running product (_Powers; a pole lam = 0 included), as accurate in fp32 over 4096 steps as
+    exp(l log lam) (tests/ops/test_s4d_scan.py); its backward reads nothing on the host (CUDA graphs)."""
     lam_c, c_c = torch.view_as_complex(lam.contiguous()), torch.view_as_complex(c.contiguous())
-    return 2 * torch.einsum("hn,hnl->hl", c_c, _powers(lam_c, T)).real  # powers [H, N, T] (T = 0: empty)
+    return 2 * torch.einsum("hn,hnl->hl", c_c, _Powers.apply(lam_c, T)).real  # powers [H, N, T]
 
 
 def s4d_scan_ref(u, lam, c, d) -> torch.Tensor:
