@@ -226,8 +226,8 @@ phase_bench() {
         timeout -s INT -k 10 "$limit" "$PY" "${args[@]}" --json "$RESULTS/probes/$name.json" \
             > "$RESULTS/probes/$name.log" 2>&1 || prc=$?
         tail -n 12 "$RESULTS/probes/$name.log"
-        # stopped at its time (124, 130: SIGINT), a probe keeps the rows it measured (written one by one)
-        if [[ $prc == 124 || $prc == 130 ]]; then echo "probe $name: stopped at its ${limit} s, kept what it measured"
+        # stopped at its time (timeout's 124; 137 when it had to kill), a probe keeps the rows it wrote (one by one)
+        if [[ $prc == 124 || $prc == 137 ]]; then echo "probe $name: stopped at its ${limit} s, kept what it measured"
         elif [[ $prc != 0 ]]; then rc=1; fi
     done
     return $rc
