@@ -131,8 +131,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                           f"checkpoint (submitit's slurm_max_num_timeout; default {runner.MAX_REQUEUES}: up to "
                           f"{runner.MAX_REQUEUES + 1} x --time per run; preemptions are not counted)")
     status = sub.add_parser("status", help="how many runs are done / diverged / running / partial / failed / died / "
-                                           "corrupt, "
-                                           "and why each is not done")
+                                           "corrupt, and why each is not done")
     status.add_argument("--out", required=True, type=Path, help="the sweep directory")
     report = sub.add_parser("report", help="tables and figures from the finished runs (never an empty table over a "
                                            "full one)")
@@ -144,8 +143,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     report.add_argument("--grid-file", type=Path, help="grid: the runs of this grid file")
     _set_option(report)
     export = sub.add_parser("export", help="copy the finished and diverged runs' small files (no checkpoints or "
-                                           "rollouts) into a "
-                                           "sweep tree to commit or carry; `run --out` there trains only the rest")
+                                           "rollouts) into a sweep tree to commit or carry; `run --out` there trains "
+                                           "only the rest")
     export.add_argument("sweep", type=Path, nargs="?", metavar="DIR", help="the sweep directory (or --out DIR)")
     export.add_argument("--out", type=Path, help="the sweep directory, as the other commands take it")
     export.add_argument("--to", required=True, type=Path, help="the destination tree (created; a sweep of the same "

@@ -285,10 +285,10 @@ def hyperparameters_to_params_device(optimizer: torch.optim.Optimizer) -> None:
     comes back on the checkpoint's map_location, the CPU, and replaces the group's. Fused Adam on CUDA then reads
     a CPU lr on the host: the step captured after a resume would keep the resume epoch's lr for good (the
     scheduler's fill_ reaches the CPU tensor, not the graph). Moved to the group's parameters' device."""
-    for group in optimizer.param_groups:
-        device = group["params"][0].device if group["params"] else None
+    for group in (g for g in optimizer.param_groups if g["params"]):
+        device = group["params"][0].device
         for key, value in group.items():
-            if key != "params" and isinstance(value, torch.Tensor) and device is not None and value.device != device:
+            if key != "params" and isinstance(value, torch.Tensor) and value.device != device:
                 group[key] = value.to(device)
 
 
