@@ -7,8 +7,12 @@ import torch
 from helpers import rel_err
 
 from amg_fast.models import get_model
+from amg_fast.train.precision import PRECISIONS, autocast, precision_scope
 
 TOL = 2e-3  # fp32 through a stack of TF32 dots on a GPU (exact fp32 in the interpreter)
+# One training step's loss and gradients (all parameters as one vector) against float64, per precision mode:
+# bench/_providers.py's step tolerances (a wrong kernel is off by O(1)).
+STEP_TOL = {"fp32": 5e-4, "tf32": 1e-2, "bf16": 5e-2}
 
 
 def _twin_models(name, kdev, **kw):
@@ -21,6 +25,32 @@ def _twin_models(name, kdev, **kw):
 
 
 MODELS = {"amgfno": dict(omega=0.3), "s4ffno": {}, "ffno": {}}
+
+
+def _loss_and_grads(model, u, precision):
+    """Teacher-forced one-step MSE of u [B, T + 1, S, 1] and its gradients, in the precision mode as the
+    trainer runs it (matmul precision for forward and backward, autocast for the forward and the loss)."""
+    with precision_scope(precision):
+        with autocast(precision, u.device):
+            loss = (model(u[:, :-1]) - u[:, 1:]).square().mean()
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+    return loss, torch.cat([g.flatten() for g in grads])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_quick_preset_step_in_each_precision_mode_gpu(precision, kdev, gen, poisoned):
+    """The step the precision sweep trains (issue 19: the quick preset's AMGFNO, width 64, f = 32, modes 16,
+    T = 25, B = 16) on the Triton backend in each mode, against the reference in float64. The kernel tests run
+    at H = 128 and small widths; width 64 takes other tiles (the memory gate's readout at 1 pipeline stage: in
+    bf16 the pattern triton 3.6 miscompiled for sm_90 in the fused feed-forward's dx, H200, 2026-11-27)."""
+    ref, fast = _twin_models("amgfno", kdev, width=64, modes=16, omega=0.4352)
+    u = torch.randn(16, 26, 32, 1, generator=gen, dtype=torch.float64).to(kdev)
+    loss, grads = _loss_and_grads(fast, u.float(), precision)
+    loss64, grads64 = _loss_and_grads(ref.double(), u, "fp32")
+    assert torch.isfinite(grads).all()
+    assert rel_err(loss, loss64) <= STEP_TOL[precision], f"loss: {rel_err(loss, loss64):.2e}"
+    assert rel_err(grads, grads64) <= STEP_TOL[precision], f"gradients: {rel_err(grads, grads64):.2e}"
 
 
 @pytest.mark.parametrize("name", MODELS)
