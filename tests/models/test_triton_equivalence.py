@@ -39,13 +39,15 @@ def _loss_and_grads(model, u, precision):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_quick_preset_step_in_each_precision_mode_gpu(precision, kdev, gen, poisoned):
-    """The step the precision sweep trains (issue 19: the quick preset's AMGFNO, width 64, f = 32, modes 16,
-    T = 25, B = 16) on the Triton backend in each mode, against the reference in float64. The kernel tests run
-    at H = 128 and small widths; width 64 takes other tiles (the memory gate's readout at 1 pipeline stage: in
-    bf16 the pattern triton 3.6 miscompiled for sm_90 in the fused feed-forward's dx, H200, 2026-11-27)."""
-    ref, fast = _twin_models("amgfno", kdev, width=64, modes=16, omega=0.4352)
-    u = torch.randn(16, 26, 32, 1, generator=gen, dtype=torch.float64).to(kdev)
+@pytest.mark.parametrize("width,batch", [(64, 16), (128, 32)], ids=["quick", "paper"])
+def test_preset_step_in_each_precision_mode_gpu(width, batch, precision, kdev, gen, poisoned):
+    """The step the campaign's sweeps train (f = 32, modes 16, T = 25): the quick preset's AMGFNO (width 64,
+    B = 16: issue 19's precision sweep) and the paper's (width 128, B = 32: issue 21's headline), on the Triton
+    backend in each mode, against the reference in float64. The kernel tests run at H = 128 and small widths
+    one op at a time; width 64 takes other tiles (the memory gate's readout at 1 pipeline stage: in bf16 the
+    pattern triton 3.6 miscompiled for sm_90 in the fused feed-forward's dx, H200, 2026-11-27)."""
+    ref, fast = _twin_models("amgfno", kdev, width=width, modes=16, omega=0.4352)
+    u = torch.randn(batch, 26, 32, 1, generator=gen, dtype=torch.float64).to(kdev)
     loss, grads = _loss_and_grads(fast, u.float(), precision)
     loss64, grads64 = _loss_and_grads(ref.double(), u, "fp32")
     assert torch.isfinite(grads).all()
