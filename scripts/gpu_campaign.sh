@@ -22,7 +22,13 @@
 #            finish), `export` of the finished runs to RESULTS_DIR/sweeps/<NAME>, `report`. With
 #            --fast-kernels, unless a test of the tests phase failed in this call: then the reference
 #            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on), also in
-#            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK). With the
+#            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK). The
+#            tests phase records its verdict (pass, fail, or incomplete: cut off with none failed) on the kernel
+#            sources in RESULTS_DIR/kernels_verdict.json (bench/cuda_verdict.py); a call without the tests phase
+#            and no failure on this machine keeps --fast-kernels only where a verdict on the same sources, torch,
+#            triton and compute capability passed -- this machine's, or one committed under CAMPAIGN_TREES/gpu/
+#            (with the switches that session's bench adopted, on a fresh machine) -- else the reference kernels,
+#            unless CAMPAIGN_TRUST_KERNELS=1. With the
 #            kernel switches the latest bench on this machine adopted (unless CAMPAIGN_ADOPT=0; a variant whole or
 #            not at all: not when one of its switches is set already)
 # After every phase RESULTS_DIR (no checkpoints, rollouts or data) is packed into
@@ -61,6 +67,8 @@
 #   CAMPAIGN_RESERVE_S  seconds kept for export and packing at the end (default 30)
 #   CAMPAIGN_ADOPT      1 (default): the runs take the switches of the variants the bench found faster everywhere
 #                       (each run records them: machine.json's software.kernel_switches); 0: the code's defaults
+#   CAMPAIGN_TRUST_KERNELS  1: a call without the tests phase keeps --fast-kernels where no CUDA-test verdict on
+#                       these kernel sources is found (default 0: the reference kernels then; a failed one always wins)
 #   CAMPAIGN_ADOPT_MODES  the precision modes a variant must win in to be adopted (comma-separated; default every
 #                       mode the bench timed; fp32 only when every run of this machine trains in fp32: the adopted
 #                       switches act on every run)
@@ -95,6 +103,7 @@ spectral_four:AMG_FAST_SPECTRAL_MIX=four spectral_wview:AMG_FAST_SPECTRAL_WEIGHT
 s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
 gate_cublas:AMG_FAST_GATE_WGRAD=cublas gate_x3dot:AMG_FAST_GATE_X3=dot ffn_fused:AMG_FAST_FFN_METHOD=fused}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
+TRUST=${CAMPAIGN_TRUST_KERNELS:-0}
 PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}
 read -r -a BENCH_ARGS <<< "${CAMPAIGN_BENCH_ARGS:-}"
 
@@ -105,6 +114,7 @@ for word in $PROBES; do
     [[ " stages accuracy ffn " == *" $word "* ]] || { echo "CAMPAIGN_PROBES: unknown probe '$word' (allowed: stages, accuracy, ffn)" >&2; exit 2; }
 done
 [[ $ADOPT == 0 || $ADOPT == 1 ]] || { echo "CAMPAIGN_ADOPT: '$ADOPT' is not 0 or 1" >&2; exit 2; }
+[[ $TRUST == 0 || $TRUST == 1 ]] || { echo "CAMPAIGN_TRUST_KERNELS: '$TRUST' is not 0 or 1" >&2; exit 2; }
 [[ -z $ADOPT_MODES || $ADOPT_MODES =~ ^(fp32|tf32|bf16)(,(fp32|tf32|bf16))*$ ]] \
     || { echo "CAMPAIGN_ADOPT_MODES: '$ADOPT_MODES' is not a comma-separated list of fp32, tf32, bf16" >&2; exit 2; }
 for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
@@ -202,6 +212,8 @@ phase_bench() {
             --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} \
             || { rc=1; [[ -f $ADOPTED ]] && echo "no verdict: the switches an earlier bench adopted are dropped"
                  rm -f "$ADOPTED"; }
+        # beside the results too: a later call on a fresh machine takes them with the tests' verdict (take_verdict)
+        [[ -f $ADOPTED ]] && cp "$ADOPTED" "$RESULTS/bench/$(basename "$ADOPTED")"
     fi
     pack
     [[ -n $PROBES ]] || { [[ $DRY == 1 ]] && echo "(dry run: no probes, they need CUDA)"; return $rc; }
@@ -295,14 +307,37 @@ phase_runs() {
 declare -A STATUS=()
 FALLBACK="" KERNELS_FAILED=$WORK/cuda_tests_failed.txt  # kept in WORK: a later call without the tests phase reads it
 ADOPTED=$WORK/adopted_switches.env ADOPTED_NOTE=""  # "NAME KEY=VALUE ..." lines: the latest bench's winners here
+VERDICT_FILE=kernels_verdict.json VERDICT_NOTE=""  # the tests phase's verdict (bench/cuda_verdict.py), here and in RESULTS
 reference_kernels() {  # reference_kernels WHY: the runs of this call drop --fast-kernels
     [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || return 0
     RUN_FLAGS=("${RUN_FLAGS[@]/--fast-kernels}"); read -r -a RUN_FLAGS <<< "${RUN_FLAGS[*]}"
     FALLBACK="$1: this call's runs use the reference kernels ($(printf '%s ' "${RUN_FLAGS[@]}")without --fast-kernels)"
     echo "gpu_campaign: $FALLBACK"
 }
-# a call without the tests phase (the session's second) keeps the verdict of an earlier call's tests on this machine
-[[ ,$PHASES, != *",tests,"* && -f $KERNELS_FAILED ]] && reference_kernels "$(cat "$KERNELS_FAILED")"
+take_verdict() {  # a call without the tests phase: the CUDA tests' verdict on these kernel sources decides
+    local found rc=0 dir
+    found=$("$PY" bench/cuda_verdict.py find "$WORK/$VERDICT_FILE" ${TREES:+"$TREES"/gpu/*/$VERDICT_FILE}) || rc=$?
+    if [[ $rc == 1 ]]; then reference_kernels "the CUDA tests failed on these kernel sources ($found)"
+    elif [[ $rc == 0 ]]; then
+        VERDICT_NOTE="the CUDA tests passed on these kernel sources ($found): the runs keep the Triton kernels"
+        dir=$(dirname "$(echo "$found" | cut -d' ' -f2)")
+        if [[ ! -f $ADOPTED && -f $dir/bench/$(basename "$ADOPTED") ]]; then  # a fresh machine: that session's bench
+            cp "$dir/bench/$(basename "$ADOPTED")" "$ADOPTED"
+            VERDICT_NOTE+=", with the switches its bench adopted ($dir/bench/adopted.md)"
+        fi
+        echo "gpu_campaign: $VERDICT_NOTE"
+    elif [[ $TRUST == 1 ]]; then
+        VERDICT_NOTE="no CUDA-test verdict on these kernel sources; the runs keep the Triton kernels (CAMPAIGN_TRUST_KERNELS=1)"
+        echo "gpu_campaign: $VERDICT_NOTE"
+    else reference_kernels "no CUDA-test verdict on these kernel sources (run the tests phase first, or unpack its session's results into $TREES/gpu/)"
+    fi
+}
+# a call without the tests phase (the session's second, or a later session's runs alone) keeps the verdict of an
+# earlier call's tests on this machine, or takes the one recorded on these kernel sources (bench/cuda_verdict.py)
+if [[ ,$PHASES, != *",tests,"* ]]; then
+    if [[ -f $KERNELS_FAILED ]]; then reference_kernels "$(cat "$KERNELS_FAILED")"
+    elif [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]]; then take_verdict; fi
+fi
 for phase in install tests bench runs; do
     [[ ,$PHASES, == *",$phase,"* ]] || { STATUS[$phase]=skipped; continue; }
     echo; echo "== [$phase] $(date -u +%T), $(left) s of the budget left"
@@ -314,11 +349,17 @@ for phase in install tests bench runs; do
         if [[ $rc != 0 ]] && grep -qE '^(FAILED|ERROR) ' "$RESULTS/logs/tests.log"; then
             echo "the CUDA tests failed in an earlier call on this machine ($(date -u +%T))" > "$KERNELS_FAILED"
             reference_kernels "the CUDA tests failed"
+            verdict=fail
         elif [[ $rc == 0 ]]; then
             rm -f "$KERNELS_FAILED"
-        elif [[ -f $KERNELS_FAILED ]]; then  # cut off by its time limit: an earlier call's failure still holds
-            reference_kernels "$(cat "$KERNELS_FAILED")"
+            verdict=pass
+        else  # cut off by its time limit: an earlier call's failure still holds
+            [[ -f $KERNELS_FAILED ]] && reference_kernels "$(cat "$KERNELS_FAILED")"
+            verdict=incomplete
         fi
+        # kept with the results (a later session's calls without the tests phase read it) and on this machine
+        "$PY" bench/cuda_verdict.py write "$RESULTS" --verdict "$verdict" --log "$RESULTS/logs/tests.log" \
+            --copy-to "$WORK/$VERDICT_FILE" > /dev/null || echo "gpu_campaign: the tests' verdict was not recorded"
     fi
     STATUS[$phase]="$([[ $rc == 0 ]] && echo pass || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"
     echo "== [$phase] ${STATUS[$phase]}"
@@ -327,6 +368,7 @@ done
 { echo "| phase | result |"; echo "|---|---|"
   for phase in install tests bench runs; do echo "| $phase | ${STATUS[$phase]} |"; done
   [[ -n $FALLBACK ]] && printf '\n%s\n' "$FALLBACK"
+  [[ -n $VERDICT_NOTE ]] && printf '\n%s\n' "$VERDICT_NOTE"
   [[ -n $ADOPTED_NOTE ]] && printf '\n%s\n' "$ADOPTED_NOTE"; } > "$RESULTS/phases.md"
 cat "$RESULTS/phases.md"
 echo "gpu_campaign: done in $(( $(date +%s) - START )) s of ${BUDGET}"

@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from helpers import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_campaign.sh"
@@ -65,8 +66,13 @@ def test_failed_cuda_tests_make_the_runs_use_the_reference_kernels(tmp_path):
     message = "the CUDA tests failed: this call's runs use the reference kernels (--cuda-graph --device cpu without --fast-kernels)"
     assert f"gpu_campaign: {message}" in result.stdout
     assert message in (tmp_path / "fallback" / "results" / "phases.md").read_text()
+    verdict = json.loads((tmp_path / "fallback" / "results" / "kernels_verdict.json").read_text())
+    assert verdict["verdict"] == "fail" and verdict["summary"][-1].startswith("1 failed in "), verdict
     passing = campaign(tmp_path, "passing", CAMPAIGN_PHASES="tests", CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu")
     assert passing.returncode == 0 and "reference kernels" not in passing.stdout, passing.stdout[-3000:]
+    verdict = json.loads((tmp_path / "passing" / "results" / "kernels_verdict.json").read_text())
+    assert verdict["verdict"] == "pass" and " passed in " in verdict["summary"][0], verdict
+    assert verdict["sources_sha256"] == load_verdict().sources_digest()[0]
 
 
 def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_path):
@@ -87,6 +93,56 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr[-3000:]
     fourth = campaign(tmp_path, "call4", CAMPAIGN_BUDGET_S="40", **same_machine)
     assert fourth.returncode == 0 and "reference kernels" not in fourth.stdout, fourth.stdout[-3000:]
+    assert "gpu_campaign: the CUDA tests passed on these kernel sources (pass " in fourth.stdout
+
+
+def load_verdict():
+    return load_bench("cuda_verdict", "bench_cuda_verdict")
+
+
+def committed_verdict(trees: Path, session: str, verdict: str, adopted: str | None = None, **fields) -> Path:
+    """A session's results under trees/gpu/ with bench/cuda_verdict.py's record on this checkout's kernel sources
+    (fields overwrite the record's, e.g. another digest or date) and, with adopted, its bench's adopted switches."""
+    results = trees / "gpu" / session
+    record = load_verdict().write(results, verdict)
+    (results / "kernels_verdict.json").write_text(json.dumps({**record, **fields}))
+    if adopted is not None:
+        (results / "bench").mkdir()
+        (results / "bench" / "adopted_switches.env").write_text(adopted)
+    return results
+
+
+def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp_path):
+    """A call without the tests phase on a machine that ran none (a later session's runs alone) keeps the Triton
+    kernels where a committed session passed its CUDA tests on the same kernel sources, torch, triton and device,
+    with the switches that session's bench adopted; an older failure on those sources outweighs a pass; a verdict
+    on other sources is none: the reference kernels, unless CAMPAIGN_TRUST_KERNELS=1."""
+    dump, trees = tmp_path / "run_env.txt", tmp_path / "trees"
+    python = str(stand_in_python(tmp_path, dump))
+    flags = {"PYTHON": python, "CAMPAIGN_BUDGET_S": "120", "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu"}
+    reference = "this call's runs use the reference kernels (--device cpu without --fast-kernels)"
+    committed_verdict(trees, "s2", "pass", "ffn_gemm AMG_FAST_FFN_METHOD=gemm\n", date="2026-12-02T10:00:00+00:00")
+    passed = campaign(tmp_path, "passed", **flags)
+    assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-3000:]
+    assert "run flags: --fast-kernels --device cpu" in passed.stdout and reference not in passed.stdout
+    note = f"the CUDA tests passed on these kernel sources (pass {trees}/gpu/s2/kernels_verdict.json"
+    assert note in passed.stdout and note in (tmp_path / "passed" / "results" / "phases.md").read_text()
+    assert dump.read_text().split() == ["AMG_FAST_FFN_METHOD=gemm"]
+
+    committed_verdict(trees, "s1", "fail", date="2026-12-01T10:00:00+00:00")
+    failed = campaign(tmp_path, "failed", **flags)
+    assert failed.returncode == 0 and f"the CUDA tests failed on these kernel sources (fail {trees}/gpu/s1/" \
+        in failed.stdout and reference in failed.stdout, failed.stdout[-3000:]
+    assert dump.read_text() == ""
+
+    (trees / "gpu" / "s1" / "kernels_verdict.json").unlink()
+    committed_verdict(trees, "s2", "pass", sources_sha256="0" * 64)  # the kernels changed since
+    other = campaign(tmp_path, "other", **flags)
+    assert other.returncode == 0 and "no CUDA-test verdict on these kernel sources" in other.stdout \
+        and reference in other.stdout, other.stdout[-3000:]
+    trusted = campaign(tmp_path, "trusted", **flags, CAMPAIGN_TRUST_KERNELS="1")
+    assert trusted.returncode == 0 and reference not in trusted.stdout, trusted.stdout[-3000:]
+    assert "runs keep the Triton kernels (CAMPAIGN_TRUST_KERNELS=1)" in trusted.stdout
 
 
 def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3, probe_s: int = 0) -> Path:
@@ -118,7 +174,7 @@ def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
         "spectral_cublas AMG_FAST_SPECTRAL_DFT_GEMM=torch AMG_FAST_SPECTRAL_MIX=torch\nffn_gemm AMG_FAST_FFN_METHOD=gemm\n")
     same_machine = {"CAMPAIGN_WORK": str(work), "PYTHON": str(stand_in_python(tmp_path, dump)),
                     "CAMPAIGN_BUDGET_S": "120", "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu",
-                    "AMG_FAST_SPECTRAL_MIX": "four"}
+                    "AMG_FAST_SPECTRAL_MIX": "four", "CAMPAIGN_TRUST_KERNELS": "1"}
     result = campaign(tmp_path, "adopt", **same_machine)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert dump.read_text().split() == ["AMG_FAST_FFN_METHOD=gemm", "AMG_FAST_SPECTRAL_MIX=four"]
@@ -162,7 +218,8 @@ def test_the_bench_phase_leaves_its_winners_for_the_runs(tmp_path, modes):
     dump = tmp_path / "run_env.txt"
     result = campaign(tmp_path, "bench", CAMPAIGN_PHASES="bench,runs", CAMPAIGN_WORK=str(tmp_path / "work"),
                       PYTHON=str(stand_in_python(tmp_path, dump, summary)), CAMPAIGN_BUDGET_S="200",
-                      CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu", CAMPAIGN_ADOPT_MODES=modes)
+                      CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu", CAMPAIGN_ADOPT_MODES=modes,
+                      CAMPAIGN_TRUST_KERNELS="1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     adopted = ["AMG_FAST_SPECTRAL_DFT_GEMM=torch", "AMG_FAST_SPECTRAL_MIX=torch"]
     assert dump.read_text().split() == (["AMG_FAST_FFN_METHOD=gemm"] if modes else []) + adopted
@@ -178,7 +235,7 @@ def test_a_bench_without_a_verdict_drops_the_earlier_one(tmp_path):
     (work / "adopted_switches.env").write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\n")
     result = campaign(tmp_path, "bad", CAMPAIGN_PHASES="bench,runs", CAMPAIGN_WORK=str(work), CAMPAIGN_BUDGET_S="200",
                       PYTHON=str(stand_in_python(tmp_path, dump, [1, 2])),
-                      CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu")
+                      CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu", CAMPAIGN_TRUST_KERNELS="1")
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "no verdict: the switches an earlier bench adopted are dropped" in result.stdout
     assert not (work / "adopted_switches.env").exists() and dump.read_text() == ""
@@ -258,8 +315,9 @@ def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     ({"CAMPAIGN_BUDGET_S": "ten"}, "'ten' is not a whole number of seconds"),
     ({"CAMPAIGN_PROBES": "stages speed"}, "CAMPAIGN_PROBES: unknown probe 'speed'"),
     ({"CAMPAIGN_ADOPT": "yes"}, "CAMPAIGN_ADOPT: 'yes' is not 0 or 1"),
+    ({"CAMPAIGN_TRUST_KERNELS": "true"}, "CAMPAIGN_TRUST_KERNELS: 'true' is not 0 or 1"),
     ({"CAMPAIGN_ADOPT_MODES": "fp32,fp16"}, "CAMPAIGN_ADOPT_MODES: 'fp32,fp16' is not a comma-separated list"),
-], ids=["phase", "budget", "probe", "adopt", "adopt_modes"])
+], ids=["phase", "budget", "probe", "adopt", "trust", "adopt_modes"])
 def test_bad_settings_are_refused_before_any_work(tmp_path, env, message):
     result = campaign(tmp_path, "bad", **env)
     assert result.returncode == 2 and message in result.stderr

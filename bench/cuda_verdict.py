@@ -1,0 +1,161 @@
+#!/usr/bin/env python
+"""The CUDA tests' verdict on the code the runs train with, kept beside a GPU session's results so that a
+later call -- on a fresh machine, in a later session -- knows whether the Triton kernels may train its runs
+without running the tests again (scripts/gpu_campaign.sh writes it after its tests phase and reads it in a
+call without one).
+
+Usage:
+  python bench/cuda_verdict.py write RESULTS_DIR --verdict pass|fail|incomplete [--log TESTS_LOG] [--copy-to FILE]
+  python bench/cuda_verdict.py find FILE_OR_DIR... [--any-machine]
+  python bench/cuda_verdict.py digest
+
+write: RESULTS_DIR/kernels_verdict.json (atomically; --copy-to: the same file elsewhere too, e.g. the
+machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files the CUDA tests check),
+"sources_files", "torch", "triton", "capability" (the GPU's compute capability, "9.0"; null without CUDA),
+"gpu", "date" (UTC, ISO), "summary" (pytest's result lines from TESTS_LOG)}. "incomplete": the phase was
+cut off by its time limit with no test failed (the same call's runs keep the Triton kernels then too).
+
+find: of the verdict files given (a folder: its kernels_verdict.json), those that apply here: written on the same
+sources (digest) with the same torch, triton and compute capability (--any-machine: the sources only, e.g. to
+check on the development machine whether results/gpu/ holds a verdict for the checkout); the newest failure among
+them (a kernel that failed its tests on these sources is not trusted because a later call passed), else the
+newest. Prints "VERDICT PATH DATE" and exits 0 for pass / incomplete, 1 for fail, 2 when none applies (prints
+nothing).
+
+The sources (VERDICT_SOURCES): what the CUDA tests run -- the kernels, their autograd wrappers and dispatch, the
+layers and models that call them, the trainer (precision scopes, CUDA graphs). A change to any of them, or to
+torch or triton, asks for the tests again; docs, reports and the experiment engine do not.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from amg_fast._files import atomic_write_text  # noqa: E402
+
+VERDICT_FILE = "kernels_verdict.json"
+VERDICTS = ("pass", "fail", "incomplete")
+VERDICT_SOURCES = ("kernels", "amg_fast/ops", "amg_fast/layers", "amg_fast/models", "amg_fast/train")
+MACHINE_KEYS = ("torch", "triton", "capability")
+SUMMARY_LINE = re.compile(r"\b\d+ (passed|failed|errors?)\b|no tests ran")
+
+
+def source_files(root: Path = ROOT) -> list[Path]:
+    """The *.py files under VERDICT_SOURCES (relative to root), sorted."""
+    return sorted(p.relative_to(root) for folder in VERDICT_SOURCES for p in (root / folder).rglob("*.py"))
+
+
+def sources_digest(root: Path = ROOT) -> tuple[str, int]:
+    """(sha256 hex of every source file's relative path and bytes, in order; the number of files)."""
+    files = source_files(root)
+    h = hashlib.sha256()
+    for rel in files:
+        data = (root / rel).read_bytes()
+        h.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest(), len(files)
+
+
+def machine() -> dict:
+    """{"torch", "triton", "capability" ("9.0", None without CUDA), "gpu" (its name, None without CUDA)}."""
+    import torch
+
+    try:
+        triton = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = None
+    cuda = torch.cuda.is_available()
+    capability = ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None
+    return {"torch": torch.__version__, "triton": triton, "capability": capability,
+            "gpu": torch.cuda.get_device_name() if cuda else None}
+
+
+def test_summary(log: Path | None) -> list[str]:
+    """pytest's result lines ("12 passed, 1 failed in 3.0s") in the log, in order."""
+    if log is None or not log.is_file():
+        return []
+    return [line.strip().strip("=").strip() for line in log.read_text(errors="replace").splitlines()
+            if SUMMARY_LINE.search(line) and " in " in line]
+
+
+def write(results: Path, verdict: str, log: Path | None = None, copy_to: Path | None = None,
+          root: Path = ROOT) -> dict:
+    """Record verdict on the sources under root and this machine (the module's doc); returns the record."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
+    digest, n = sources_digest(root)
+    record = {"verdict": verdict, "sources_sha256": digest, "sources_files": n, **machine(),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "summary": test_summary(log)}
+    text = json.dumps(record, indent=2) + "\n"
+    for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    return record
+
+
+def find(paths: list[Path], any_machine: bool = False, root: Path = ROOT) -> tuple[dict, Path] | None:
+    """(record, path) of the verdict among paths that decides for the sources under root on this machine (the
+    module's doc: the newest failure, else the newest), or None."""
+    digest, _ = sources_digest(root)
+    here = {} if any_machine else {k: v for k, v in machine().items() if k in MACHINE_KEYS}
+    found = []
+    for path in paths:
+        path = path / VERDICT_FILE if path.is_dir() else path
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("verdict") not in VERDICTS:
+            continue
+        if record.get("sources_sha256") == digest and all(record.get(k) == v for k, v in here.items()):
+            found.append((str(record.get("date", "")), record, path))
+    if not found:
+        return None
+    failed = [item for item in found if item[1]["verdict"] == "fail"]
+    _, record, path = max(failed or found, key=lambda item: item[0])
+    return record, path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write", help="record the tests phase's verdict")
+    w.add_argument("results", type=Path, help="the session's results folder")
+    w.add_argument("--verdict", required=True, choices=VERDICTS)
+    w.add_argument("--log", type=Path, help="the tests phase's log (its pytest result lines are kept)")
+    w.add_argument("--copy-to", type=Path, help="write the same record to this file too")
+    f = sub.add_parser("find", help="the newest verdict that applies to this code and machine")
+    f.add_argument("paths", type=Path, nargs="*", help="verdict files, or folders holding one")
+    f.add_argument("--any-machine", action="store_true", help="match the sources only")
+    sub.add_parser("digest", help="print the sources' digest and file count")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.command == "write":
+        print(json.dumps(write(args.results, args.verdict, args.log, args.copy_to)))
+        return 0
+    if args.command == "digest":
+        print(*sources_digest())
+        return 0
+    hit = find(args.paths, args.any_machine)
+    if hit is None:
+        return 2
+    record, path = hit
+    print(record["verdict"], path, record.get("date", "-"))
+    return 1 if record["verdict"] == "fail" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""bench/cuda_verdict.py: the CUDA tests' verdict on the kernel sources, and which recorded verdict applies to a
+checkout and machine (scripts/gpu_campaign.sh's calls without the tests phase; tests/test_gpu_campaign.py runs
+the script with it)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import load_bench
+
+verdicts = load_bench("cuda_verdict", "bench_cuda_verdict")
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A stand-in checkout: one file in each folder the verdict covers, and one outside them."""
+    root = tmp_path / "checkout"
+    for folder in verdicts.VERDICT_SOURCES:
+        (root / folder).mkdir(parents=True)
+        (root / folder / "a.py").write_text(f"# {folder}\n")
+    (root / "amg_fast" / "experiments").mkdir()
+    (root / "amg_fast" / "experiments" / "reports.py").write_text("# not checked by the CUDA tests\n")
+    return root
+
+
+def test_the_digest_follows_every_checked_source_and_nothing_else(checkout):
+    digest, n = verdicts.sources_digest(checkout)
+    assert n == len(verdicts.VERDICT_SOURCES)
+    (checkout / "amg_fast" / "experiments" / "reports.py").write_text("# changed\n")
+    (checkout / "docs.md").write_text("changed\n")
+    assert verdicts.sources_digest(checkout) == (digest, n)
+    for folder in verdicts.VERDICT_SOURCES:
+        before = verdicts.sources_digest(checkout)[0]
+        (checkout / folder / "a.py").write_text("# edited\n")
+        assert verdicts.sources_digest(checkout)[0] != before, folder
+    before = verdicts.sources_digest(checkout)[0]
+    (checkout / "kernels" / "a.py").rename(checkout / "kernels" / "b.py")  # same bytes, another file
+    assert verdicts.sources_digest(checkout)[0] != before
+
+
+def test_the_real_checkout_covers_the_kernels_and_their_callers():
+    names = {path.as_posix() for path in verdicts.source_files()}
+    for expected in ("kernels/spectral_conv.py", "amg_fast/ops/spectral_conv.py", "amg_fast/models/memory.py",
+                     "amg_fast/train/precision.py"):
+        assert expected in names, expected
+    assert not any(name.startswith(("amg_fast/experiments/", "tests/", "bench/")) for name in names)
+
+
+def record(checkout, path, verdict, **fields):
+    """Write verdict for checkout into the folder path, with fields overwriting the record's."""
+    written = verdicts.write(path, verdict, root=checkout)
+    (path / verdicts.VERDICT_FILE).write_text(json.dumps({**written, **fields}))
+    return path / verdicts.VERDICT_FILE
+
+
+def test_a_written_verdict_applies_to_its_sources_and_machine_only(checkout, tmp_path):
+    log = tmp_path / "tests.log"
+    log.write_text("....F\nFAILED tests/ops/x.py::test_y - assert 1 == 2\n1 failed, 4 passed in 3.21s\n"
+                   "===== 2 passed in 1.00s =====\n")
+    written = verdicts.write(tmp_path / "s1", "fail", log=log, copy_to=tmp_path / "machine" / "verdict.json",
+                             root=checkout)
+    assert written["summary"] == ["1 failed, 4 passed in 3.21s", "2 passed in 1.00s"]
+    assert written["sources_sha256"] == verdicts.sources_digest(checkout)[0]
+    assert json.loads((tmp_path / "machine" / "verdict.json").read_text()) == written
+    hit = verdicts.find([tmp_path / "s1"], root=checkout)
+    assert hit is not None and hit[0] == written and hit[1] == tmp_path / "s1" / verdicts.VERDICT_FILE
+
+    other_triton = record(checkout, tmp_path / "s2", "pass", triton="0.0.1")
+    assert verdicts.find([other_triton], root=checkout) is None
+    assert verdicts.find([other_triton], any_machine=True, root=checkout)[0]["verdict"] == "pass"
+    (checkout / "kernels" / "a.py").write_text("# the kernels changed since\n")
+    assert verdicts.find([tmp_path / "s1"], root=checkout) is None
+    assert verdicts.find([tmp_path / "s1"], any_machine=True, root=checkout) is None
+
+
+def test_a_failure_on_the_same_sources_outweighs_a_later_pass(checkout, tmp_path):
+    record(checkout, tmp_path / "old", "pass", date="2026-12-01T00:00:00+00:00")
+    record(checkout, tmp_path / "new", "incomplete", date="2026-12-03T00:00:00+00:00")
+    paths = [tmp_path / "old", tmp_path / "new"]
+    assert verdicts.find(paths, root=checkout)[0]["verdict"] == "incomplete"  # the newest
+    record(checkout, tmp_path / "failed", "fail", date="2026-12-02T00:00:00+00:00")
+    assert verdicts.find(paths + [tmp_path / "failed"], root=checkout)[1].parent.name == "failed"
+
+
+def test_unreadable_and_foreign_files_are_not_verdicts(checkout, tmp_path):
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    odd = record(checkout, tmp_path / "odd", "pass")
+    odd.write_text(json.dumps({**json.loads(odd.read_text()), "verdict": "maybe"}))
+    paths = [tmp_path / "missing.json", tmp_path / "broken.json", tmp_path / "list.json", odd, tmp_path / "empty_dir"]
+    (tmp_path / "empty_dir").mkdir()
+    assert verdicts.find(paths, root=checkout) is None
+    with pytest.raises(ValueError, match="verdict must be one of .*'pass'.*got 'maybe'"):
+        verdicts.write(tmp_path / "x", "maybe", root=checkout)
+
+
+def test_the_command_line_prints_the_verdict_and_exits_by_it(tmp_path, capsys):
+    """find's exit status is what scripts/gpu_campaign.sh branches on: 0 pass / incomplete, 1 fail, 2 none."""
+    assert verdicts.main(["find", str(tmp_path / "none.json")]) == 2 and capsys.readouterr().out == ""
+    assert verdicts.main(["write", str(tmp_path / "s"), "--verdict", "incomplete"]) == 0
+    capsys.readouterr()
+    assert verdicts.main(["find", str(tmp_path / "s")]) == 0
+    assert capsys.readouterr().out.startswith(f"incomplete {tmp_path / 's' / verdicts.VERDICT_FILE} 20")
+    assert verdicts.main(["write", str(tmp_path / "t"), "--verdict", "fail"]) == 0
+    capsys.readouterr()
+    assert verdicts.main(["find", str(tmp_path / "s"), str(tmp_path / "t")]) == 1
+    assert capsys.readouterr().out.startswith("fail ")
+    with pytest.raises(SystemExit):
+        verdicts.main(["write", str(tmp_path / "u"), "--verdict", "maybe"])
