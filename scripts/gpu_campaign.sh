@@ -317,9 +317,12 @@ reference_kernels() {  # reference_kernels WHY: the runs of this call drop --fas
 take_verdict() {  # a call without the tests phase: the CUDA tests' verdict on these kernel sources decides
     local found rc=0 dir
     found=$("$PY" bench/cuda_verdict.py find "$WORK/$VERDICT_FILE" ${TREES:+"$TREES"/gpu/*/$VERDICT_FILE}) || rc=$?
-    if [[ $rc == 1 ]]; then reference_kernels "the CUDA tests failed on these kernel sources ($found)"
+    if [[ $rc == 1 && $found == fail\ * ]]; then reference_kernels "the CUDA tests failed on these kernel sources ($found)"
+    elif [[ $rc != 0 && $rc != 2 ]]; then reference_kernels "bench/cuda_verdict.py could not read the verdicts (exit $rc)"
     elif [[ $rc == 0 ]]; then
-        VERDICT_NOTE="the CUDA tests passed on these kernel sources ($found): the runs keep the Triton kernels"
+        [[ $found == pass\ * ]] && VERDICT_NOTE="the CUDA tests passed" \
+            || VERDICT_NOTE="the CUDA tests, cut off by their time limit, found no failure"
+        VERDICT_NOTE+=" on these kernel sources ($found): the runs keep the Triton kernels"
         dir=$(dirname "$(echo "$found" | cut -d' ' -f2)")
         if [[ ! -f $ADOPTED && -f $dir/bench/$(basename "$ADOPTED") ]]; then  # a fresh machine: that session's bench
             cp "$dir/bench/$(basename "$ADOPTED")" "$ADOPTED"

@@ -116,7 +116,8 @@ def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp
     """A call without the tests phase on a machine that ran none (a later session's runs alone) keeps the Triton
     kernels where a committed session passed its CUDA tests on the same kernel sources, torch, triton and device,
     with the switches that session's bench adopted; an older failure on those sources outweighs a pass; a verdict
-    on other sources is none: the reference kernels, unless CAMPAIGN_TRUST_KERNELS=1."""
+    on other sources is none: the reference kernels, unless CAMPAIGN_TRUST_KERNELS=1; a phase cut off with no
+    failure counts as it does in its own call (the Triton kernels)."""
     dump, trees = tmp_path / "run_env.txt", tmp_path / "trees"
     python = str(stand_in_python(tmp_path, dump))
     flags = {"PYTHON": python, "CAMPAIGN_BUDGET_S": "120", "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu"}
@@ -143,6 +144,11 @@ def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp
     trusted = campaign(tmp_path, "trusted", **flags, CAMPAIGN_TRUST_KERNELS="1")
     assert trusted.returncode == 0 and reference not in trusted.stdout, trusted.stdout[-3000:]
     assert "runs keep the Triton kernels (CAMPAIGN_TRUST_KERNELS=1)" in trusted.stdout
+    committed_verdict(trees, "s3", "incomplete")  # a tests phase cut off by its time limit, none failed
+    cut_off = campaign(tmp_path, "cut_off", **flags)
+    assert cut_off.returncode == 0 and reference not in cut_off.stdout, cut_off.stdout[-3000:]
+    assert "the CUDA tests, cut off by their time limit, found no failure on these kernel sources (incomplete" \
+        in cut_off.stdout
 
 
 def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3, probe_s: int = 0) -> Path:
@@ -300,6 +306,21 @@ def test_the_warm_up_runs_beside():
     with tarfile.open(tmp_path / "warm" / "out" / "campaign.tgz") as tar:
         names = tar.getnames()
     assert any(n.endswith("bench-warm-up/summary.json") for n in names) and any(n.endswith("logs/warm-up.log") for n in names)
+
+
+def test_verdicts_that_cannot_be_read_leave_the_reference_kernels(tmp_path):
+    """bench/cuda_verdict.py failing (here: exit 7) is no verdict that the kernels failed, and no pass either."""
+    python = tmp_path / "python"
+    python.write_text(f"""#!/usr/bin/env bash
+if [[ $1 == bench/cuda_verdict.py ]]; then exit 7; fi
+exec {sys.executable} "$@"
+""")
+    python.chmod(0o755)
+    result = campaign(tmp_path, "broken", PYTHON=str(python), CAMPAIGN_BUDGET_S="40",
+                      CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert ("gpu_campaign: bench/cuda_verdict.py could not read the verdicts (exit 7): this call's runs use the "
+            "reference kernels (--device cpu without --fast-kernels)") in result.stdout
 
 
 def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
