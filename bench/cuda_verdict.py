@@ -79,7 +79,7 @@ def machine() -> dict:
             "gpu": torch.cuda.get_device_name() if cuda else None}
 
 
-def test_summary(log: Path | None) -> list[str]:
+def pytest_summary(log: Path | None) -> list[str]:
     """pytest's result lines ("12 passed, 1 failed in 3.0s") in the log, in order."""
     if log is None or not log.is_file():
         return []
@@ -95,7 +95,7 @@ def write(results: Path, verdict: str, log: Path | None = None, copy_to: Path | 
     digest, n = sources_digest(root)
     record = {"verdict": verdict, "sources_sha256": digest, "sources_files": n, **machine(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "summary": test_summary(log)}
+              "summary": pytest_summary(log)}
     text = json.dumps(record, indent=2) + "\n"
     for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
         path.parent.mkdir(parents=True, exist_ok=True)
