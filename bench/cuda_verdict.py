@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
-import importlib.metadata
 import json
 import re
 import sys
@@ -41,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from amg_fast._files import atomic_write_text  # noqa: E402
+from amg_fast._provenance import software  # noqa: E402
 
 VERDICT_FILE = "kernels_verdict.json"
 VERDICTS = ("pass", "fail", "incomplete")
@@ -69,13 +69,10 @@ def machine() -> dict:
     """{"torch", "triton", "capability" ("9.0", None without CUDA), "gpu" (its name, None without CUDA)}."""
     import torch
 
-    try:
-        triton = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        triton = None
+    versions = software()  # the versions runs record in machine.json
     cuda = torch.cuda.is_available()
     capability = ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None
-    return {"torch": torch.__version__, "triton": triton, "capability": capability,
+    return {"torch": versions["torch"], "triton": versions["triton"], "capability": capability,
             "gpu": torch.cuda.get_device_name() if cuda else None}
 
 

@@ -213,7 +213,7 @@ phase_bench() {
             || { rc=1; [[ -f $ADOPTED ]] && echo "no verdict: the switches an earlier bench adopted are dropped"
                  rm -f "$ADOPTED"; }
         # beside the results too: a later call on a fresh machine takes them with the tests' verdict (take_verdict)
-        [[ -f $ADOPTED ]] && cp "$ADOPTED" "$RESULTS/bench/$(basename "$ADOPTED")"
+        [[ -f $ADOPTED ]] && cp "$ADOPTED" "$RESULTS/bench/${ADOPTED##*/}"
     fi
     pack
     [[ -n $PROBES ]] || { [[ $DRY == 1 ]] && echo "(dry run: no probes, they need CUDA)"; return $rc; }
@@ -315,7 +315,7 @@ reference_kernels() {  # reference_kernels WHY: the runs of this call drop --fas
     echo "gpu_campaign: $FALLBACK"
 }
 take_verdict() {  # a call without the tests phase: the CUDA tests' verdict on these kernel sources decides
-    local found rc=0 dir
+    local found rc=0 committed
     found=$("$PY" bench/cuda_verdict.py find "$WORK/$VERDICT_FILE" ${TREES:+"$TREES"/gpu/*/$VERDICT_FILE}) || rc=$?
     if [[ $rc == 1 && $found == fail\ * ]]; then reference_kernels "the CUDA tests failed on these kernel sources ($found)"
     elif [[ $rc != 0 && $rc != 2 ]]; then reference_kernels "bench/cuda_verdict.py could not read the verdicts (exit $rc)"
@@ -323,10 +323,10 @@ take_verdict() {  # a call without the tests phase: the CUDA tests' verdict on t
         [[ $found == pass\ * ]] && VERDICT_NOTE="the CUDA tests passed" \
             || VERDICT_NOTE="the CUDA tests, cut off by their time limit, found no failure"
         VERDICT_NOTE+=" on these kernel sources ($found): the runs keep the Triton kernels"
-        dir=$(dirname "$(echo "$found" | cut -d' ' -f2)")
-        if [[ ! -f $ADOPTED && -f $dir/bench/$(basename "$ADOPTED") ]]; then  # a fresh machine: that session's bench
-            cp "$dir/bench/$(basename "$ADOPTED")" "$ADOPTED"
-            VERDICT_NOTE+=", with the switches its bench adopted ($dir/bench/adopted.md)"
+        read -r _ committed _ <<< "$found"; committed=$(dirname "$committed")/bench  # that session's bench
+        if [[ ! -f $ADOPTED && -f $committed/${ADOPTED##*/} ]]; then  # a fresh machine: take its switches
+            cp "$committed/${ADOPTED##*/}" "$ADOPTED"
+            VERDICT_NOTE+=", with the switches its bench adopted ($committed/adopted.md)"
         fi
         echo "gpu_campaign: $VERDICT_NOTE"
     elif [[ $TRUST == 1 ]]; then
