@@ -6,25 +6,30 @@ call without one).
 
 Usage:
   python bench/cuda_verdict.py write RESULTS_DIR --verdict pass|fail|incomplete [--log TESTS_LOG] [--copy-to FILE]
+                                  [--tests PATH...]
   python bench/cuda_verdict.py find FILE_OR_DIR... [--any-machine]
   python bench/cuda_verdict.py digest
 
 write: RESULTS_DIR/kernels_verdict.json (atomically; --copy-to: the same file elsewhere too, e.g. the
 machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files the CUDA tests check),
 "sources_files", "torch", "triton", "capability" (the GPU's compute capability, "9.0"; null without CUDA),
-"gpu", "date" (UTC, ISO), "summary" (pytest's result lines from TESTS_LOG)}. "incomplete": the phase was
-cut off by its time limit with no test failed (the same call's runs keep the Triton kernels then too).
+"gpu", "date" (UTC, ISO), "summary" (pytest's result lines from TESTS_LOG), "tests" (--tests: the test paths
+when they were not the campaign's whole set, else null)}. "incomplete": the phase was cut off by its time limit
+with tests passed and none failed (the same call's runs keep the Triton kernels then too); a phase that ended
+any other way without passing (pytest could not start, collect or finish) is "fail".
 
 find: of the verdict files given (a folder: its kernels_verdict.json), those that apply here: written on the same
-sources (digest) with the same torch, triton and compute capability (--any-machine: the sources only, e.g. to
-check on the development machine whether results/gpu/ holds a verdict for the checkout); the newest failure among
-them (a kernel that failed its tests on these sources is not trusted because a later call passed), else the
-newest. Prints "VERDICT PATH DATE" and exits 0 for pass / incomplete, 1 for fail, 2 when none applies (prints
-nothing).
+sources (digest) with the same torch, triton and compute capability (--any-machine: the sources and a GPU's
+record, any GPU, e.g. to check on the development machine whether results/gpu/ holds a verdict for the checkout;
+a dry run's CPU record is none), a pass or incomplete only on the whole set of tests (a failure on any subset
+counts). Of those: the newest failure, unless a pass is newer (the tests ran again and passed: a later
+"incomplete" does not clear it); with no failure, the newest. Prints "VERDICT PATH DATE" and exits 0 for pass /
+incomplete, 1 for fail, 2 when none applies (prints nothing).
 
 The sources (VERDICT_SOURCES): what the CUDA tests run -- the kernels, their autograd wrappers and dispatch, the
-layers and models that call them, the trainer (precision scopes, CUDA graphs). A change to any of them, or to
-torch or triton, asks for the tests again; docs, reports and the experiment engine do not.
+layers and models that call them, the trainer (precision scopes, CUDA graphs), the package's shared modules
+(amg_fast/*.py: argument checks, NVTX ranges). A change to any of them, or to torch or triton, asks for the tests
+again; docs, reports, data, the experiment engine and the tests themselves do not.
 """
 from __future__ import annotations
 
@@ -44,14 +49,15 @@ from amg_fast._provenance import software  # noqa: E402
 
 VERDICT_FILE = "kernels_verdict.json"
 VERDICTS = ("pass", "fail", "incomplete")
-VERDICT_SOURCES = ("kernels", "amg_fast/ops", "amg_fast/layers", "amg_fast/models", "amg_fast/train")
+VERDICT_SOURCES = ("kernels/**/*.py", "amg_fast/*.py", "amg_fast/ops/**/*.py", "amg_fast/layers/**/*.py",
+                   "amg_fast/models/**/*.py", "amg_fast/train/**/*.py")  # glob patterns under the checkout
 MACHINE_KEYS = ("torch", "triton", "capability")
 SUMMARY_LINE = re.compile(r"\b\d+ (passed|failed|errors?)\b|no tests ran")
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
-    """The *.py files under VERDICT_SOURCES (relative to root), sorted."""
-    return sorted(p.relative_to(root) for folder in VERDICT_SOURCES for p in (root / folder).rglob("*.py"))
+    """The files VERDICT_SOURCES match under root (relative to it), sorted."""
+    return sorted({p.relative_to(root) for pattern in VERDICT_SOURCES for p in root.glob(pattern)})
 
 
 def sources_digest(root: Path = ROOT) -> tuple[str, int]:
@@ -85,14 +91,15 @@ def pytest_summary(log: Path | None) -> list[str]:
 
 
 def write(results: Path, verdict: str, log: Path | None = None, copy_to: Path | None = None,
-          root: Path = ROOT) -> dict:
-    """Record verdict on the sources under root and this machine (the module's doc); returns the record."""
+          tests: list[str] | None = None, root: Path = ROOT) -> dict:
+    """Record verdict on the sources under root and this machine (the module's doc; tests: the test paths when
+    not the campaign's whole set); returns the record."""
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
     digest, n = sources_digest(root)
     record = {"verdict": verdict, "sources_sha256": digest, "sources_files": n, **machine(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "summary": pytest_summary(log)}
+              "summary": pytest_summary(log), "tests": tests}
     text = json.dumps(record, indent=2) + "\n"
     for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +109,7 @@ def write(results: Path, verdict: str, log: Path | None = None, copy_to: Path | 
 
 def find(paths: list[Path], any_machine: bool = False, root: Path = ROOT) -> tuple[dict, Path] | None:
     """(record, path) of the verdict among paths that decides for the sources under root on this machine (the
-    module's doc: the newest failure, else the newest), or None."""
+    module's doc: the newest failure unless a pass is newer, else the newest), or None."""
     digest, _ = sources_digest(root)
     here = {} if any_machine else {k: v for k, v in machine().items() if k in MACHINE_KEYS}
     found = []
@@ -114,12 +121,22 @@ def find(paths: list[Path], any_machine: bool = False, root: Path = ROOT) -> tup
             continue
         if not isinstance(record, dict) or record.get("verdict") not in VERDICTS:
             continue
-        if record.get("sources_sha256") == digest and all(record.get(k) == v for k, v in here.items()):
-            found.append((str(record.get("date", "")), record, path))
-    if not found:
+        if record.get("sources_sha256") != digest or not all(record.get(k) == v for k, v in here.items()):
+            continue
+        if any_machine and record.get("capability") is None:  # a dry run on a CPU: no CUDA test ran
+            continue
+        if record["verdict"] != "fail" and record.get("tests") is not None:  # some tests passed: not all
+            continue
+        found.append((str(record.get("date", "")), record, path))
+    newest = {verdict: max((item for item in found if item[1]["verdict"] == verdict), default=None,
+                           key=lambda item: item[0]) for verdict in VERDICTS}
+    if newest["fail"] is not None:
+        passed = newest["pass"] is not None and newest["pass"][0] > newest["fail"][0]
+        _, record, path = newest["pass"] if passed else newest["fail"]
+    elif found:
+        _, record, path = max(found, key=lambda item: item[0])
+    else:
         return None
-    failed = [item for item in found if item[1]["verdict"] == "fail"]
-    _, record, path = max(failed or found, key=lambda item: item[0])
     return record, path
 
 
@@ -131,6 +148,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     w.add_argument("--verdict", required=True, choices=VERDICTS)
     w.add_argument("--log", type=Path, help="the tests phase's log (its pytest result lines are kept)")
     w.add_argument("--copy-to", type=Path, help="write the same record to this file too")
+    w.add_argument("--tests", nargs="+", metavar="PATH",
+                   help="the test paths, when not the campaign's whole set (its pass then applies to no later call)")
     f = sub.add_parser("find", help="the newest verdict that applies to this code and machine")
     f.add_argument("paths", type=Path, nargs="*", help="verdict files, or folders holding one")
     f.add_argument("--any-machine", action="store_true", help="match the sources only")
@@ -141,7 +160,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.command == "write":
-        print(json.dumps(write(args.results, args.verdict, args.log, args.copy_to)))
+        print(json.dumps(write(args.results, args.verdict, args.log, args.copy_to, args.tests)))
         return 0
     if args.command == "digest":
         print(*sources_digest())

@@ -23,8 +23,9 @@
 #            --fast-kernels, unless a test of the tests phase failed in this call: then the reference
 #            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on), also in
 #            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK). The
-#            tests phase records its verdict (pass, fail, or incomplete: cut off with none failed) on the kernel
-#            sources in RESULTS_DIR/kernels_verdict.json (bench/cuda_verdict.py); a call without the tests phase
+#            tests phase records its verdict (pass; incomplete: cut off by its time limit with tests passed and none
+#            failed; else fail, also when pytest could not start, collect or finish) on the kernel sources in
+#            RESULTS_DIR/kernels_verdict.json (bench/cuda_verdict.py); a call without the tests phase
 #            and no failure on this machine keeps --fast-kernels only where a verdict on the same sources, torch,
 #            triton and compute capability passed -- this machine's, or one committed under CAMPAIGN_TREES/gpu/
 #            (with the switches that session's bench adopted, on a fresh machine) -- else the reference kernels,
@@ -61,7 +62,8 @@
 #                       second call on the same machine continues them (default /tmp/amg_campaign_work on a
 #                       GPU; in a dry run a temporary folder, removed at the end, unless set)
 #   CAMPAIGN_TESTS      the tests phase's test paths (default tests/models/test_triton_equivalence.py tests/ops: the
-#                       whole model on the default kernels first, so that a phase cut short by its time has run it)
+#                       whole model on the default kernels first, so that a phase cut short by its time has run it;
+#                       set: the verdict names them, and its pass or incomplete keeps no later call's Triton kernels)
 #   CAMPAIGN_RUN_FLAGS  the flags of the sweeps' runs (default --fast-kernels --cuda-graph; dry run --device cpu)
 #   CAMPAIGN_EXPORT     a folder that receives campaign.tgz and campaign.log (e.g. the device tool's $OUT)
 #   CAMPAIGN_RESERVE_S  seconds kept for export and packing at the end (default 30)
@@ -179,6 +181,7 @@ print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {tor
 VARIANT_ARGS=()
 for word in $VARIANTS; do VARIANT_ARGS+=(--variant "$word"); done
 
+TESTS_EXITS=""  # phase_tests' two pytest exits, e.g. "0 124": the verdict tells a cut-off from a crash by them
 phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
     local t0 rc=0 rc2=0 rest
     t0=$(date +%s)
@@ -194,6 +197,7 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
     [[ $DRY == 1 ]] || timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \
         -p no:cacheprovider || rc2=$?
     [[ $rc2 == 5 ]] && rc2=0  # no test selected
+    TESTS_EXITS="$rc $rc2"
     if [[ -n $WARM_PID ]]; then  # stopped with the tests (what it compiled stays cached): the bench times alone
         stop_warm_up
         echo "bench warm-up (kernels compiled beside the tests): $(tail -n 1 "$RESULTS/logs/warm-up.log")"
@@ -337,7 +341,7 @@ take_verdict() {  # a call without the tests phase: the CUDA tests' verdict on t
 }
 # a call without the tests phase (the session's second, or a later session's runs alone) keeps the verdict of an
 # earlier call's tests on this machine, or takes the one recorded on these kernel sources (bench/cuda_verdict.py)
-if [[ ,$PHASES, != *",tests,"* ]]; then
+if [[ ,$PHASES, != *",tests,"* && ,$PHASES, == *",runs,"* ]]; then
     if [[ -f $KERNELS_FAILED ]]; then reference_kernels "$(cat "$KERNELS_FAILED")"
     elif [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]]; then take_verdict; fi
 fi
@@ -347,22 +351,32 @@ for phase in install tests bench runs; do
     t0=$(date +%s)
     "phase_$phase" > >(tee "$RESULTS/logs/$phase.log") 2>&1
     rc=$?
-    # a test that failed (not one cut off by the phase's time limit) keeps the Triton kernels out of the runs
+    # a test that failed, or tests that could not start or finish, keep the Triton kernels out of the runs; tests
+    # cut off by the phase's time limit (timeout's 124, 137 when it had to kill) with some passed and none failed
+    # do not
     if [[ $phase == tests ]]; then
-        if [[ $rc != 0 ]] && grep -qE '^(FAILED|ERROR) ' "$RESULTS/logs/tests.log"; then
-            echo "the CUDA tests failed in an earlier call on this machine ($(date -u +%T))" > "$KERNELS_FAILED"
-            reference_kernels "the CUDA tests failed"
-            verdict=fail
-        elif [[ $rc == 0 ]]; then
+        why=""
+        if [[ $rc == 0 ]]; then
             rm -f "$KERNELS_FAILED"
-            verdict=pass
-        else  # cut off by its time limit: an earlier call's failure still holds
-            [[ -f $KERNELS_FAILED ]] && reference_kernels "$(cat "$KERNELS_FAILED")"
-            verdict=incomplete
+        elif grep -qE '^(FAILED|ERROR) ' "$RESULTS/logs/tests.log"; then why="the CUDA tests failed"
+        elif [[ ! " $TESTS_EXITS " =~ ^(\ (0|124|137))+\ $ ]] || ! grep -qE '\b[0-9]+ passed\b' "$RESULTS/logs/tests.log"
+        then why="the CUDA tests did not run to the end (pytest exits: ${TESTS_EXITS:-none})"
         fi
-        # kept with the results (a later session's calls without the tests phase read it) and on this machine
+        if [[ -n $why ]]; then
+            echo "$why in an earlier call on this machine ($(date -u +%T))" > "$KERNELS_FAILED"
+            reference_kernels "$why"
+            verdict=fail
+        elif [[ $rc == 0 ]]; then verdict=pass
+        elif [[ -f $KERNELS_FAILED ]]; then  # cut off: an earlier call's failure on this machine still holds
+            reference_kernels "$(cat "$KERNELS_FAILED")"
+            verdict=fail
+        else verdict=incomplete
+        fi
+        # kept with the results (a later session's calls without the tests phase read it) and on this machine; the
+        # test paths too when they were not the whole set (CAMPAIGN_TESTS): such a pass is trusted by no later call
         "$PY" bench/cuda_verdict.py write "$RESULTS" --verdict "$verdict" --log "$RESULTS/logs/tests.log" \
-            --copy-to "$WORK/$VERDICT_FILE" > /dev/null || echo "gpu_campaign: the tests' verdict was not recorded"
+            --copy-to "$WORK/$VERDICT_FILE" ${CAMPAIGN_TESTS:+--tests "${TEST_PATHS[@]}"} > /dev/null \
+            || echo "gpu_campaign: the tests' verdict was not recorded"
     fi
     STATUS[$phase]="$([[ $rc == 0 ]] && echo pass || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"
     echo "== [$phase] ${STATUS[$phase]}"

@@ -11,15 +11,22 @@ from helpers import load_bench
 verdicts = load_bench("cuda_verdict", "bench_cuda_verdict")
 
 
+def folder(pattern: str) -> str:
+    """The folder a VERDICT_SOURCES pattern starts in ("amg_fast/ops/**/*.py" -> "amg_fast/ops")."""
+    return pattern.split("/*")[0]
+
+
 @pytest.fixture
 def checkout(tmp_path):
-    """A stand-in checkout: one file in each folder the verdict covers, and one outside them."""
+    """A stand-in checkout: one file in each folder the verdict covers, and ones outside them (a folder below
+    amg_fast/ that the CUDA tests do not check, a test)."""
     root = tmp_path / "checkout"
-    for folder in verdicts.VERDICT_SOURCES:
-        (root / folder).mkdir(parents=True)
-        (root / folder / "a.py").write_text(f"# {folder}\n")
-    (root / "amg_fast" / "experiments").mkdir()
-    (root / "amg_fast" / "experiments" / "reports.py").write_text("# not checked by the CUDA tests\n")
+    for pattern in verdicts.VERDICT_SOURCES:
+        (root / folder(pattern)).mkdir(parents=True, exist_ok=True)
+        (root / folder(pattern) / "a.py").write_text(f"# {pattern}\n")
+    for unchecked in ("amg_fast/experiments/reports.py", "tests/ops/test_a.py"):
+        (root / unchecked).parent.mkdir(parents=True, exist_ok=True)
+        (root / unchecked).write_text("# not checked by the CUDA tests\n")
     return root
 
 
@@ -27,12 +34,16 @@ def test_the_digest_follows_every_checked_source_and_nothing_else(checkout):
     digest, n = verdicts.sources_digest(checkout)
     assert n == len(verdicts.VERDICT_SOURCES)
     (checkout / "amg_fast" / "experiments" / "reports.py").write_text("# changed\n")
+    (checkout / "tests" / "ops" / "test_a.py").write_text("# changed\n")
     (checkout / "docs.md").write_text("changed\n")
     assert verdicts.sources_digest(checkout) == (digest, n)
-    for folder in verdicts.VERDICT_SOURCES:
+    for pattern in verdicts.VERDICT_SOURCES:
         before = verdicts.sources_digest(checkout)[0]
-        (checkout / folder / "a.py").write_text("# edited\n")
-        assert verdicts.sources_digest(checkout)[0] != before, folder
+        (checkout / folder(pattern) / "a.py").write_text("# edited\n")
+        assert verdicts.sources_digest(checkout)[0] != before, pattern
+    (checkout / "kernels" / "sub").mkdir()
+    (checkout / "kernels" / "sub" / "deeper.py").write_text("# a subpackage of the kernels\n")
+    assert verdicts.sources_digest(checkout)[1] == n + 1
     before = verdicts.sources_digest(checkout)[0]
     (checkout / "kernels" / "a.py").rename(checkout / "kernels" / "b.py")  # same bytes, another file
     assert verdicts.sources_digest(checkout)[0] != before
@@ -41,9 +52,9 @@ def test_the_digest_follows_every_checked_source_and_nothing_else(checkout):
 def test_the_real_checkout_covers_the_kernels_and_their_callers():
     names = {path.as_posix() for path in verdicts.source_files()}
     for expected in ("kernels/spectral_conv.py", "amg_fast/ops/spectral_conv.py", "amg_fast/models/memory.py",
-                     "amg_fast/train/precision.py"):
+                     "amg_fast/train/precision.py", "amg_fast/_checks.py", "amg_fast/_nvtx.py"):
         assert expected in names, expected
-    assert not any(name.startswith(("amg_fast/experiments/", "tests/", "bench/")) for name in names)
+    assert not any(name.startswith(("amg_fast/experiments/", "amg_fast/data/", "tests/", "bench/")) for name in names)
 
 
 def record(checkout, path, verdict, **fields):
@@ -65,21 +76,47 @@ def test_a_written_verdict_applies_to_its_sources_and_machine_only(checkout, tmp
     hit = verdicts.find([tmp_path / "s1"], root=checkout)
     assert hit is not None and hit[0] == written and hit[1] == tmp_path / "s1" / verdicts.VERDICT_FILE
 
-    other_triton = record(checkout, tmp_path / "s2", "pass", triton="0.0.1")
+    other_triton = record(checkout, tmp_path / "s2", "pass", triton="0.0.1", capability="8.0")
     assert verdicts.find([other_triton], root=checkout) is None
     assert verdicts.find([other_triton], any_machine=True, root=checkout)[0]["verdict"] == "pass"
+    dry_run = record(checkout, tmp_path / "dry", "pass", capability=None)  # a CPU's record: no CUDA test ran
+    assert verdicts.find([dry_run], any_machine=True, root=checkout) is None
     (checkout / "kernels" / "a.py").write_text("# the kernels changed since\n")
     assert verdicts.find([tmp_path / "s1"], root=checkout) is None
     assert verdicts.find([tmp_path / "s1"], any_machine=True, root=checkout) is None
 
 
-def test_a_failure_on_the_same_sources_outweighs_a_later_pass(checkout, tmp_path):
-    record(checkout, tmp_path / "old", "pass", date="2026-12-01T00:00:00+00:00")
-    record(checkout, tmp_path / "new", "incomplete", date="2026-12-03T00:00:00+00:00")
+def day(n: int) -> str:
+    return f"2026-12-{n:02d}T00:00:00+00:00"
+
+
+def test_a_failure_holds_until_the_tests_pass_again(checkout, tmp_path):
+    """A failure on the same sources outweighs the passes before it and a later cut-off tests phase; a later
+    full pass (the tests ran again) clears it."""
+    record(checkout, tmp_path / "old", "pass", date=day(1))
+    record(checkout, tmp_path / "new", "incomplete", date=day(3))
     paths = [tmp_path / "old", tmp_path / "new"]
     assert verdicts.find(paths, root=checkout)[0]["verdict"] == "incomplete"  # the newest
-    record(checkout, tmp_path / "failed", "fail", date="2026-12-02T00:00:00+00:00")
-    assert verdicts.find(paths + [tmp_path / "failed"], root=checkout)[1].parent.name == "failed"
+    paths.append(record(checkout, tmp_path / "failed", "fail", date=day(2)).parent)
+    assert verdicts.find(paths, root=checkout)[1].parent.name == "failed"  # before "new": a cut-off clears nothing
+    paths.append(record(checkout, tmp_path / "again", "pass", date=day(4)).parent)
+    assert verdicts.find(paths, root=checkout)[1].parent.name == "again"
+    paths.append(record(checkout, tmp_path / "flaky", "fail", date=day(5)).parent)
+    assert verdicts.find(paths, root=checkout)[1].parent.name == "flaky"
+
+
+def test_a_pass_on_some_tests_only_is_no_verdict_but_a_failure_there_is(checkout, tmp_path):
+    """A tests phase given other test paths (CAMPAIGN_TESTS, e.g. one file to isolate a fault) names them: its pass
+    or cut-off says nothing of the rest, its failure is a failure."""
+    some = ["tests/ops/test_gate.py"]
+    written = verdicts.write(tmp_path / "some", "pass", tests=some, root=checkout)
+    assert written["tests"] == some
+    assert verdicts.find([tmp_path / "some"], root=checkout) is None
+    assert verdicts.find([record(checkout, tmp_path / "cut", "incomplete", tests=some)], root=checkout) is None
+    whole = record(checkout, tmp_path / "whole", "pass", date=day(1))
+    assert json.loads(whole.read_text())["tests"] is None
+    failed = record(checkout, tmp_path / "failed", "fail", tests=some, date=day(2))
+    assert verdicts.find([whole, failed], root=checkout)[0]["verdict"] == "fail"
 
 
 def test_unreadable_and_foreign_files_are_not_verdicts(checkout, tmp_path):
@@ -105,5 +142,8 @@ def test_the_command_line_prints_the_verdict_and_exits_by_it(tmp_path, capsys):
     capsys.readouterr()
     assert verdicts.main(["find", str(tmp_path / "s"), str(tmp_path / "t")]) == 1
     assert capsys.readouterr().out.startswith("fail ")
+    assert verdicts.main(["write", str(tmp_path / "p"), "--verdict", "pass", "--tests", "tests/ops/test_gate.py"]) == 0
+    assert json.loads(capsys.readouterr().out)["tests"] == ["tests/ops/test_gate.py"]
+    assert verdicts.main(["find", str(tmp_path / "p")]) == 2
     with pytest.raises(SystemExit):
         verdicts.main(["write", str(tmp_path / "u"), "--verdict", "maybe"])

@@ -96,6 +96,35 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert "gpu_campaign: the CUDA tests passed on these kernel sources (pass " in fourth.stdout
 
 
+def test_tests_that_cannot_start_are_a_failure_and_a_cut_off_is_not(tmp_path):
+    """The verdict "incomplete" (the Triton kernels kept) is for a tests phase stopped by its time limit with tests
+    passed and none failed; pytest that cannot collect its tests (exit 4, no FAILED line) is a failure, and so is a
+    cut-off after an earlier call on the machine failed."""
+    def verdict(name: str) -> dict:
+        return json.loads((tmp_path / name / "results" / "kernels_verdict.json").read_text())
+
+    same_machine = {"CAMPAIGN_WORK": str(tmp_path / "work"), "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu",
+                    "CAMPAIGN_PHASES": "tests"}
+    missing = str(tmp_path / "test_missing.py")
+    broken = campaign(tmp_path, "broken", CAMPAIGN_TESTS=missing, **same_machine)
+    assert broken.returncode == 1, broken.stdout[-3000:] + broken.stderr[-3000:]
+    assert "gpu_campaign: the CUDA tests did not run to the end (pytest exits: 4 0): this call's runs use the " \
+        "reference kernels" in broken.stdout, broken.stdout[-3000:]
+    assert verdict("broken")["verdict"] == "fail" and verdict("broken")["tests"] == [missing]
+
+    slow = tmp_path / "test_slow.py"
+    slow.write_text("import time\n\ndef test_quick():\n    pass\n\ndef test_slow():\n    time.sleep(120)\n")
+    cut = campaign(tmp_path, "cut", CAMPAIGN_TESTS=str(slow), CAMPAIGN_T_TESTS="12",  # 9 s for the file
+                   **{**same_machine, "CAMPAIGN_WORK": str(tmp_path / "another_machine")})
+    assert cut.returncode == 1 and "reference kernels" not in cut.stdout, cut.stdout[-3000:] + cut.stderr[-3000:]
+    assert verdict("cut")["verdict"] == "incomplete" and "1 passed" in " ".join(verdict("cut")["summary"])
+    after_failure = campaign(tmp_path, "after_failure", CAMPAIGN_TESTS=str(slow), CAMPAIGN_T_TESTS="12",
+                             **same_machine)
+    assert "the CUDA tests did not run to the end (pytest exits: 4 0) in an earlier call on this machine" \
+        in after_failure.stdout, after_failure.stdout[-3000:]
+    assert verdict("after_failure")["verdict"] == "fail"
+
+
 def load_verdict():
     return load_bench("cuda_verdict", "bench_cuda_verdict")
 
@@ -115,7 +144,7 @@ def committed_verdict(trees: Path, session: str, verdict: str, adopted: str | No
 def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp_path):
     """A call without the tests phase on a machine that ran none (a later session's runs alone) keeps the Triton
     kernels where a committed session passed its CUDA tests on the same kernel sources, torch, triton and device,
-    with the switches that session's bench adopted; an older failure on those sources outweighs a pass; a verdict
+    with the switches that session's bench adopted; a later failure on those sources outweighs the pass; a verdict
     on other sources is none: the reference kernels, unless CAMPAIGN_TRUST_KERNELS=1; a phase cut off with no
     failure counts as it does in its own call (the Triton kernels)."""
     dump, trees = tmp_path / "run_env.txt", tmp_path / "trees"
@@ -130,7 +159,7 @@ def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp
     assert note in passed.stdout and note in (tmp_path / "passed" / "results" / "phases.md").read_text()
     assert dump.read_text().split() == ["AMG_FAST_FFN_METHOD=gemm"]
 
-    committed_verdict(trees, "s1", "fail", date="2026-12-01T10:00:00+00:00")
+    committed_verdict(trees, "s1", "fail", date="2026-12-03T10:00:00+00:00")
     failed = campaign(tmp_path, "failed", **flags)
     assert failed.returncode == 0 and f"the CUDA tests failed on these kernel sources (fail {trees}/gpu/s1/" \
         in failed.stdout and reference in failed.stdout, failed.stdout[-3000:]
@@ -141,6 +170,8 @@ def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp
     other = campaign(tmp_path, "other", **flags)
     assert other.returncode == 0 and "no CUDA-test verdict on these kernel sources" in other.stdout \
         and reference in other.stdout, other.stdout[-3000:]
+    no_runs = campaign(tmp_path, "no_runs", **{**flags, "CAMPAIGN_PHASES": "install"})  # no runs: nothing to decide
+    assert no_runs.returncode == 0 and "kernels" not in no_runs.stdout, no_runs.stdout[-3000:]
     trusted = campaign(tmp_path, "trusted", **flags, CAMPAIGN_TRUST_KERNELS="1")
     assert trusted.returncode == 0 and reference not in trusted.stdout, trusted.stdout[-3000:]
     assert "runs keep the Triton kernels (CAMPAIGN_TRUST_KERNELS=1)" in trusted.stdout
