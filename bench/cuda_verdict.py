@@ -5,8 +5,8 @@ without running the tests again (scripts/gpu_campaign.sh writes it after its tes
 call without one).
 
 Usage:
-  python bench/cuda_verdict.py write RESULTS_DIR --verdict pass|fail|incomplete [--log TESTS_LOG] [--copy-to FILE]
-                                  [--tests PATH...]
+  python bench/cuda_verdict.py write RESULTS_DIR (--verdict pass|fail|incomplete | --exits "RC..." [--failed-before])
+                                  [--log TESTS_LOG] [--copy-to FILE] [--tests PATH...]
   python bench/cuda_verdict.py find FILE_OR_DIR... [--any-machine]
   python bench/cuda_verdict.py digest
 
@@ -14,9 +14,13 @@ write: RESULTS_DIR/kernels_verdict.json (atomically; --copy-to: the same file el
 machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files the CUDA tests check),
 "sources_files", "torch", "triton", "capability" (the GPU's compute capability, "9.0"; null without CUDA),
 "gpu", "date" (UTC, ISO), "summary" (pytest's result lines from TESTS_LOG), "tests" (--tests: the test paths
-when they were not the campaign's whole set, else null)}. "incomplete": the phase was cut off by its time limit
-with tests passed and none failed (the same call's runs keep the Triton kernels then too); a phase that ended
-any other way without passing (pytest could not start, collect or finish) is "fail".
+when they were not the campaign's whole set, else null)}. With --exits (the tests phase's pytest exit statuses)
+the verdict is judged from them and TESTS_LOG (judge): "pass" when every one is 0; "fail" when a test failed
+(pytest's FAILED / ERROR lines, or F / E among the progress characters of a pytest killed before its summary),
+or pytest did not run to the end (an exit but 0 and timeout's 124 / 137, or no test passed: it could not start
+or collect); "incomplete" when cut off by the time limit with tests passed and none failed (the same call's runs
+keep the Triton kernels then too), unless --failed-before (an earlier call on this machine failed): "fail".
+Prints "VERDICT[ WHY]", WHY saying what failed in this call.
 
 find: of the verdict files given (a folder: its kernels_verdict.json), those that apply here: written on the same
 sources (digest) with the same torch, triton and compute capability (--any-machine: the sources and a GPU's
@@ -53,6 +57,10 @@ VERDICT_SOURCES = ("kernels/**/*.py", "amg_fast/*.py", "amg_fast/ops/**/*.py", "
                    "amg_fast/models/**/*.py", "amg_fast/train/**/*.py")  # glob patterns under the checkout
 MACHINE_KEYS = ("torch", "triton", "capability")
 SUMMARY_LINE = re.compile(r"\b\d+ (passed|failed|errors?)\b|no tests ran")
+# pytest's short summary of a failure, or a line of -q progress characters holding one (e.g. "..F.s [ 40%]")
+FAILURE_LINE = re.compile(r"^(FAILED|ERROR) |^[.sxX]*[FE][.sxXFE]*( +\[ *\d+%\])?$", re.MULTILINE)
+PASSED = re.compile(r"\b\d+ passed\b")
+CUT_OFF = (124, 137)  # timeout's exit statuses: stopped at the limit (137: killed after its grace period)
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
@@ -88,6 +96,18 @@ def pytest_summary(log: Path | None) -> list[str]:
         return []
     return [line.strip().strip("=").strip() for line in log.read_text(errors="replace").splitlines()
             if SUMMARY_LINE.search(line) and " in " in line]
+
+
+def judge(exits: list[int], log_text: str, failed_before: bool = False) -> tuple[str, str]:
+    """(verdict, why) of a tests phase from its pytest exit statuses and log (the module's doc); why is empty for
+    a pass, a cut-off, and a cut-off that an earlier failure on the machine makes a failure."""
+    if all(rc == 0 for rc in exits):
+        return "pass", ""
+    if FAILURE_LINE.search(log_text):
+        return "fail", "the CUDA tests failed"
+    if any(rc not in (0, *CUT_OFF) for rc in exits) or not PASSED.search(log_text):
+        return "fail", f"the CUDA tests did not run to the end (pytest exits: {' '.join(map(str, exits))})"
+    return ("fail" if failed_before else "incomplete"), ""
 
 
 def write(results: Path, verdict: str, log: Path | None = None, copy_to: Path | None = None,
@@ -140,12 +160,25 @@ def find(paths: list[Path], any_machine: bool = False, root: Path = ROOT) -> tup
     return record, path
 
 
+def exit_statuses(text: str) -> list[int]:
+    """--exits "0 124" -> [0, 124]."""
+    words = text.split()
+    if not words or not all(re.fullmatch(r"\d+", word) for word in words):
+        raise argparse.ArgumentTypeError(f"--exits must be exit statuses separated by spaces, e.g. '0 124'; got {text!r}")
+    return [int(word) for word in words]
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     w = sub.add_parser("write", help="record the tests phase's verdict")
     w.add_argument("results", type=Path, help="the session's results folder")
-    w.add_argument("--verdict", required=True, choices=VERDICTS)
+    given = w.add_mutually_exclusive_group(required=True)
+    given.add_argument("--verdict", choices=VERDICTS)
+    given.add_argument("--exits", type=exit_statuses, metavar='"RC..."',
+                       help="the tests phase's pytest exit statuses: judge the verdict from them and --log")
+    w.add_argument("--failed-before", action="store_true",
+                   help="an earlier call on this machine failed its tests: a cut-off is a failure too")
     w.add_argument("--log", type=Path, help="the tests phase's log (its pytest result lines are kept)")
     w.add_argument("--copy-to", type=Path, help="write the same record to this file too")
     w.add_argument("--tests", nargs="+", metavar="PATH",
@@ -160,7 +193,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.command == "write":
-        print(json.dumps(write(args.results, args.verdict, args.log, args.copy_to, args.tests)))
+        verdict, why = args.verdict, ""
+        if args.exits is not None:
+            text = args.log.read_text(errors="replace") if args.log is not None and args.log.is_file() else ""
+            verdict, why = judge(args.exits, text, args.failed_before)
+        write(args.results, verdict, args.log, args.copy_to, args.tests)
+        print(f"{verdict} {why}".strip())
         return 0
     if args.command == "digest":
         print(*sources_digest())

@@ -181,7 +181,7 @@ print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {tor
 VARIANT_ARGS=()
 for word in $VARIANTS; do VARIANT_ARGS+=(--variant "$word"); done
 
-TESTS_EXITS=""  # phase_tests' two pytest exits, e.g. "0 124": the verdict tells a cut-off from a crash by them
+TESTS_EXITS="0 0"  # phase_tests' two pytest exits, e.g. "0 124": the verdict tells a cut-off from a crash by them
 phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
     local t0 rc=0 rc2=0 rest
     t0=$(date +%s)
@@ -351,32 +351,22 @@ for phase in install tests bench runs; do
     t0=$(date +%s)
     "phase_$phase" > >(tee "$RESULTS/logs/$phase.log") 2>&1
     rc=$?
-    # a test that failed, or tests that could not start or finish, keep the Triton kernels out of the runs; tests
-    # cut off by the phase's time limit (timeout's 124, 137 when it had to kill) with some passed and none failed
-    # do not
+    # a test that failed, or tests that did not run to the end, keep the Triton kernels out of the runs; tests cut
+    # off by the phase's time limit with tests passed and none failed do not, unless an earlier call here failed.
+    # The verdict is kept with the results (a later session's calls without the tests phase read it) and on this
+    # machine, with the test paths when they were not the whole set (CAMPAIGN_TESTS: no later call trusts its pass)
     if [[ $phase == tests ]]; then
-        why=""
-        if [[ $rc == 0 ]]; then
-            rm -f "$KERNELS_FAILED"
-        elif grep -qE '^(FAILED|ERROR) ' "$RESULTS/logs/tests.log"; then why="the CUDA tests failed"
-        elif [[ ! " $TESTS_EXITS " =~ ^(\ (0|124|137))+\ $ ]] || ! grep -qE '\b[0-9]+ passed\b' "$RESULTS/logs/tests.log"
-        then why="the CUDA tests did not run to the end (pytest exits: ${TESTS_EXITS:-none})"
-        fi
-        if [[ -n $why ]]; then
+        judged=$("$PY" bench/cuda_verdict.py write "$RESULTS" --exits "$TESTS_EXITS" --log "$RESULTS/logs/tests.log" \
+                 --copy-to "$WORK/$VERDICT_FILE" ${CAMPAIGN_TESTS:+--tests "${TEST_PATHS[@]}"} \
+                 $([[ -f $KERNELS_FAILED ]] && echo --failed-before)) \
+            || judged="fail the CUDA tests' verdict could not be judged (bench/cuda_verdict.py failed)"
+        read -r verdict why <<< "$judged"
+        if [[ $verdict == pass ]]; then rm -f "$KERNELS_FAILED"
+        elif [[ $verdict != incomplete && -n $why ]]; then
             echo "$why in an earlier call on this machine ($(date -u +%T))" > "$KERNELS_FAILED"
             reference_kernels "$why"
-            verdict=fail
-        elif [[ $rc == 0 ]]; then verdict=pass
-        elif [[ -f $KERNELS_FAILED ]]; then  # cut off: an earlier call's failure on this machine still holds
-            reference_kernels "$(cat "$KERNELS_FAILED")"
-            verdict=fail
-        else verdict=incomplete
+        elif [[ $verdict != incomplete ]]; then reference_kernels "$(cat "$KERNELS_FAILED")"  # cut off after a failure
         fi
-        # kept with the results (a later session's calls without the tests phase read it) and on this machine; the
-        # test paths too when they were not the whole set (CAMPAIGN_TESTS): such a pass is trusted by no later call
-        "$PY" bench/cuda_verdict.py write "$RESULTS" --verdict "$verdict" --log "$RESULTS/logs/tests.log" \
-            --copy-to "$WORK/$VERDICT_FILE" ${CAMPAIGN_TESTS:+--tests "${TEST_PATHS[@]}"} > /dev/null \
-            || echo "gpu_campaign: the tests' verdict was not recorded"
     fi
     STATUS[$phase]="$([[ $rc == 0 ]] && echo pass || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"
     echo "== [$phase] ${STATUS[$phase]}"

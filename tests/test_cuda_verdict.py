@@ -143,7 +143,51 @@ def test_the_command_line_prints_the_verdict_and_exits_by_it(tmp_path, capsys):
     assert verdicts.main(["find", str(tmp_path / "s"), str(tmp_path / "t")]) == 1
     assert capsys.readouterr().out.startswith("fail ")
     assert verdicts.main(["write", str(tmp_path / "p"), "--verdict", "pass", "--tests", "tests/ops/test_gate.py"]) == 0
-    assert json.loads(capsys.readouterr().out)["tests"] == ["tests/ops/test_gate.py"]
+    assert capsys.readouterr().out == "pass\n"
+    assert json.loads((tmp_path / "p" / verdicts.VERDICT_FILE).read_text())["tests"] == ["tests/ops/test_gate.py"]
     assert verdicts.main(["find", str(tmp_path / "p")]) == 2
     with pytest.raises(SystemExit):
         verdicts.main(["write", str(tmp_path / "u"), "--verdict", "maybe"])
+
+
+PASSED_LOG = "....s....\n12 passed, 1 skipped in 30.0s\n"
+
+
+@pytest.mark.parametrize("exits, log, failed_before, expected", [
+    ([0, 0], PASSED_LOG, True, ("pass", "")),  # the tests ran again and passed: an earlier failure is cleared
+    ([1, 0], "..F.\nFAILED tests/ops/test_gate.py::test_x - assert 1 == 2\n1 failed, 3 passed in 2.0s\n", False,
+     ("fail", "the CUDA tests failed")),
+    ([124, 0], "..F..s\n", False, ("fail", "the CUDA tests failed")),  # killed before its summary: the progress
+    ([137, 0], "........ [ 40%]\n..E.\n2 passed in 9.0s\n", False, ("fail", "the CUDA tests failed")),
+    ([124, 0], "........ [ 40%]\n....\n!!! KeyboardInterrupt !!!\n12 passed in 60.0s\n", False, ("incomplete", "")),
+    ([0, 137], PASSED_LOG, False, ("incomplete", "")),
+    ([124, 0], PASSED_LOG, True, ("fail", "")),  # cut off after a failure on this machine: the failure holds
+    ([4, 0], "ERROR: file or directory not found: tests/x.py\nno tests ran in 0.01s\n", False,
+     ("fail", "the CUDA tests did not run to the end (pytest exits: 4 0)")),
+    ([139, 0], PASSED_LOG, False, ("fail", "the CUDA tests did not run to the end (pytest exits: 139 0)")),  # a crash
+    ([124, 124], "bringing up nodes...\n", False, ("fail", "the CUDA tests did not run to the end (pytest exits: 124 "
+                                                           "124)")),  # cut off before any test passed
+])
+def test_the_verdict_is_judged_from_the_exits_and_the_log(exits, log, failed_before, expected):
+    assert verdicts.judge(exits, log, failed_before) == expected
+
+
+def test_a_traceback_line_is_not_a_failure_mark():
+    """(pytest prints tracebacks only for failures, which their FAILED lines mark anyway.)"""
+    log = "E       assert 2 != 2\nE         \n........ [100%]\n12 passed in 3.0s\n"
+    assert verdicts.judge([124, 0], log) == ("incomplete", "")
+
+
+def test_the_command_line_judges_the_verdict_it_writes(tmp_path, capsys):
+    log = tmp_path / "tests.log"
+    log.write_text("....F\nFAILED tests/ops/x.py::test_y - assert 1 == 2\n1 failed, 4 passed in 3.21s\n")
+    assert verdicts.main(["write", str(tmp_path / "s"), "--exits", "1 0", "--log", str(log)]) == 0
+    assert capsys.readouterr().out == "fail the CUDA tests failed\n"
+    assert json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())["verdict"] == "fail"
+    log.write_text("....\n4 passed in 3.21s\n")
+    assert verdicts.main(["write", str(tmp_path / "s"), "--exits", "124 0", "--log", str(log), "--failed-before"]) == 0
+    assert capsys.readouterr().out == "fail\n"
+    for bad in ("", "0 x"):
+        with pytest.raises(SystemExit):
+            verdicts.main(["write", str(tmp_path / "s"), "--exits", bad])
+        assert "--exits must be exit statuses separated by spaces" in capsys.readouterr().err
