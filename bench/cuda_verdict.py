@@ -5,22 +5,23 @@ without running the tests again (scripts/gpu_campaign.sh writes it after its tes
 call without one).
 
 Usage:
-  python bench/cuda_verdict.py write RESULTS_DIR (--verdict pass|fail|incomplete | --exits "RC..." [--failed-before])
-                                  [--log TESTS_LOG] [--copy-to FILE] [--tests PATH...]
+  python bench/cuda_verdict.py write RESULTS_DIR (--verdict pass|fail|incomplete [--log LOG] | --run RC LOG...)
+                                  [--failed-before] [--copy-to FILE] [--tests PATH...]
   python bench/cuda_verdict.py find FILE_OR_DIR... [--any-machine]
   python bench/cuda_verdict.py digest
 
 write: RESULTS_DIR/kernels_verdict.json (atomically; --copy-to: the same file elsewhere too, e.g. the
 machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files the CUDA tests check),
 "sources_files", "torch", "triton", "capability" (the GPU's compute capability, "9.0"; null without CUDA),
-"gpu", "date" (UTC, ISO), "summary" (pytest's result lines from TESTS_LOG), "tests" (--tests: the test paths
-when they were not the campaign's whole set, else null)}. With --exits (the tests phase's pytest exit statuses)
-the verdict is judged from them and TESTS_LOG (judge): "pass" when every one is 0; "fail" when a test failed
-(pytest's FAILED / ERROR lines, or F / E among the progress characters of a pytest killed before its summary),
-or pytest did not run to the end (an exit but 0 and timeout's 124 / 137, or no test passed: it could not start
-or collect); "incomplete" when cut off by the time limit with tests passed and none failed (the same call's runs
-keep the Triton kernels then too), unless --failed-before (an earlier call on this machine failed): "fail".
-Prints "VERDICT[ WHY]", WHY saying what failed in this call.
+"gpu", "date" (UTC, ISO), "summary" (pytest's result lines from the logs), "tests" (--tests: the test paths
+when they were not the campaign's whole set, else null)}. With --run (each pytest run of the tests phase: its
+exit status and its log) the verdict is judged (judge): "pass" when every run exited 0; "fail" when a test
+failed (pytest's FAILED / ERROR lines, or F / E among the progress characters of a pytest killed before its
+summary), or a run did not run to the end (an exit but 0 and timeout's 124 / 137, or a run cut off before a
+test passed: stuck in start-up, collection or a first compile); else "incomplete" (cut off by the time limit
+with tests passed in each run cut off and none failed: the same call's runs keep the Triton kernels then too).
+--failed-before (the tests failed on these sources before: on this machine, or a committed verdict) makes an
+"incomplete", and a pass of --tests' subset, "fail". Prints "VERDICT[ WHY]", WHY saying what failed in this call.
 
 find: of the verdict files given (a folder: its kernels_verdict.json), those that apply here: written on the same
 sources (digest) with the same torch, triton and compute capability (--any-machine: the sources and a GPU's
@@ -59,7 +60,8 @@ MACHINE_KEYS = ("torch", "triton", "capability")
 SUMMARY_LINE = re.compile(r"\b\d+ (passed|failed|errors?)\b|no tests ran")
 # pytest's short summary of a failure, or a line of -q progress characters holding one (e.g. "..F.s [ 40%]")
 FAILURE_LINE = re.compile(r"^(FAILED|ERROR) |^[.sxX]*[FE][.sxXFE]*( +\[ *\d+%\])?$", re.MULTILINE)
-PASSED = re.compile(r"\b\d+ passed\b")
+# its result line with passes, or a line of progress characters holding one (a pytest killed before its summary)
+PASSED = re.compile(r"\b\d+ passed\b|^[sxXFE]*\.[.sxXFE]*( +\[ *\d+%\])?$", re.MULTILINE)
 CUT_OFF = (124, 137)  # timeout's exit statuses: stopped at the limit (137: killed after its grace period)
 
 
@@ -90,27 +92,32 @@ def machine() -> dict:
             "gpu": torch.cuda.get_device_name() if cuda else None}
 
 
-def pytest_summary(log: Path | None) -> list[str]:
-    """pytest's result lines ("12 passed, 1 failed in 3.0s") in the log, in order."""
-    if log is None or not log.is_file():
-        return []
-    return [line.strip().strip("=").strip() for line in log.read_text(errors="replace").splitlines()
+def read_log(log: Path | None) -> str:
+    """The log's text ("" when there is none: a run that printed nothing)."""
+    return log.read_text(errors="replace") if log is not None and log.is_file() else ""
+
+
+def pytest_summary(logs: list[Path]) -> list[str]:
+    """pytest's result lines ("12 passed, 1 failed in 3.0s") in the logs, in order."""
+    return [line.strip().strip("=").strip() for log in logs for line in read_log(log).splitlines()
             if SUMMARY_LINE.search(line) and " in " in line]
 
 
-def judge(exits: list[int], log_text: str, failed_before: bool = False) -> tuple[str, str]:
-    """(verdict, why) of a tests phase from its pytest exit statuses and log (the module's doc); why is empty for
-    a pass, a cut-off, and a cut-off that an earlier failure on the machine makes a failure."""
-    if all(rc == 0 for rc in exits):
-        return "pass", ""
-    if FAILURE_LINE.search(log_text):
+def judge(runs: list[tuple[int, str]], failed_before: bool = False, subset: bool = False) -> tuple[str, str]:
+    """(verdict, why) of a tests phase from its pytest runs, (exit status, log text) each (the module's doc); why
+    is empty for a pass, a cut-off, and what failed_before makes a failure."""
+    if not runs:
+        raise ValueError("judge needs the tests phase's pytest runs, got none")
+    if all(rc == 0 for rc, _ in runs):  # pytest's own word: every test selected passed
+        return ("fail" if failed_before and subset else "pass"), ""
+    if any(FAILURE_LINE.search(text) for _, text in runs):
         return "fail", "the CUDA tests failed"
-    if any(rc not in (0, *CUT_OFF) for rc in exits) or not PASSED.search(log_text):
-        return "fail", f"the CUDA tests did not run to the end (pytest exits: {' '.join(map(str, exits))})"
+    if any(rc not in (0, *CUT_OFF) or (rc in CUT_OFF and not PASSED.search(text)) for rc, text in runs):
+        return "fail", f"the CUDA tests did not run to the end (pytest exits: {' '.join(str(rc) for rc, _ in runs)})"
     return ("fail" if failed_before else "incomplete"), ""
 
 
-def write(results: Path, verdict: str, log: Path | None = None, copy_to: Path | None = None,
+def write(results: Path, verdict: str, logs: list[Path] = (), copy_to: Path | None = None,
           tests: list[str] | None = None, root: Path = ROOT) -> dict:
     """Record verdict on the sources under root and this machine (the module's doc; tests: the test paths when
     not the campaign's whole set); returns the record."""
@@ -119,7 +126,7 @@ def write(results: Path, verdict: str, log: Path | None = None, copy_to: Path | 
     digest, n = sources_digest(root)
     record = {"verdict": verdict, "sources_sha256": digest, "sources_files": n, **machine(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "summary": pytest_summary(log), "tests": tests}
+              "summary": pytest_summary(list(logs)), "tests": tests}
     text = json.dumps(record, indent=2) + "\n"
     for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,14 +167,6 @@ def find(paths: list[Path], any_machine: bool = False, root: Path = ROOT) -> tup
     return record, path
 
 
-def exit_statuses(text: str) -> list[int]:
-    """--exits "0 124" -> [0, 124]."""
-    words = text.split()
-    if not words or not all(re.fullmatch(r"\d+", word) for word in words):
-        raise argparse.ArgumentTypeError(f"--exits must be exit statuses separated by spaces, e.g. '0 124'; got {text!r}")
-    return [int(word) for word in words]
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -175,11 +174,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     w.add_argument("results", type=Path, help="the session's results folder")
     given = w.add_mutually_exclusive_group(required=True)
     given.add_argument("--verdict", choices=VERDICTS)
-    given.add_argument("--exits", type=exit_statuses, metavar='"RC..."',
-                       help="the tests phase's pytest exit statuses: judge the verdict from them and --log")
+    given.add_argument("--run", nargs=2, action="append", metavar=("RC", "LOG"),
+                       help="a pytest run of the tests phase, its exit status and log (one --run each): the verdict "
+                            "is judged from them")
     w.add_argument("--failed-before", action="store_true",
-                   help="an earlier call on this machine failed its tests: a cut-off is a failure too")
-    w.add_argument("--log", type=Path, help="the tests phase's log (its pytest result lines are kept)")
+                   help="the tests failed on these sources before: a cut-off, or a pass of --tests, is a failure")
+    w.add_argument("--log", type=Path, help="with --verdict: the tests' log (its pytest result lines are kept)")
     w.add_argument("--copy-to", type=Path, help="write the same record to this file too")
     w.add_argument("--tests", nargs="+", metavar="PATH",
                    help="the test paths, when not the campaign's whole set (its pass then applies to no later call)")
@@ -193,11 +193,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.command == "write":
-        verdict, why = args.verdict, ""
-        if args.exits is not None:
-            text = args.log.read_text(errors="replace") if args.log is not None and args.log.is_file() else ""
-            verdict, why = judge(args.exits, text, args.failed_before)
-        write(args.results, verdict, args.log, args.copy_to, args.tests)
+        verdict, why, logs = args.verdict, "", [args.log] if args.log is not None else []
+        if args.run is not None:
+            bad = [rc for rc, _ in args.run if not rc.isdigit()]
+            if bad:
+                print(f"cuda_verdict.py write: --run RC LOG: RC must be an exit status (0-255), got {bad[0]!r}",
+                      file=sys.stderr)
+                return 2
+            logs = [Path(log) for _, log in args.run]
+            verdict, why = judge([(int(rc), read_log(log)) for (rc, _), log in zip(args.run, logs)],
+                                 args.failed_before, args.tests is not None)
+        write(args.results, verdict, logs, args.copy_to, args.tests)
         print(f"{verdict} {why}".strip())
         return 0
     if args.command == "digest":

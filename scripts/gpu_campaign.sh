@@ -8,7 +8,8 @@
 # Phases (each logs to RESULTS_DIR/logs/<phase>.log; a failed phase is recorded, the next still runs):
 #   install  pip install --no-deps --no-build-isolation --no-index -e . (the machine's torch + triton)
 #   tests    the CUDA tests (8 workers): tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
-#            `-m gpu` over the rest of tests/; with the bench phase to come, beside them
+#            `-m gpu` over the rest of tests/ (each also in logs/tests_kernels.log, tests_gpu.log: the verdict judges
+#            each run); with the bench phase to come, beside them
 #            `bench/gpu_summary.py --warm-up` compiles the bench's kernels into Triton's cache (stopped with the tests)
 #   bench    bench/gpu_summary.py (every precision mode, per-op floors, kernels per step, the kernel
 #            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the probes of CAMPAIGN_PROBES
@@ -135,6 +136,7 @@ else
     exit 3
 fi
 [[ -n ${CAMPAIGN_TESTS:-} ]] && read -r -a TEST_PATHS <<< "$CAMPAIGN_TESTS"
+(( ${#TEST_PATHS[@]} )) || { echo "CAMPAIGN_TESTS: '${CAMPAIGN_TESTS:-}' names no test path" >&2; exit 2; }
 [[ -n ${CAMPAIGN_RUN_FLAGS:-} ]] && read -r -a RUN_FLAGS <<< "$CAMPAIGN_RUN_FLAGS"
 GPU_TAG=$(echo "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//')
 RESULTS=${1:-results/gpu/$(date -u +%Y%m%d-%H%M)-$GPU_TAG}
@@ -181,9 +183,10 @@ print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {tor
 VARIANT_ARGS=()
 for word in $VARIANTS; do VARIANT_ARGS+=(--variant "$word"); done
 
-TESTS_EXITS="0 0"  # phase_tests' two pytest exits, e.g. "0 124": the verdict tells a cut-off from a crash by them
+TESTS_RUNS=()  # phase_tests' pytest runs for the verdict, "--run RC LOG" each: a cut-off told from a crash by them
 phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
-    local t0 rc=0 rc2=0 rest
+    local t0 rc=0 rc2=0 rest log=$RESULTS/logs/tests_kernels.log log2=$RESULTS/logs/tests_gpu.log
+    TESTS_RUNS=()
     t0=$(date +%s)
     if [[ ,$PHASES, == *,bench,* ]]; then  # the bench's kernels compiled beside the tests (16 cores, 8 workers)
         # stopped with the tests (stop_warm_up); a budget of its own would skip every part after a slow first one
@@ -191,13 +194,18 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
             "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" > "$RESULTS/logs/warm-up.log" 2>&1 &
         WARM_PID=$!
     fi
+    # each run's output in its own log too: the verdict judges each (a cut-off run must show a test passed)
     timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
-        -n "$TEST_WORKERS" || rc=$?
+        -n "$TEST_WORKERS" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]} TESTS_RUNS=(--run "$rc" "$log")
     rest=$(( T_TESTS - $(date +%s) + t0 )); (( rest < 20 )) && rest=20
-    [[ $DRY == 1 ]] || timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \
-        -p no:cacheprovider || rc2=$?
-    [[ $rc2 == 5 ]] && rc2=0  # no test selected
-    TESTS_EXITS="$rc $rc2"
+    if [[ $DRY != 1 ]]; then
+        timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \
+            -p no:cacheprovider 2>&1 | tee "$log2"
+        rc2=${PIPESTATUS[0]}
+        [[ $rc2 == 5 ]] && rc2=0  # no test selected
+        TESTS_RUNS+=(--run "$rc2" "$log2")
+    fi
     if [[ -n $WARM_PID ]]; then  # stopped with the tests (what it compiled stays cached): the bench times alone
         stop_warm_up
         echo "bench warm-up (kernels compiled beside the tests): $(tail -n 1 "$RESULTS/logs/warm-up.log")"
@@ -352,20 +360,27 @@ for phase in install tests bench runs; do
     "phase_$phase" > >(tee "$RESULTS/logs/$phase.log") 2>&1
     rc=$?
     # a test that failed, or tests that did not run to the end, keep the Triton kernels out of the runs; tests cut
-    # off by the phase's time limit with tests passed and none failed do not, unless an earlier call here failed.
+    # off by the phase's time limit with tests passed and none failed do not, unless the tests failed on these
+    # sources before (in an earlier call here, or a committed verdict: a cut-off may not have reached that test).
     # The verdict is kept with the results (a later session's calls without the tests phase read it) and on this
     # machine, with the test paths when they were not the whole set (CAMPAIGN_TESTS: no later call trusts its pass)
     if [[ $phase == tests ]]; then
-        judged=$("$PY" bench/cuda_verdict.py write "$RESULTS" --exits "$TESTS_EXITS" --log "$RESULTS/logs/tests.log" \
-                 --copy-to "$WORK/$VERDICT_FILE" ${CAMPAIGN_TESTS:+--tests "${TEST_PATHS[@]}"} \
-                 $([[ -f $KERNELS_FAILED ]] && echo --failed-before)) \
+        before=""  # why the tests failed on these sources before
+        if [[ -f $KERNELS_FAILED ]]; then before=$(cat "$KERNELS_FAILED")
+        elif [[ -n $TREES ]]; then
+            committed=$("$PY" bench/cuda_verdict.py find "$TREES"/gpu/*/$VERDICT_FILE 2>/dev/null)
+            [[ $committed == fail\ * ]] && before="the CUDA tests failed on these kernel sources ($committed)"
+        fi
+        judged=$("$PY" bench/cuda_verdict.py write "$RESULTS" "${TESTS_RUNS[@]}" --copy-to "$WORK/$VERDICT_FILE" \
+                 ${CAMPAIGN_TESTS:+--tests "${TEST_PATHS[@]}"} ${before:+--failed-before}) \
             || judged="fail the CUDA tests' verdict could not be judged (bench/cuda_verdict.py failed)"
-        read -r verdict why <<< "$judged"
+        read -r verdict why <<< "${judged##*$'\n'}"  # its last line
         if [[ $verdict == pass ]]; then rm -f "$KERNELS_FAILED"
-        elif [[ $verdict != incomplete && -n $why ]]; then
+        elif [[ $verdict == incomplete ]]; then :
+        elif [[ -n $why ]]; then
             echo "$why in an earlier call on this machine ($(date -u +%T))" > "$KERNELS_FAILED"
             reference_kernels "$why"
-        elif [[ $verdict != incomplete ]]; then reference_kernels "$(cat "$KERNELS_FAILED")"  # cut off after a failure
+        else reference_kernels "${before:-the CUDA tests failed on these kernel sources before}"  # what before made
         fi
     fi
     STATUS[$phase]="$([[ $rc == 0 ]] && echo pass || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"

@@ -68,7 +68,7 @@ def test_a_written_verdict_applies_to_its_sources_and_machine_only(checkout, tmp
     log = tmp_path / "tests.log"
     log.write_text("....F\nFAILED tests/ops/x.py::test_y - assert 1 == 2\n1 failed, 4 passed in 3.21s\n"
                    "===== 2 passed in 1.00s =====\n")
-    written = verdicts.write(tmp_path / "s1", "fail", log=log, copy_to=tmp_path / "machine" / "verdict.json",
+    written = verdicts.write(tmp_path / "s1", "fail", logs=[log], copy_to=tmp_path / "machine" / "verdict.json",
                              root=checkout)
     assert written["summary"] == ["1 failed, 4 passed in 3.21s", "2 passed in 1.00s"]
     assert written["sources_sha256"] == verdicts.sources_digest(checkout)[0]
@@ -151,43 +151,58 @@ def test_the_command_line_prints_the_verdict_and_exits_by_it(tmp_path, capsys):
 
 
 PASSED_LOG = "....s....\n12 passed, 1 skipped in 30.0s\n"
+FAILED_LOG = "..F.\nFAILED tests/ops/test_gate.py::test_x - assert 1 == 2\n1 failed, 3 passed in 2.0s\n"
+INTERRUPTED_LOG = "........ [ 40%]\n....\n!!! KeyboardInterrupt !!!\n12 passed in 60.0s\n"
+NOT_RUN = "the CUDA tests did not run to the end (pytest exits: "
 
 
-@pytest.mark.parametrize("exits, log, failed_before, expected", [
-    ([0, 0], PASSED_LOG, True, ("pass", "")),  # the tests ran again and passed: an earlier failure is cleared
-    ([1, 0], "..F.\nFAILED tests/ops/test_gate.py::test_x - assert 1 == 2\n1 failed, 3 passed in 2.0s\n", False,
-     ("fail", "the CUDA tests failed")),
-    ([124, 0], "..F..s\n", False, ("fail", "the CUDA tests failed")),  # killed before its summary: the progress
-    ([137, 0], "........ [ 40%]\n..E.\n2 passed in 9.0s\n", False, ("fail", "the CUDA tests failed")),
-    ([124, 0], "........ [ 40%]\n....\n!!! KeyboardInterrupt !!!\n12 passed in 60.0s\n", False, ("incomplete", "")),
-    ([0, 137], PASSED_LOG, False, ("incomplete", "")),
-    ([124, 0], PASSED_LOG, True, ("fail", "")),  # cut off after a failure on this machine: the failure holds
-    ([4, 0], "ERROR: file or directory not found: tests/x.py\nno tests ran in 0.01s\n", False,
-     ("fail", "the CUDA tests did not run to the end (pytest exits: 4 0)")),
-    ([139, 0], PASSED_LOG, False, ("fail", "the CUDA tests did not run to the end (pytest exits: 139 0)")),  # a crash
-    ([124, 124], "bringing up nodes...\n", False, ("fail", "the CUDA tests did not run to the end (pytest exits: 124 "
-                                                           "124)")),  # cut off before any test passed
+@pytest.mark.parametrize("runs, before, expected", [
+    ([(0, PASSED_LOG), (0, "")], False, ("pass", "")),  # the -m gpu run: all deselected (exit 5, taken as 0)
+    ([(0, PASSED_LOG), (0, PASSED_LOG)], True, ("pass", "")),  # the tests ran again and passed: a failure cleared
+    ([(1, FAILED_LOG), (0, PASSED_LOG)], False, ("fail", "the CUDA tests failed")),
+    ([(0, PASSED_LOG), (1, FAILED_LOG)], False, ("fail", "the CUDA tests failed")),
+    ([(124, "..F..s\n"), (0, PASSED_LOG)], False, ("fail", "the CUDA tests failed")),  # interrupted: its progress
+    ([(137, "........ [ 40%]\n..E.\n"), (0, PASSED_LOG)], False, ("fail", "the CUDA tests failed")),  # killed
+    ([(124, INTERRUPTED_LOG), (0, PASSED_LOG)], False, ("incomplete", "")),
+    ([(137, "........ [ 40%]\n....\n"), (0, "")], False, ("incomplete", "")),  # killed before its summary
+    ([(0, PASSED_LOG), (124, INTERRUPTED_LOG)], False, ("incomplete", "")),
+    ([(124, INTERRUPTED_LOG), (0, PASSED_LOG)], True, ("fail", "")),  # cut off after a failure: the failure holds
+    ([(4, "ERROR: file or directory not found: tests/x.py\nno tests ran in 0.01s\n"), (0, "")], False,
+     ("fail", NOT_RUN + "4 0)")),
+    ([(139, PASSED_LOG), (0, PASSED_LOG)], False, ("fail", NOT_RUN + "139 0)")),  # a crash
+    ([(124, "bringing up nodes...\n"), (0, PASSED_LOG)], False, ("fail", NOT_RUN + "124 0)")),  # no kernel test
+    ([(124, "bringing up nodes...\n"), (124, "")], False, ("fail", NOT_RUN + "124 124)")),  # ended for the other run
 ])
-def test_the_verdict_is_judged_from_the_exits_and_the_log(exits, log, failed_before, expected):
-    assert verdicts.judge(exits, log, failed_before) == expected
+def test_the_verdict_is_judged_from_each_pytest_run(runs, before, expected):
+    assert verdicts.judge(runs, failed_before=before) == expected
+
+
+def test_a_pass_of_some_tests_clears_no_failure():
+    assert verdicts.judge([(0, PASSED_LOG)], subset=True) == ("pass", "")
+    assert verdicts.judge([(0, PASSED_LOG)], failed_before=True, subset=True) == ("fail", "")
+    with pytest.raises(ValueError, match="got none"):
+        verdicts.judge([])
 
 
 def test_a_traceback_line_is_not_a_failure_mark():
     """(pytest prints tracebacks only for failures, which their FAILED lines mark anyway.)"""
     log = "E       assert 2 != 2\nE         \n........ [100%]\n12 passed in 3.0s\n"
-    assert verdicts.judge([124, 0], log) == ("incomplete", "")
+    assert verdicts.judge([(124, log)]) == ("incomplete", "")
 
 
 def test_the_command_line_judges_the_verdict_it_writes(tmp_path, capsys):
-    log = tmp_path / "tests.log"
-    log.write_text("....F\nFAILED tests/ops/x.py::test_y - assert 1 == 2\n1 failed, 4 passed in 3.21s\n")
-    assert verdicts.main(["write", str(tmp_path / "s"), "--exits", "1 0", "--log", str(log)]) == 0
+    kernels, gpu = tmp_path / "tests_kernels.log", tmp_path / "tests_gpu.log"
+    kernels.write_text(FAILED_LOG)
+    gpu.write_text(PASSED_LOG)
+    assert verdicts.main(["write", str(tmp_path / "s"), "--run", "1", str(kernels), "--run", "0", str(gpu)]) == 0
     assert capsys.readouterr().out == "fail the CUDA tests failed\n"
-    assert json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())["verdict"] == "fail"
-    log.write_text("....\n4 passed in 3.21s\n")
-    assert verdicts.main(["write", str(tmp_path / "s"), "--exits", "124 0", "--log", str(log), "--failed-before"]) == 0
+    written = json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())
+    assert written["verdict"] == "fail" and written["summary"] == ["1 failed, 3 passed in 2.0s",
+                                                                   "12 passed, 1 skipped in 30.0s"]
+    kernels.write_text(INTERRUPTED_LOG)
+    assert verdicts.main(["write", str(tmp_path / "s"), "--run", "124", str(kernels), "--failed-before"]) == 0
     assert capsys.readouterr().out == "fail\n"
-    for bad in ("", "0 x"):
-        with pytest.raises(SystemExit):
-            verdicts.main(["write", str(tmp_path / "s"), "--exits", bad])
-        assert "--exits must be exit statuses separated by spaces" in capsys.readouterr().err
+    assert verdicts.main(["write", str(tmp_path / "s"), "--run", "124", str(tmp_path / "no_such.log")]) == 0
+    assert capsys.readouterr().out == f"fail {NOT_RUN}124)\n"  # a run that left no log showed no test passed
+    assert verdicts.main(["write", str(tmp_path / "s"), "--run", "x", str(kernels)]) == 2
+    assert "--run RC LOG: RC must be an exit status (0-255), got 'x'" in capsys.readouterr().err

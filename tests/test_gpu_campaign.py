@@ -98,8 +98,9 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
 
 def test_tests_that_cannot_start_are_a_failure_and_a_cut_off_is_not(tmp_path):
     """The verdict "incomplete" (the Triton kernels kept) is for a tests phase stopped by its time limit with tests
-    passed and none failed; pytest that cannot collect its tests (exit 4, no FAILED line) is a failure, and so is a
-    cut-off after an earlier call on the machine failed."""
+    passed and none failed; pytest that cannot collect its tests (exit 4, no FAILED line) is a failure, and so are a
+    cut-off after an earlier call on the machine failed, a cut-off where a committed verdict failed on these
+    sources, and a pass of some tests after a failure."""
     def verdict(name: str) -> dict:
         return json.loads((tmp_path / name / "results" / "kernels_verdict.json").read_text())
 
@@ -108,7 +109,7 @@ def test_tests_that_cannot_start_are_a_failure_and_a_cut_off_is_not(tmp_path):
     missing = str(tmp_path / "test_missing.py")
     broken = campaign(tmp_path, "broken", CAMPAIGN_TESTS=missing, **same_machine)
     assert broken.returncode == 1, broken.stdout[-3000:] + broken.stderr[-3000:]
-    assert "gpu_campaign: the CUDA tests did not run to the end (pytest exits: 4 0): this call's runs use the " \
+    assert "gpu_campaign: the CUDA tests did not run to the end (pytest exits: 4): this call's runs use the " \
         "reference kernels" in broken.stdout, broken.stdout[-3000:]
     assert verdict("broken")["verdict"] == "fail" and verdict("broken")["tests"] == [missing]
 
@@ -120,9 +121,22 @@ def test_tests_that_cannot_start_are_a_failure_and_a_cut_off_is_not(tmp_path):
     assert verdict("cut")["verdict"] == "incomplete" and "1 passed" in " ".join(verdict("cut")["summary"])
     after_failure = campaign(tmp_path, "after_failure", CAMPAIGN_TESTS=str(slow), CAMPAIGN_T_TESTS="12",
                              **same_machine)
-    assert "the CUDA tests did not run to the end (pytest exits: 4 0) in an earlier call on this machine" \
+    assert "the CUDA tests did not run to the end (pytest exits: 4) in an earlier call on this machine" \
         in after_failure.stdout, after_failure.stdout[-3000:]
     assert verdict("after_failure")["verdict"] == "fail"
+    quick = tmp_path / "test_quick.py"
+    quick.write_text("def test_quick():\n    pass\n")
+    some = campaign(tmp_path, "some", CAMPAIGN_TESTS=str(quick), **same_machine)  # one file passes: no clearance
+    assert some.returncode == 0 and "earlier call on this machine" in some.stdout, some.stdout[-3000:]
+    assert verdict("some")["verdict"] == "fail"
+
+    trees = tmp_path / "trees"
+    committed_verdict(trees, "s1", "fail")  # an earlier session's tests failed on these sources
+    fresh = campaign(tmp_path, "fresh", CAMPAIGN_TESTS=str(slow), CAMPAIGN_T_TESTS="12",
+                     **{**same_machine, "CAMPAIGN_WORK": str(tmp_path / "fresh_machine")})
+    assert f"the CUDA tests failed on these kernel sources (fail {trees}/gpu/s1/kernels_verdict.json" in fresh.stdout \
+        and "this call's runs use the reference kernels" in fresh.stdout, fresh.stdout[-3000:]
+    assert verdict("fresh")["verdict"] == "fail"
 
 
 def load_verdict():
