@@ -383,7 +383,8 @@ def test_a_budget_too_small_for_a_run_starts_none_and_says_so(tmp_path):
     ({"CAMPAIGN_ADOPT": "yes"}, "CAMPAIGN_ADOPT: 'yes' is not 0 or 1"),
     ({"CAMPAIGN_TRUST_KERNELS": "true"}, "CAMPAIGN_TRUST_KERNELS: 'true' is not 0 or 1"),
     ({"CAMPAIGN_ADOPT_MODES": "fp32,fp16"}, "CAMPAIGN_ADOPT_MODES: 'fp32,fp16' is not a comma-separated list"),
-], ids=["phase", "budget", "probe", "adopt", "trust", "adopt_modes"])
+    ({"CAMPAIGN_TESTS": "  "}, "CAMPAIGN_TESTS: '  ' names no test path"),  # pytest would run the whole of tests/
+], ids=["phase", "budget", "probe", "adopt", "trust", "adopt_modes", "tests"])
 def test_bad_settings_are_refused_before_any_work(tmp_path, env, message):
     result = campaign(tmp_path, "bad", **env)
     assert result.returncode == 2 and message in result.stderr
