@@ -17,9 +17,10 @@ machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files
 when they were not the campaign's whole set, else null)}. With --run (each pytest run of the tests phase: its
 exit status and its log) the verdict is judged (judge): "pass" when every run exited 0; "fail" when a test
 failed (pytest's FAILED / ERROR lines, or F / E among the progress characters of a pytest killed before its
-summary), or a run did not run to the end (an exit but 0 and timeout's 124 / 137, or a run cut off before a
-test passed: stuck in start-up, collection or a first compile); else "incomplete" (cut off by the time limit
-with tests passed in each run cut off and none failed: the same call's runs keep the Triton kernels then too).
+summary), or a run did not run to the end (an exit but 0 and timeout's 124 / 137, or the first run -- the
+kernels' tests -- cut off before a test passed: stuck in start-up, collection or a first compile); else
+"incomplete" (cut off by the time limit with none failed: the same call's runs keep the Triton kernels then too;
+a later run -- the `-m gpu` rest, given what time is left -- may end before its first test).
 --failed-before (the tests failed on these sources before: on this machine, or a committed verdict) makes an
 "incomplete", and a pass of --tests' subset, "fail". Prints "VERDICT[ WHY]", WHY saying what failed in this call.
 
@@ -112,8 +113,9 @@ def judge(runs: list[tuple[int, str]], failed_before: bool = False, subset: bool
         return ("fail" if failed_before and subset else "pass"), ""
     if any(FAILURE_LINE.search(text) for _, text in runs):
         return "fail", "the CUDA tests failed"
-    if any(rc not in (0, *CUT_OFF) or (rc in CUT_OFF and not PASSED.search(text)) for rc, text in runs):
-        return "fail", f"the CUDA tests did not run to the end (pytest exits: {' '.join(str(rc) for rc, _ in runs)})"
+    (first_rc, first_text), exits = runs[0], [rc for rc, _ in runs]
+    if any(rc not in (0, *CUT_OFF) for rc in exits) or (first_rc in CUT_OFF and not PASSED.search(first_text)):
+        return "fail", f"the CUDA tests did not run to the end (pytest exits: {' '.join(map(str, exits))})"
     return ("fail" if failed_before else "incomplete"), ""
 
 

@@ -194,7 +194,8 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
             "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" > "$RESULTS/logs/warm-up.log" 2>&1 &
         WARM_PID=$!
     fi
-    # each run's output in its own log too: the verdict judges each (a cut-off run must show a test passed)
+    # each run's output in its own log too: the verdict judges each (the kernels' run, cut off, must show a test
+    # passed; the -m gpu rest gets what time is left, at least 20 s, and may end before its first test)
     timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
         -n "$TEST_WORKERS" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]} TESTS_RUNS=(--run "$rc" "$log")

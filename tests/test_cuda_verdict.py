@@ -171,7 +171,8 @@ NOT_RUN = "the CUDA tests did not run to the end (pytest exits: "
      ("fail", NOT_RUN + "4 0)")),
     ([(139, PASSED_LOG), (0, PASSED_LOG)], False, ("fail", NOT_RUN + "139 0)")),  # a crash
     ([(124, "bringing up nodes...\n"), (0, PASSED_LOG)], False, ("fail", NOT_RUN + "124 0)")),  # no kernel test
-    ([(124, "bringing up nodes...\n"), (124, "")], False, ("fail", NOT_RUN + "124 124)")),  # ended for the other run
+    ([(124, "bringing up nodes...\n"), (124, "")], False, ("fail", NOT_RUN + "124 124)")),
+    ([(0, PASSED_LOG), (124, "bringing up nodes...\n")], False, ("incomplete", "")),  # the rest's run: its time
 ])
 def test_the_verdict_is_judged_from_each_pytest_run(runs, before, expected):
     assert verdicts.judge(runs, failed_before=before) == expected
