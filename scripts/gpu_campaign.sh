@@ -194,16 +194,17 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
             "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" > "$RESULTS/logs/warm-up.log" 2>&1 &
         WARM_PID=$!
     fi
-    # each run's output in its own log too: the verdict judges each (the kernels' run, cut off, must show a test
-    # passed; the -m gpu rest gets what time is left, at least 20 s, and may end before its first test)
+    # each run's output in its own log, then in the phase's: the verdict judges each (the kernels' run, cut off,
+    # must show a test passed; the -m gpu rest gets what time is left, at least 20 s, and may end before its first
+    # test). A file, not a pipe through tee: a process the run left behind holding the pipe would hang the phase
     timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
-        -n "$TEST_WORKERS" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]} TESTS_RUNS=(--run "$rc" "$log")
+        -n "$TEST_WORKERS" > "$log" 2>&1 || rc=$?
+    cat "$log"; TESTS_RUNS=(--run "$rc" "$log")
     rest=$(( T_TESTS - $(date +%s) + t0 )); (( rest < 20 )) && rest=20
     if [[ $DRY != 1 ]]; then
         timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \
-            -p no:cacheprovider 2>&1 | tee "$log2"
-        rc2=${PIPESTATUS[0]}
+            -p no:cacheprovider > "$log2" 2>&1 || rc2=$?
+        cat "$log2"
         [[ $rc2 == 5 ]] && rc2=0  # no test selected
         TESTS_RUNS+=(--run "$rc2" "$log2")
     fi
