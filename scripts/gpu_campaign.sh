@@ -369,7 +369,7 @@ for phase in install tests bench runs; do
     if [[ $phase == tests ]]; then
         before=""  # why the tests failed on these sources before
         if [[ -f $KERNELS_FAILED ]]; then before=$(cat "$KERNELS_FAILED")
-        elif [[ -n $TREES ]]; then
+        elif [[ -n $TREES ]] && compgen -G "$TREES/gpu/*/$VERDICT_FILE" > /dev/null; then  # (torch's start: seconds)
             committed=$("$PY" bench/cuda_verdict.py find "$TREES"/gpu/*/$VERDICT_FILE 2>/dev/null)
             [[ $committed == fail\ * ]] && before="the CUDA tests failed on these kernel sources ($committed)"
         fi
