@@ -186,7 +186,6 @@ for word in $VARIANTS; do VARIANT_ARGS+=(--variant "$word"); done
 TESTS_RUNS=()  # phase_tests' pytest runs for the verdict, "--run RC LOG" each: a cut-off told from a crash by them
 phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
     local t0 rc=0 rc2=0 rest log=$RESULTS/logs/tests_kernels.log log2=$RESULTS/logs/tests_gpu.log
-    TESTS_RUNS=()
     t0=$(date +%s)
     if [[ ,$PHASES, == *,bench,* ]]; then  # the bench's kernels compiled beside the tests (16 cores, 8 workers)
         # stopped with the tests (stop_warm_up); a budget of its own would skip every part after a slow first one
@@ -382,7 +381,7 @@ for phase in install tests bench runs; do
         elif [[ -n $why ]]; then
             echo "$why in an earlier call on this machine ($(date -u +%T))" > "$KERNELS_FAILED"
             reference_kernels "$why"
-        else reference_kernels "${before:-the CUDA tests failed on these kernel sources before}"  # what before made
+        else reference_kernels "$before"  # a cut-off, or a subset's pass, that the earlier failure makes one
         fi
     fi
     STATUS[$phase]="$([[ $rc == 0 ]] && echo pass || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"
