@@ -54,6 +54,7 @@ import pytest
 import torch
 
 from _roofline import flops_and_bytes
+from amg_fast.kernels._common import fake_rfft_strides_match
 from amg_fast.train.precision import autocast
 
 ON_GPU = torch.cuda.is_available()
@@ -198,6 +199,11 @@ def cases(sizes: Sequence[int] = SIZES) -> list:
             marks = []
             if provider == "triton" and not ON_GPU:
                 marks.append(pytest.mark.skip(reason=CPU_TRITON_SKIP))
+            elif provider == "compiled" and not fake_rfft_strides_match(DEVICE.type):
+                marks.append(pytest.mark.skip(reason=f"torch {torch.__version__}'s fake rfft on {DEVICE.type} reports "
+                                                     "strides its kernel does not write (fixed in torch 2.12): "
+                                                     "inductor's stride check fails the graphs of the spectral conv, "
+                                                     "S4D and the training step"))
             elif provider == "compiled" and S not in COMPILE_SIZES:
                 where = "" if ON_GPU else " on CPU"
                 marks.append(pytest.mark.skip(reason=f"compiled provider runs at S in {list(COMPILE_SIZES)} only{where}, "

@@ -101,6 +101,19 @@ def tracing() -> bool:
     return torch.compiler.is_compiling() or torch._guards.detect_fake_mode() is not None
 
 
+@functools.cache
+def fake_rfft_strides_match(device_type: str) -> bool:
+    """Whether torch's fake (meta) rfft on device_type ("cpu", "cuda") reports the strides its kernel writes.
+    torch 2.11 on CPU does not (fake: contiguous; the kernel: the modes innermost; right from 2.12 on), and
+    a torch.compile'd graph holding an rfft then fails there at run time (inductor's own stride check, or a
+    view traced on the fake layout); its CUDA meta function follows cuFFT's layout."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    x = torch.zeros(2, 8, 1, 4, device=device_type)
+    with FakeTensorMode() as mode:
+        fake = torch.fft.rfft(mode.from_tensor(x), dim=1).stride()
+    return torch.fft.rfft(x, dim=1).stride() == fake
+
+
 def _real_signal_mask(modes: int, n: int, trailing: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """[modes, 1 x trailing, 2] ones, 0 at the imaginary parts of mode 0 and (n even, present) n/2."""
     mask = torch.ones((modes,) + (1,) * trailing + (2,), dtype=dtype, device=device)

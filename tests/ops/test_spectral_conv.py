@@ -129,6 +129,16 @@ def test_irfft_ortho_ignores_the_imaginary_parts_a_real_signal_cannot_have(n, mo
         assert rel_err(got.cpu().double(), want) <= (1e-5 if dtype == torch.complex64 else 1e-12)
 
 
+def test_fake_rfft_strides_are_compared_with_the_kernel_output():
+    """fake_rfft_strides_match (which tests and benchmarks consult before compiling an rfft on CPU) sees
+    torch 2.11's CPU fake rfft report contiguous strides its kernel does not write, and later torch agree."""
+    from torch.torch_version import TorchVersion
+
+    from amg_fast.kernels._common import fake_rfft_strides_match
+
+    assert fake_rfft_strides_match("cpu") == (TorchVersion(torch.__version__) >= (2, 12))
+
+
 def test_irfft_ortho_mask_cache_survives_tracing(gen):
     """The mask is cached in eager mode only: a fake-tensor trace (torch.compile's) after an eager
     call, and an eager call after a trace, both work and agree (a cached real mask inside a fake
