@@ -89,8 +89,11 @@ def wrap_triton(kernel):
     """torch.library.wrap_triton(kernel): the launch torch.compile can trace. A kernel of Triton's
     interpreter (TRITON_INTERPRET=1) launches as it is, which is what torch >= 2.13 does itself;
     older torch (2.11, the GPU machines') refuses it ("wrap_triton only works on functions
-    annotated with triton.jit"), so the interpreter tests would not run there."""
-    if isinstance(kernel, _interpreted_kernel_type()):
+    annotated with triton.jit"), so the interpreter tests would not run there. Under torch.compile the
+    kernel always goes to torch.library.wrap_triton: Dynamo cannot trace the isinstance test on a Triton
+    kernel ("builtin isinstance() cannot determine type of argument TritonKernelVariable", torch 2.11,
+    H200, 2026-11-29), and under fake tensors (a custom op's fake run) the interpreter must not launch."""
+    if not tracing() and isinstance(kernel, _interpreted_kernel_type()):
         return kernel
     return torch.library.wrap_triton(kernel)
 

@@ -52,13 +52,16 @@ GATE_WGRAD_METHODS = ("triton", "cublas")
 
 # The gate kernels' fp32-accurate dots in fp32 mode: "split" (the weights split once per call into TF32 planes
 # in memory, kernels._tf32.split_tf32, and only the activation tile split in registers: three TF32 products)
-# or "dot" (Triton's tf32x3 dot, splitting both operands every step). $AMG_FAST_GATE_X3; untimed, default split
-# (compiled for sm_90, kernels/gate_fusion.py).
+# or "dot" (Triton's tf32x3 dot, splitting both operands every step). $AMG_FAST_GATE_X3; default dot: the H200's
+# graphed fp32 step was 1.11x / 1.10x faster with it at S = 32 / 128 (results/gpu/20261129-1927-h200/bench,
+# variant gate_x3dot; the other modes do not split, 1.00x), measured with the fused readout.
 GATE_X3_METHODS = ("split", "dot")
 
 # AMGFNO's memory readout and gate: "fused" (ops/readout_gate.py: GLU(Linear(a)) formed inside the
 # gate kernels, z never written; H <= READOUT_MAX_H) or "separate" (Linear, GLU, then the gate op),
-# by $AMG_FAST_MEMORY_READOUT; untimed, default fused.
+# by $AMG_FAST_MEMORY_READOUT; default separate: the H200's graphed step was faster with it in every cell, 1.23x
+# / 1.20x (fp32), 1.06x / 1.07x (TF32), 1.11x / 1.16x (bf16) at S = 32 / 128 (results/gpu/20261129-1927-h200/
+# bench, variant readout_separate; why the fused kernels lose is not yet profiled).
 MEMORY_READOUT_METHODS = ("fused", "separate")
 
 # feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the
@@ -177,11 +180,11 @@ def gate_wgrad() -> str:
 
 
 def gate_x3() -> str:
-    """How the gate kernels run fp32 mode's tf32x3 dots: $AMG_FAST_GATE_X3 ("split" or "dot"), else "split"."""
-    return _env_choice("AMG_FAST_GATE_X3", GATE_X3_METHODS) or "split"
+    """How the gate kernels run fp32 mode's tf32x3 dots: $AMG_FAST_GATE_X3 ("split" or "dot"), else "dot"."""
+    return _env_choice("AMG_FAST_GATE_X3", GATE_X3_METHODS) or "dot"
 
 
 def memory_readout() -> str:
     """How AMGFNO runs its memory readout and gate: $AMG_FAST_MEMORY_READOUT ("fused" or "separate"),
-    else "fused"."""
-    return _env_choice("AMG_FAST_MEMORY_READOUT", MEMORY_READOUT_METHODS) or "fused"
+    else "separate"."""
+    return _env_choice("AMG_FAST_MEMORY_READOUT", MEMORY_READOUT_METHODS) or "separate"

@@ -82,12 +82,13 @@ from amg_fast.kernels.limits import _choice, _env_choice, read_at_import
 # spectrum in place when its rows merge into one stride (Q = 1: the 1D models; else through a copy) and reading
 # the "dft" spectrum in place likewise (rfft's output, modes innermost, is read through a copy: mode_rows), and
 # one for dweight; precision as torch's matmul setting (fp32, TF32 when allowed; bf16 spectra: bf16).
-# AMG_FAST_SPECTRAL_MIX, read by _read_switches.
-MIX_METHODS = ("gauss", "four", "torch")
+# AMG_FAST_SPECTRAL_MIX, read by _read_switches; "auto" (the default) as cublas_by_default says.
+MIX_METHODS = ("auto", "gauss", "four", "torch")
 
 # The "dft" transforms' GEMMs: "triton" (this file's transform kernel; fp32 at tf32x3) or "torch"
-# (torch.matmul: cuBLAS, precision as torch's matmul setting: fp32, TF32 or bf16). AMG_FAST_SPECTRAL_DFT_GEMM.
-DFT_GEMMS = ("triton", "torch")
+# (torch.matmul: cuBLAS, precision as torch's matmul setting: fp32, TF32 or bf16). AMG_FAST_SPECTRAL_DFT_GEMM;
+# "auto" (the default) as cublas_by_default says.
+DFT_GEMMS = ("auto", "triton", "torch")
 
 # W's real and imaginary parts as two contiguous planes [2, K, H_in, H_out] (one copy of W per forward, kept
 # for the backward: unit-stride W tiles) or read in place from weight [K, H_in, H_out, 2] (stride-2 tiles, no
@@ -108,8 +109,8 @@ def _read_switches() -> None:
     kernels.limits.reread_switches (a bad value raises ValueError naming the variable)."""
     global REDUCED_PRECISION_DOTS, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES, X3_METHOD
     REDUCED_PRECISION_DOTS = _env_choice("AMG_FAST_SPECTRAL_REDUCED_DOTS", ("0", "1")) != "0"  # other values refused
-    MIX_METHOD = _env_choice("AMG_FAST_SPECTRAL_MIX", MIX_METHODS) or "gauss"
-    DFT_GEMM = _env_choice("AMG_FAST_SPECTRAL_DFT_GEMM", DFT_GEMMS) or "triton"
+    MIX_METHOD = _env_choice("AMG_FAST_SPECTRAL_MIX", MIX_METHODS) or "auto"
+    DFT_GEMM = _env_choice("AMG_FAST_SPECTRAL_DFT_GEMM", DFT_GEMMS) or "auto"
     WEIGHT_PLANES = _env_choice("AMG_FAST_SPECTRAL_WEIGHT_PLANES", ("0", "1")) != "0"
     X3_METHOD = _env_choice("AMG_FAST_SPECTRAL_X3", X3_METHODS) or "split"
 
@@ -527,16 +528,39 @@ def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:
     return "tf32" if bf16_operands else _dots(dtype)
 
 
-def _mix_method() -> str:
-    return _choice("AMG_FAST_SPECTRAL_MIX (kernels.spectral_conv.MIX_METHOD)", MIX_METHOD, MIX_METHODS)
+def cublas_by_default(work: torch.dtype | None, device: torch.device | str | None) -> bool:
+    """What MIX_METHOD and DFT_GEMM "auto" choose for an op of this work dtype (work_dtype of its input) on
+    device: cuBLAS ("torch") for fp32 work on CUDA -- the fp32 and TF32 modes, where the H200's graphed
+    training step was 1.03x / 1.07x (fp32) and 1.07x / 1.26x (TF32) faster at S = 32 / 128 with both on cuBLAS
+    (results/gpu/20261129-1927-h200/bench, variant spectral_cublas) -- else this file's kernels: bf16 work (0.83x
+    / 0.99x there), fp64 (untimed) and Triton's interpreter on CPU."""
+    return work == torch.float32 and device is not None and torch.device(device).type == "cuda"
+
+
+def _mix_method(work: torch.dtype | None = None, device: torch.device | str | None = None) -> str:
+    """MIX_METHOD, "auto" resolved for work dtype and device (neither given: this file's "gauss")."""
+    method = _choice("AMG_FAST_SPECTRAL_MIX (kernels.spectral_conv.MIX_METHOD)", MIX_METHOD, MIX_METHODS)
+    if method != "auto":
+        return method
+    return "torch" if cublas_by_default(work, device) else "gauss"
 
 
 def _mix_is_gauss() -> bool:
+    """Whether this file's mixing kernels run the Gauss product (MIX_METHOD gauss, or auto where it picks them)."""
     return _mix_method() == "gauss"
 
 
-def _dft_gemm() -> str:
-    return _choice("AMG_FAST_SPECTRAL_DFT_GEMM (kernels.spectral_conv.DFT_GEMM)", DFT_GEMM, DFT_GEMMS)
+def _mix_work(spec: torch.Tensor, bf16_operands: bool) -> torch.dtype:
+    """The work dtype of a mixing of spec (what work_dtype gave the op's input)."""
+    return torch.bfloat16 if bf16_operands else acc_dtype(spec.dtype)
+
+
+def _dft_gemm(work: torch.dtype | None = None, device: torch.device | str | None = None) -> str:
+    """DFT_GEMM, "auto" resolved for work dtype and device (neither given: this file's "triton")."""
+    method = _choice("AMG_FAST_SPECTRAL_DFT_GEMM (kernels.spectral_conv.DFT_GEMM)", DFT_GEMM, DFT_GEMMS)
+    if method != "auto":
+        return method
+    return "torch" if cublas_by_default(work, device) else "triton"
 
 
 # Bases per (S, K, dtype, device), least recently used dropped beyond this many (each is 4 S K values).
@@ -562,7 +586,7 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> 
     synthesis, irfft(Y, n=S, norm="ortho") = G Y (the imaginary parts of modes 0 and S/2 dropped).
     Cached per (S, K, dtype, device, rounding, planes) in eager mode, so a call launches no basis work."""
     rounded = plain_tf32(dtype)
-    split = dtype == torch.float32 and _dots(dtype) == "tf32x3" and _dft_gemm() == "triton"  # cuBLAS: one basis
+    split = dtype == torch.float32 and _dots(dtype) == "tf32x3" and _dft_gemm(dtype, device) == "triton"  # cuBLAS: one
     key = (S, K, dtype, device, rounded, split)
     if key in _BASES_CACHE and not tracing():
         _BASES_CACHE.move_to_end(key)
@@ -646,12 +670,12 @@ def _x3_method() -> str:
     return _choice("AMG_FAST_SPECTRAL_X3 (kernels.spectral_conv.X3_METHOD)", X3_METHOD, X3_METHODS)
 
 
-def split_mixing(x_dtype: torch.dtype) -> bool:
+def split_mixing(x_dtype: torch.dtype, device: torch.device | str | None = None) -> bool:
     """Whether the mixing of x_dtype inputs reads W as split TF32 planes: fp32 mode (fp32 intermediates at
     tf32x3 dots: fp32 x with TF32 off, or bf16 x without REDUCED_PRECISION_DOTS), this file's mixing kernel
-    (MIX_METHOD gauss / four) and X3_METHOD "split"."""
+    (MIX_METHOD gauss / four, or auto where it picks them for inputs on device) and X3_METHOD "split"."""
     dtype = acc_dtype(x_dtype)
-    return (_x3_method() == "split" and _mix_method() != "torch" and dtype == torch.float32
+    return (_x3_method() == "split" and _mix_method(work_dtype(x_dtype), device) != "torch" and dtype == torch.float32
             and not _bf16_operands(x_dtype) and _dots(dtype) == "tf32x3")
 
 
@@ -667,14 +691,14 @@ def weight_planes(weight: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
     K, h_in, h_out, _ = weight.shape
     n, gauss = K * h_in * h_out, _mix_is_gauss()
     n_planes = 2 * (3 if gauss else 2)
-    if split_mixing(x_dtype) and n_planes * n < SPLIT_PLANES_LIMIT:
+    if split_mixing(x_dtype, weight.device) and n_planes * n < SPLIT_PLANES_LIMIT:
         planes = new_output((n_planes, K, h_in, h_out), dtype=torch.float32, device=weight.device)
         if n:
             wrap_triton(_mix_weight_planes_kernel)[(cdiv(n, WEIGHT_SPLIT_BLOCK),)](
                 weight, planes, n, h_in, h_out, *weight.stride(), GAUSS=gauss, BLOCK=WEIGHT_SPLIT_BLOCK)
         return planes
     planes = weight.permute(3, 0, 1, 2).to(acc_dtype(x_dtype))
-    return planes.contiguous() if WEIGHT_PLANES and _mix_method() != "torch" else planes
+    return planes.contiguous() if WEIGHT_PLANES and _mix_method(work_dtype(x_dtype), weight.device) != "torch" else planes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -690,7 +714,7 @@ def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype,
     P, J, Q, N = inp.shape
     M = basis.shape[-2]
     split = basis.dim() == 3  # the TF32 planes (hi, lo) of fp32 mode's bases (spectral_bases)
-    if _dft_gemm() == "torch":
+    if _dft_gemm(torch.float32 if split else basis.dtype, inp.device) == "torch":
         dense = basis[0] + basis[1] if split else basis  # hi + lo: the basis rounded to fp32
         return torch.matmul(dense, inp.reshape(P, J, Q * N).to(dense.dtype)).view(P, M, Q, N).to(out_dtype)
     out = new_output((P, M, Q, N), dtype=out_dtype, device=inp.device)
@@ -713,7 +737,7 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     mode's split planes [2 P, K, H_in, H_out] for the current MIX_METHOD (P = 3 Gauss, 2 four). round_out: out
     rounded to TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel
     only)."""
-    if _mix_method() == "torch":
+    if _mix_method(_mix_work(spec, bf16_operands), spec.device) == "torch":
         if planes.shape[0] != 2:
             raise ValueError(f"the cuBLAS mixing takes W's real and imaginary planes [2, K, H_in, H_out], got "
                              f"{tuple(planes.shape)}: split planes, made by weight_planes for the mixing kernel")
@@ -748,7 +772,7 @@ def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight
     """dW [K, H_in, H_out, 2] = a_k X[k]^H dY[k] from X [P, >=K, Q, H_in, 2] and dY [P, >=K, Q, H_out, 2]
     (real views of complex values; dY = A dy, before the a_k of G^T). SPLIT_R > 1: that many partial
     sums over row ranges (more programs when K x tiles is small), added by torch."""
-    if _mix_method() == "torch":
+    if _mix_method(_mix_work(spec_x, bf16_operands), spec_x.device) == "torch":
         return _dweight_torch(spec_x, spec_dy, K, S, weight_dtype)
     P, _, Q, h_in, _ = spec_x.shape
     h_out = spec_dy.shape[3]

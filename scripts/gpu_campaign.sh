@@ -90,21 +90,17 @@ BUDGET=${CAMPAIGN_BUDGET_S:-540} RESERVE=${CAMPAIGN_RESERVE_S:-30}
 PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
 SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:paper:0,1,2}
-# the variants, the most informative first (a bench budget that ends early drops the last): the spectral conv
-# on cuBLAS alone (DFT GEMMs and the mixing as torch.bmm: the H100's reference einsum took 0.12-0.21 ms where
-# the mixing kernel took 0.46); the feed-forward as Triton row GEMMs (fp32 mode on tensor cores by 3xTF32
-# against split weights: cuBLAS's fp32 GEMMs, on the CUDA cores, were 43% of the H200's fp32 step); the
-# mixing alone on cuBLAS, fp32 mode's mixing by Triton's tf32x3 dot (before W's split planes: fp32 cells only
-# differ), the old tf32x3 path (is its new default faster? TF32 / bf16 cells only differ), the four-product
-# mixing, W read in place (TF32 / bf16 cells only differ: fp32 mode always writes its split planes); the S4D lag loop, the separate readout, cuBLAS gate weight gradients, the gate's fp32 dots by
-# Triton's tf32x3 (not on split weights); the fused feed-forward last
-# (timed in fp32 and TF32 on 2026-11-27: 2.7-3.8x slower; bf16 not yet)
-VARIANTS=${CAMPAIGN_VARIANTS:-spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch,AMG_FAST_SPECTRAL_MIX=torch \
-ffn_gemm:AMG_FAST_FFN_METHOD=gemm spectral_mixtorch:AMG_FAST_SPECTRAL_MIX=torch spectral_x3dot:AMG_FAST_SPECTRAL_X3=dot \
-spectral_tf32x3:AMG_FAST_SPECTRAL_REDUCED_DOTS=0 \
-spectral_four:AMG_FAST_SPECTRAL_MIX=four spectral_wview:AMG_FAST_SPECTRAL_WEIGHT_PLANES=0 \
-s4d_loop:AMG_FAST_S4D_METHOD=toeplitz_loop readout_separate:AMG_FAST_MEMORY_READOUT=separate \
-gate_cublas:AMG_FAST_GATE_WGRAD=cublas gate_x3dot:AMG_FAST_GATE_X3=dot ffn_fused:AMG_FAST_FFN_METHOD=fused}
+# the variants, the most informative first (a bench budget that ends early drops the last). The H200 of
+# 2026-11-29 (results/gpu/20261129-1927-h200/bench) timed twelve; the three that won became the defaults (the
+# spectral conv on cuBLAS in fp32 / TF32, the separate readout, the gate's fp32 dots by Triton's tf32x3), so
+# these time each default against what it replaced, together now: the spectral conv on our kernels again, then
+# its DFT GEMMs alone (cuBLAS mixing), the fused readout, the gate's split weights; and the feed-forward's row
+# GEMMs (1.05x in bf16 at S = 32, slower elsewhere). Dropped, slower or even in every cell there: the fused
+# feed-forward (0.52-0.81x), the mixing's four products, W read in place, its plain tf32x3 and x3 dots, the
+# S4D lag loop, cuBLAS gate weight gradients.
+VARIANTS=${CAMPAIGN_VARIANTS:-spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss,AMG_FAST_SPECTRAL_DFT_GEMM=triton \
+spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton readout_fused:AMG_FAST_MEMORY_READOUT=fused \
+gate_x3split:AMG_FAST_GATE_X3=split ffn_gemm:AMG_FAST_FFN_METHOD=gemm}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
 TRUST=${CAMPAIGN_TRUST_KERNELS:-0}
 PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}

@@ -224,7 +224,7 @@ def test_switches_set_reads_the_switches_again_and_restores_them(switches_reread
     monkeypatch.delenv("AMG_FAST_SPECTRAL_MIX", raising=False)
     monkeypatch.delenv("AMG_FAST_FFN_METHOD", raising=False)
     limits.reread_switches()
-    assert (sc.MIX_METHOD, sc.X3_METHOD) == ("gauss", "dot")
+    assert (sc.MIX_METHOD, sc.X3_METHOD) == ("auto", "dot")
     with pytest.raises(KeyError):
         with gs.switches_set({"AMG_FAST_SPECTRAL_MIX": "torch", "AMG_FAST_SPECTRAL_X3": "split",
                               "AMG_FAST_FFN_METHOD": "gemm", "AMG_FAST_SPECTRAL_TRANSFORM": "fft"}):
@@ -232,7 +232,7 @@ def test_switches_set_reads_the_switches_again_and_restores_them(switches_reread
             assert limits.ffn_method("auto") == "gemm" and limits.spectral_transform("auto", 32) == "fft"
             raise KeyError("inside")
     assert "AMG_FAST_SPECTRAL_MIX" not in os.environ and os.environ["AMG_FAST_SPECTRAL_X3"] == "dot"
-    assert (sc.MIX_METHOD, sc.X3_METHOD, limits.SPECTRAL_TRANSFORM_AUTO) == ("gauss", "dot", "auto")
+    assert (sc.MIX_METHOD, sc.X3_METHOD, limits.SPECTRAL_TRANSFORM_AUTO) == ("auto", "dot", "auto")
     assert limits.ffn_method("auto") == "epilogue"
     monkeypatch.delenv("AMG_FAST_SPECTRAL_X3")
     limits.reread_switches()

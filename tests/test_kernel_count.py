@@ -40,9 +40,16 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # 81), default 104 (113), gemm 96 (97: within issue 19's 100 as well). Ceilings at the count + ~5%. In fp32
 # mode (this step's) the gate kernels' launchers split their weights into TF32 planes (one launch forward, one
 # backward; AMG_FAST_GATE_X3=dot: none): fused 82 (83), default 106 (115), gemm 98 (99).
-TRITON_STEP_KERNEL_CEILING = {"fused": 84, "default": 109, "gemm": 101}
+# Since 2026-11-29 the default readout is "separate" and fp32 mode's gate dots Triton's tf32x3 (no weight split;
+# the H200 timed both faster): fused 85 (87), default 109 (119), gemm 101 (103). On a GPU the fp32 / TF32 step's
+# spectral conv now runs on cuBLAS (kernels.spectral_conv.cublas_by_default, also timed faster): the bmm
+# mixing, its zeroed modes and copies, the transforms' matmuls, +48 launches a step: fused 133 (135), default
+# 157 (167), gemm 149 (151). Issue 19's 100 CUDA kernels are met only by the Triton spectral conv with the
+# fused feed-forward, which the H200 timed 1.2-1.9x slower (the step time is what the kernel count was for).
+TRITON_STEP_KERNEL_CEILING = {("cublas", "default"): 165, ("cublas", "fused"): 140, ("cublas", "gemm"): 156,
+                              ("triton", "default"): 114, ("triton", "fused"): 89, ("triton", "gemm"): 106}
 TRITON_STEP_KERNEL_FLOOR = 60
-TRITON_STEP_CUDA_TARGET = 100  # issue 19, for the steps with the Triton feed-forwards ("fused", "gemm")
+TRITON_STEP_CUDA_TARGET = 100  # issue 19
 B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equals it
 
 
@@ -97,22 +104,29 @@ def test_amgfno_reference_train_step_kernel_count():
 
 
 @pytest.mark.parametrize("ffn", ["default", "fused", "gemm"])
-def test_amgfno_triton_train_step_kernel_count(ffn, monkeypatch):
-    """The Triton backend's step (kernels run by the interpreter on CPU) stays at or below its
-    ceiling, with the default feed-forward path and with the fused kernels; with the Triton
-    feed-forwards (fused, row GEMMs) its GPU estimate stays at or below issue 19's 100 kernels."""
+@pytest.mark.parametrize("spectral", ["cublas", "triton"])
+def test_amgfno_triton_train_step_kernel_count(spectral, ffn, monkeypatch):
+    """The Triton backend's step (kernels run by the interpreter on CPU) stays at or below its ceiling, with
+    each feed-forward path and the spectral conv on cuBLAS (what "auto" picks for this fp32 step on a GPU) or
+    on our kernels; with the Triton spectral conv and the fused feed-forward its GPU estimate stays at or below
+    issue 19's 100 kernels."""
+    from amg_fast.kernels import spectral_conv
+
+    for name, value in (("MIX_METHOD", "torch"), ("DFT_GEMM", "torch")) if spectral == "cublas" else (
+            ("MIX_METHOD", "gauss"), ("DFT_GEMM", "triton")):
+        monkeypatch.setattr(spectral_conv, name, value)
     if ffn == "default":
         monkeypatch.delenv("AMG_FAST_FFN_METHOD", raising=False)
     else:
         monkeypatch.setenv("AMG_FAST_FFN_METHOD", ffn)
     step, rows, tensors = amgfno_step("triton")
     estimate = load_kernel_count().estimate_cuda_kernels(step, rows=rows, tensor_lists=tensors)
-    count, ceiling = estimate["kernels"], TRITON_STEP_KERNEL_CEILING[ffn]
+    count, ceiling = estimate["kernels"], TRITON_STEP_KERNEL_CEILING[spectral, ffn]
     assert TRITON_STEP_KERNEL_FLOOR < count <= ceiling, (
-        f"{count} kernels per Triton step ({ffn} feed-forward); allowed: more than {TRITON_STEP_KERNEL_FLOOR}, "
-        f"at most {ceiling}")
+        f"{count} kernels per Triton step ({spectral} spectral conv, {ffn} feed-forward); allowed: more than "
+        f"{TRITON_STEP_KERNEL_FLOOR}, at most {ceiling}")
     assert estimate["cuda_estimate"] == count + estimate["cublas_split_k"] + estimate["multi_tensor_apply"]
-    if ffn in ("fused", "gemm"):
+    if (spectral, ffn) == ("triton", "fused"):
         assert estimate["cuda_estimate"] <= TRITON_STEP_CUDA_TARGET, estimate
 
 

@@ -24,8 +24,8 @@ RESOLVERS = {
     "AMG_FAST_GATE_X3": "L.gate_x3()",
     "AMG_FAST_MEMORY_READOUT": "L.memory_readout()",
     "AMG_FAST_SPECTRAL_TRANSFORM": "L.spectral_transform('auto', 128)",
-    "AMG_FAST_SPECTRAL_MIX": "sc._mix_method()",
-    "AMG_FAST_SPECTRAL_DFT_GEMM": "sc._dft_gemm()",
+    "AMG_FAST_SPECTRAL_MIX": "sc._mix_method(torch.float32, 'cuda')",  # auto as in the fp32 / TF32 step on a GPU
+    "AMG_FAST_SPECTRAL_DFT_GEMM": "sc._dft_gemm(torch.float32, 'cuda')",
     "AMG_FAST_SPECTRAL_REDUCED_DOTS": "sc.REDUCED_PRECISION_DOTS",
     "AMG_FAST_SPECTRAL_WEIGHT_PLANES": "sc.WEIGHT_PLANES",
     "AMG_FAST_SPECTRAL_X3": "sc._x3_method()",

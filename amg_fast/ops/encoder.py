@@ -46,18 +46,30 @@ def grid_linear_ref(u, grid, weight, bias) -> torch.Tensor:
     return F.linear(torch.cat([u, grid[:, None].expand(u.shape[:-1] + (1,))], dim=-1), weight, bias)
 
 
+def _merged_stride(sizes, strides) -> int | None:
+    """The stride of axes (sizes, strides) viewed as one axis: the innermost non-singleton axis's stride (1 when
+    all are singletons), or None when the axes do not merge (a stride is not its inner neighbour's stride
+    times its size; singleton axes skipped, as torch.Tensor.view does)."""
+    axes = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    if any(outer != n * s for (_, outer), (n, s) in zip(axes, axes[1:])):
+        return None
+    return axes[-1][1] if axes else 1
+
+
 def row_groups(u: torch.Tensor) -> torch.Tensor:
     """u [..., S, C] as a view [P, Q, C] whose groups' rows are contiguous (strides (any, C, 1): the leading
     axes split where their strides allow, the fewest groups first; frames 0..T-1 sliced from [B, T + 1, S, C]
-    are [B, T S, C]), which the kernels read in place; a contiguous copy [1, M, C] when no split gives one."""
+    are [B, T S, C]), which the kernels read in place; a contiguous copy [1, M, C] when no split gives one.
+    Decided from the strides (no view attempted and caught: torch.compile's fake tensors raise another error
+    than eager's, which Dynamo cannot catch)."""
     lead, C = u.shape[:-1], u.shape[-1]
-    for k in range(len(lead)):
-        try:
-            view = u.view(math.prod(lead[:k]), math.prod(lead[k:]), C)
-        except RuntimeError:  # not viewable with this split
-            continue
-        if (C == 1 or view.stride(2) == 1) and (view.shape[1] == 1 or view.stride(1) == C):
-            return view
+    if C == 1 or u.stride(-1) == 1:
+        strides = u.stride()[:-1]
+        for k in range(len(lead)):
+            inner = _merged_stride(lead[k:], strides[k:])
+            Q = math.prod(lead[k:])
+            if _merged_stride(lead[:k], strides[:k]) is not None and inner is not None and (Q == 1 or inner == C):
+                return u.view(math.prod(lead[:k]), Q, C)
     return u.contiguous().view(1, -1, C)
 
 

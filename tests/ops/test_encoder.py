@@ -84,6 +84,28 @@ def test_strided_inputs(layout, gen, kdev, monkeypatch):
         assert rel_err(a, b) <= 1e-12
 
 
+@pytest.mark.parametrize("layout", ["frames", "permuted", "channel-slice", "single-row"])
+def test_row_groups_decides_from_strides_under_fake_tensors(layout):
+    """torch.compile traces row_groups on fake tensors, whose failed view raises ValueError, not eager's
+    RuntimeError (torch 2.11 on an H200, 2026-11-29: a compiled AMGFNO step failed on traj[:, :-1]): the split
+    comes from the strides, fake or real, and equals a view's."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from amg_fast.ops.encoder import row_groups
+
+    traj = torch.zeros(3, 5, 6, 1)
+    u = {"frames": traj[:, :-1], "permuted": traj.transpose(0, 1), "channel-slice": torch.zeros(3, 5, 6, 3)[..., :2],
+         "single-row": traj[:1, :1, :1]}[layout]
+    want = {"frames": (3, 24, 1), "permuted": (1, 90, 1), "channel-slice": (1, 90, 2), "single-row": (1, 1, 1)}[layout]
+    with FakeTensorMode() as mode:
+        fake = row_groups(mode.from_tensor(u))
+    real = row_groups(u)
+    assert tuple(fake.shape) == tuple(real.shape) == want
+    assert [s for n, s in zip(fake.shape, fake.stride()) if n > 1] == [s for n, s in zip(real.shape, real.stride())
+                                                                        if n > 1]
+    assert (real.data_ptr() == u.data_ptr()) == (layout in ("frames", "single-row"))
+
+
 def test_gradcheck(gen, kdev, monkeypatch):
     from amg_fast.kernels import grid_linear as kernels
 
