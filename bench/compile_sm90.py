@@ -304,21 +304,10 @@ def spectral_tile_cases(quick: bool):
 
 
 def ffn_cases(quick: bool):
-    """The fused feed-forward at x [B*T*S, 128], F = 512, with and without the residual; the
-    autocast case (bf16 x and weights, as the op casts them; fp32 residual); the weight-gradient tilings probe_ffn.py times
-    (DW_ALTERNATIVES, fp32 / TF32 / bf16); the row GEMMs of method="gemm" (kernels/ffn_gemm.py, fp32 mode
-    with the weights' TF32 planes), forward and backward, also with an fp64 residual against fp32 x (dy in fp64)."""
-    from amg_fast.kernels import feed_forward as k
+    """The row GEMMs of the feed-forward's method="gemm" (kernels/ffn_gemm.py, fp32 mode with the weights'
+    TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, also with an fp64 residual
+    against fp32 x (dy in fp64)."""
     from amg_fast.kernels import ffn_gemm
-
-    def run(x, residual, dw_tiling=None):
-        H, F = x.shape[-1], 4 * x.shape[-1]
-        wd = torch.float64 if x.dtype == torch.float64 else torch.float32
-        w1, b1, w2, b2 = (_t(*shape, dtype=x.dtype) for shape in ((F, H), (F,), (H, F), (H,)))  # as the op casts them
-        res = _t(*x.shape, dtype=wd) if residual else None
-        y = k.feed_forward_fwd(x, w1, b1, w2, b2, res)
-        with k.use_dw_tiling(dw_tiling) if dw_tiling else contextlib.nullcontext():
-            k.feed_forward_bwd(torch.empty_like(y).to(x.dtype), x, w1, b1, w2)
 
     def run_gemm(x, res_dtype=None):
         H, F = x.shape[-1], 4 * x.shape[-1]
@@ -329,14 +318,9 @@ def ffn_cases(quick: bool):
 
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])
-        for residual in ((True,) if quick else (True, False)):
-            yield f"ffn H128 {'residual ' if residual else ''}{mode}", lambda x=x, r=residual: run(x, r), mode
         yield f"ffn-gemm H128 residual {mode}", lambda x=x: run_gemm(x), mode
         if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
             yield f"ffn-gemm H128 fp64-residual {mode}", lambda x=x: run_gemm(x, torch.float64), mode
-        if not quick and mode != "fp64":
-            for tiling in k.DW_ALTERNATIVES:
-                yield f"ffn H128 residual {mode} dw={tiling}", lambda x=x, t=tiling: run(x, True, t), mode
 
 
 def decoder_cases(quick: bool):
@@ -518,7 +502,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one shape per op (S = 128, H = 128, T = 25) in every precision mode")
     parser.add_argument("--kernels", nargs="+", metavar="NAME",
-                        help="compile only these kernels (function names, e.g. _ffn_bwd_dx_kernel)")
+                        help="compile only these kernels (function names, e.g. _row_gemm_kernel)")
     parser.add_argument("--capability", type=int, default=90, help="CUDA compute capability (default 90: Hopper)")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):

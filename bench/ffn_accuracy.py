@@ -9,11 +9,11 @@ input gradient (dx, dW1, dW2):
   path      mode        operands of each GEMM                              who runs it
   epilogue  fp32        fp32                                               cuBLAS, CUDA cores (matmul precision "highest")
   epilogue  tf32        rounded to TF32 (10-bit mantissa, to nearest)       cuBLAS, tensor cores ("high")
-  fused     tf32x3      a = big + small, big rounded to TF32, small         Triton, tensor cores (--precision fp32)
-                        truncated; small*big + big*small + big*big          (method="gemm" the same: its weight's
-                                                                            parts formed once, in memory)
-  fused     tf32        truncated to TF32 (Hopper's MMA reads the top bits) Triton, tensor cores (TF32 allowed;
-                                                                            method="gemm" the same)
+  gemm      tf32x3      a = big + small, big rounded to TF32, small         Triton row GEMMs, tensor cores
+                        truncated; small*big + big*small + big*big          (--precision fp32; the weight's parts
+                                                                            formed once, in memory)
+  gemm      tf32        truncated to TF32 (Hopper's MMA reads the top bits) Triton row GEMMs, tensor cores (TF32
+                                                                            allowed)
   either    bf16        rounded to bf16; hidden, y, dy, dh stored as bf16   autocast bf16
 
 Usage: python bench/ffn_accuracy.py [--rows 8192] [--width 128] [--seed 0] [--json OUT]
@@ -77,8 +77,8 @@ def _mm_tf32x3(a, b):
 PATHS = {
     ("epilogue", "fp32"): (_mm_fp32, lambda t: t),
     ("epilogue", "tf32"): (_mm_rounded(tf32_round), lambda t: t),
-    ("fused", "tf32x3"): (_mm_tf32x3, lambda t: t),
-    ("fused", "tf32"): (_mm_rounded(tf32_truncate), lambda t: t),
+    ("gemm", "tf32x3"): (_mm_tf32x3, lambda t: t),
+    ("gemm", "tf32"): (_mm_rounded(tf32_truncate), lambda t: t),
     ("either", "bf16"): (_mm_rounded(bf16_round), bf16_round),
 }
 

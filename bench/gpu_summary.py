@@ -23,7 +23,7 @@ at the other sizes):
             steps) at S = --op-size, kernel time per step by phase (forward, backward, optimizer), op
             and kernel (bench/_profile_step.py; profile[mode]), per mode, after its kernels part;
   variants  per --variant, the Triton step again (graph replay, checked) with the variant's environment
-            variables set, e.g. ffn_fused:AMG_FAST_FFN_METHOD=fused, at the target sizes (S = 32 and 128)
+            variables set, e.g. ffn_gemm:AMG_FAST_FFN_METHOD=gemm, at the target sizes (S = 32 and 128)
             among --sizes (all of them when none is), which the defaults are chosen at: in this process
             when it sets kernel switches only (kernels.limits.KERNEL_SWITCHES, read again by
             reread_switches: no second interpreter, torch import and CUDA context, ~11 s a variant on the
@@ -198,7 +198,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="precision modes, comma-separated, in this order (default fp32,tf32,bf16)")
     p.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME:ENV=VAL[,ENV=VAL...]",
                    help="also time the Triton step with these environment variables set (repeatable), e.g. "
-                        "ffn_fused:AMG_FAST_FFN_METHOD=fused: in this process when they are all kernel switches, "
+                        "ffn_gemm:AMG_FAST_FFN_METHOD=gemm: in this process when they are all kernel switches, "
                         "else in a subprocess")
     p.add_argument("--parts", type=_csv("--parts", PARTS), default=PARTS,
                    help=f"which parts run, comma-separated (default all: {','.join(PARTS)})")

@@ -1,20 +1,15 @@
 """The FFNO feed-forward on a GPU: the reference (Linear, ReLU, Linear), the cuBLASLt bias + ReLU
 epilogue (method="epilogue"), the Triton row GEMMs with the elementwise work in their epilogues
-(method="gemm", kernels/ffn_gemm.py: in fp32 mode 3xTF32 against split weights) and the Triton
-kernels that keep the hidden activation on chip (method="fused", kernels/feed_forward.py), forward
-and forward + backward, each replayed from a
-CUDA graph, beside the HBM floors of the two designs, and each path's error against fp64, in every
-precision mode: fp32 (matmul precision "highest": cuBLAS on the CUDA cores, the fused kernels'
-dots tf32x3), tf32 (TF32 allowed) and bf16 (autocast). CUDA only; not a pytest file.
+(method="gemm", kernels/ffn_gemm.py: in fp32 mode 3xTF32 against split weights), forward and
+forward + backward, each replayed from a CUDA graph, beside the HBM floors of a feed-forward that
+keeps the hidden on chip and of one that writes it, and each path's error against fp64, in every
+precision mode: fp32 (matmul precision "highest": cuBLAS on the CUDA cores, the row GEMMs' dots
+3xTF32), tf32 (TF32 allowed) and bf16 (autocast). CUDA only; not a pytest file.
 
 What it decides (issue 19): kernels.limits.FFN_AUTO_METHOD, the path feed_forward's method="auto"
-takes per precision mode; and the fused backward's weight-gradient tiling: "fused[dw=NAME]" is the
-fused path with kernels.feed_forward.DW_ALTERNATIVES[NAME] in place of the policy's "dw" and
-"dw_tf32x3" entries (the forward is the same kernel: only its fwd+bwd time and gradients differ).
-The fused kernels can at best reach the "on-chip floor" (x, y, dy, dx and the weights moved once,
-the [rows, F] hidden never written) but recompute two GEMMs in the backward; the epilogue path
-writes and reads the hidden. The H100 run of 2026-11-26 measured the first two paths in fp32 and
-tf32 (the fused one was written after it).
+takes per precision mode. The on-chip floor (x, y, dy, dx and the weights moved once, the [rows, F]
+hidden never written) is what a recompute-free fused MLP could reach; the Triton one this package had
+(method "fused") lost to the epilogue in every mode and was removed on 2026-11-29.
 
 Errors: for y and the worst of (dx, dW1, dW2), max_rel = max|got - ref| / max|ref| and mean_rel =
 mean|got - ref| / mean|ref| against the same inputs in fp64 (bench/ffn_accuracy.py states what to
@@ -27,7 +22,6 @@ probe stopped by the campaign's time limit keeps the paper's mode at the paper's
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -47,7 +41,7 @@ def _peak_tb_s() -> float:
 
 
 def floors_ms(rows: int, width: int, hidden: int, itemsize: int = 4) -> dict[str, float]:
-    """HBM-byte floors in ms: the fused MLP (hidden on chip) and the epilogue path (hidden through HBM)."""
+    """HBM-byte floors in ms: a fused MLP (hidden on chip) and the epilogue path (hidden through HBM)."""
     act = rows * width * itemsize  # one [rows, H] tensor
     hid = rows * hidden * itemsize  # one [rows, F] tensor
     weights = 2 * width * hidden * itemsize
@@ -61,37 +55,16 @@ def floors_ms(rows: int, width: int, hidden: int, itemsize: int = 4) -> dict[str
                                                  ("floor_epilogue_fwd+bwd", epilogue_fwdbwd))}
 
 
-def _paths() -> tuple[str, ...]:
-    from amg_fast.kernels.feed_forward import DW_ALTERNATIVES
-
-    return ("reference", "epilogue", "gemm", "fused", *(f"fused[dw={name}]" for name in DW_ALTERNATIVES))
-
-
-PATHS = _paths()
+PATHS = ("reference", "epilogue", "gemm")
 
 
 def path_fn(name: str):
-    """The feed-forward of one path: (x, w1, b1, w2, b2) -> y (run it, and its backward, inside
-    tiling(name))."""
+    """The feed-forward of one path: (x, w1, b1, w2, b2) -> y."""
     from amg_fast.ops.ffn import feed_forward, feed_forward_ref
 
     if name == "reference":
         return feed_forward_ref
-    method = name.split("[")[0]
-    return lambda *a: feed_forward(*a, backend="triton", method=method)
-
-
-@contextlib.contextmanager
-def tiling(name: str, device_type: str = "cuda"):
-    """For "fused[dw=NAME]": DW_ALTERNATIVES[NAME] as the device type's weight-gradient tiles (every
-    mode) while the block runs (kernels.feed_forward.use_dw_tiling); other paths as they are."""
-    from amg_fast.kernels.feed_forward import use_dw_tiling
-
-    if "[dw=" not in name:
-        yield
-        return
-    with use_dw_tiling(name.split("[dw=")[1].rstrip("]"), device_type):
-        yield
+    return lambda *a: feed_forward(*a, backend="triton", method=name)
 
 
 def make_inputs(rows: int, width: int, device) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
@@ -117,9 +90,8 @@ def accuracy(params: tuple, dy: torch.Tensor) -> dict[str, float]:
         ref = (y64, *torch.autograd.grad(y64, [params64[i] for i in wrt], dy.double()))
     out = {}
     for name in PATHS:
-        with tiling(name, dy.device.type):
-            y = path_fn(name)(*params)
-            grads = torch.autograd.grad(y, [params[i] for i in wrt], dy.to(y.dtype))
+        y = path_fn(name)(*params)
+        grads = torch.autograd.grad(y, [params[i] for i in wrt], dy.to(y.dtype))
         errs = [rel_errors(got, want) for got, want in zip((y, *grads), ref)]
         out.update({f"{name}.y.max_rel": errs[0][0], f"{name}.y.mean_rel": errs[0][1],
                     f"{name}.grads.max_rel": max(e[0] for e in errs[1:]),
@@ -136,11 +108,9 @@ def timings(S: int, batch: int = 32, steps: int = 25, width: int = 128, into: di
     out.update({"S": S, "rows": rows, "H": width, "F": hidden})
     for name in PATHS:
         fn = path_fn(name)
-        with tiling(name):
-            dy_mode = dy.to(fn(*params).dtype)  # bf16 under autocast
-            if "[dw=" not in name:  # the same forward kernel as "fused"
-                out[f"{name}.fwd"] = graph_replay(lambda: fn(*params))["graph_ms"]
-            out[f"{name}.fwd+bwd"] = graph_replay(lambda: torch.autograd.grad(fn(*params), params, dy_mode))["graph_ms"]
+        dy_mode = dy.to(fn(*params).dtype)  # bf16 under autocast
+        out[f"{name}.fwd"] = graph_replay(lambda: fn(*params))["graph_ms"]
+        out[f"{name}.fwd+bwd"] = graph_replay(lambda: torch.autograd.grad(fn(*params), params, dy_mode))["graph_ms"]
     out.update(accuracy(params, dy))
     out.update(floors_ms(rows, width, hidden))
     return out

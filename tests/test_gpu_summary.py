@@ -102,11 +102,11 @@ def test_dry_run_writes_the_schema_with_nulls_where_nothing_ran(tmp_path):
     reference, compiled (Dynamo only) and kernel-count parts run; a variant setting a variable that is no
     kernel switch runs in its own process."""
     code, summary, output = dry_run(tmp_path, "--modes", "fp32,bf16", "--sizes", "32", "--op-size", "32",
-                                    "--variant", "fused:AMG_FAST_FFN_METHOD=fused,AMG_X=1")
+                                    "--variant", "gemm:AMG_FAST_FFN_METHOD=gemm,AMG_X=1")
     assert code == 0, output
     assert_schema(summary)
     assert summary["gpu"] is None and summary["dry_run"] is True and summary["errors"] == []
-    assert "--dry-run" in summary["command"] and "fused:AMG_FAST_FFN_METHOD=fused,AMG_X=1" in summary["command"]
+    assert "--dry-run" in summary["command"] and "gemm:AMG_FAST_FFN_METHOD=gemm,AMG_X=1" in summary["command"]
     step = summary["train_step_ms"]
     for mode in ("fp32", "bf16"):
         assert is_ms(step[mode]["eager"]["32"]) and is_ms(step[mode]["compiled_graph"]["32"])
@@ -124,10 +124,10 @@ def test_dry_run_writes_the_schema_with_nulls_where_nothing_ran(tmp_path):
     assert summary["kernel_count_kind"] == "cpu_aten_kernel_ops"
     assert summary["profile"] == {"fp32": None, "tf32": None, "bf16": None}  # the Triton step's, skipped
     assert "TRITON_INTERPRET=1" in skipped["profile fp32"] and "profile bf16" in skipped
-    variant = summary["variants"]["fused"]
-    assert variant["env"] == {"AMG_FAST_FFN_METHOD": "fused", "AMG_X": "1"} and variant["exit_code"] == 0
+    variant = summary["variants"]["gemm"]
+    assert variant["env"] == {"AMG_FAST_FFN_METHOD": "gemm", "AMG_X": "1"} and variant["exit_code"] == 0
     assert variant["train_step_ms"]["fp32"]["32"] is None and len(variant["skipped"]) == 2  # fp32, bf16 at S = 32
-    assert (tmp_path / "out" / "variants" / "fused" / "summary.json").exists()
+    assert (tmp_path / "out" / "variants" / "gemm" / "summary.json").exists()
     # every timed result was checked against the float64 reference, and passed
     whats = {c["what"] for c in summary["checks"]}
     assert {"train_step fp32 eager S=32", "train_step bf16 compiled_graph S=32", "op fp32 gate reference S=32"} <= whats

@@ -18,7 +18,7 @@ ROOT = Path(__file__).parents[1]
 
 # switch -> the expression that resolves it (kernels.limits as L, kernels.spectral_conv as sc)
 RESOLVERS = {
-    "AMG_FAST_FFN_METHOD": "L.ffn_method('auto', torch.float32, (128, 128))",
+    "AMG_FAST_FFN_METHOD": "L.ffn_method('auto', torch.float32)",
     "AMG_FAST_S4D_METHOD": "L.s4d_method('auto', 25)",
     "AMG_FAST_GATE_WGRAD": "L.gate_wgrad()",
     "AMG_FAST_GATE_X3": "L.gate_x3()",

@@ -13,7 +13,6 @@ import torch
 from torch.library import triton_op
 
 from amg_fast.kernels import composed_linear as _composed
-from amg_fast.kernels import feed_forward as _ffn
 from amg_fast.kernels import ffn_gemm as _ffn_gemm
 from amg_fast.kernels import gate_fusion as _gate
 from amg_fast.kernels import grid_linear as _grid_linear
@@ -127,22 +126,6 @@ def _memory_gate_bwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b
     """-> (da, dh [..., H], grads: [dW_z | dW_h | db | dW_out | db_out | dchi] flat, as gate_fusion_bwd's)."""
     return _gate.gate_grads(h, a, w_z, w_h, b, chi, dout, None, None if w1 is None else (w1, b_omega),
                             (w_out, b_out))
-
-
-# ----------------------------------------------------------------------------- feed_forward (fused)
-
-@triton_op("amg_fast::feed_forward_fwd", mutates_args=())
-def _feed_forward_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
-                         b2: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-    """x [M, H_in] -> y [M, H_out] (+ residual [M, H_out]), the hidden activation kept on chip."""
-    return _ffn.feed_forward_fwd(x, w1, b1, w2, b2, residual)
-
-@triton_op("amg_fast::feed_forward_bwd", mutates_args=())
-def _feed_forward_bwd_op(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
-                         w2: torch.Tensor, need_dx: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | dW2 | db1 | db2] flat), recomputing the
-    hidden activation."""
-    return _ffn.feed_forward_bwd(dy, x, w1, b1, w2, need_dx)
 
 
 # ----------------------------------------------------------------------------- feed_forward (row GEMMs)

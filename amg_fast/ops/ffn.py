@@ -8,15 +8,14 @@ fused path (backend="triton", the model's fast path; this op has no Triton kerne
 does the GEMMs) runs the first GEMM with cuBLASLt's bias + ReLU epilogue (torch._addmm_activation),
 so the hidden activation is written once and no ReLU kernel runs; its backward (one autograd node,
 saving x and the hidden activation) masks the hidden gradient with one threshold_backward kernel.
-The alternative, method="fused" (FusedFeedForwardFn over kernels/feed_forward.py), keeps the hidden
-activation on chip: one kernel forward, two backward (recomputing it), plus one reduction; its dots
-are tf32x3 (fp32-accurate, on tensor cores) in fp32 mode, tf32 when TF32 matmuls are allowed, bf16
-under bf16. "auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every
-mode: on an H200 the fused kernels were 2.7x slower in fp32, 3.8x under TF32) or $AMG_FAST_FFN_METHOD.
-method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the reference's GEMMs as Triton row
+"auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as
+measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the reference's GEMMs as Triton row
 GEMMs with the bias, ReLU, its backward mask and the residual in their epilogues, fp32 mode on tensor
-cores by 3xTF32 dots against weights split once per forward into TF32 planes (untimed).
-residual (the FFNO block's x in x + FeedForward(...)) is added in the fused and gemm kernels' epilogues
+cores by 3xTF32 dots against weights split once per forward into TF32 planes (the H200's step 0.66-0.98x
+the epilogue's, 1.05x in bf16 at S = 32, 2026-11-29). The Triton MLP that kept the hidden activation on chip
+(method "fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue in every mode on an H200, and a
+fault of triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in x + FeedForward(...)) is added in the
+gemm kernels' epilogue
 (one activation pass fewer); on the epilogue path it is one add.
 """
 from __future__ import annotations
@@ -28,7 +27,7 @@ from amg_fast._checks import check_rank, check_real_float, check_same_device, ch
 from amg_fast.kernels.limits import FFN_METHODS, ffn_method
 from amg_fast.ops._backend import run_op, triton_ops
 
-__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "FusedFeedForwardFn", "GemmFeedForwardFn",
+__all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "GemmFeedForwardFn",
            "check_feed_forward_args"]
 
 
@@ -85,30 +84,6 @@ class FeedForwardFn(torch.autograd.Function):
                 dhidden.sum(0) if need[2] else None, dw2, db2)
 
 
-class FusedFeedForwardFn(torch.autograd.Function):
-    """x [M, H_in] (2-D), weights as feed_forward's in x's dtype, residual [M, H_out] or None -> y [M, H_out]
-    (+ residual), in the residual's dtype when there is one (fp32 under bf16 autocast: x + y promotes,
-    as in the reference), else x's; H_in, H_out <= kernels.limits.FFN_FUSED_MAX_H. Saves x and the
-    weights only: the backward kernels recompute the hidden activation (torch.ops.amg_fast.feed_forward_{fwd,bwd});
-    the residual's gradient is dy itself."""
-
-    @staticmethod
-    def forward(ctx, x, w1, b1, w2, b2, residual=None):
-        ctx.save_for_backward(x, w1, b1, w2)
-        return triton_ops().feed_forward_fwd(x.contiguous(), w1.contiguous(), b1.contiguous(), w2.contiguous(),
-                                             b2.contiguous(), None if residual is None else residual.contiguous())
-
-    @staticmethod
-    def backward(ctx, dy):
-        from amg_fast.kernels.feed_forward import split_weight_grads  # imports triton: Triton path only
-
-        x, w1, b1, w2 = ctx.saved_tensors
-        need = ctx.needs_input_grad  # 6 entries when apply()'d with a residual argument (a tensor or None)
-        dx, flat = triton_ops().feed_forward_bwd(dy.contiguous(), x.contiguous(), w1.contiguous(), b1.contiguous(),
-                                                 w2.contiguous(), need[0])
-        return _with_residual_grad(need, dy, dx, split_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
-
-
 class GemmFeedForwardFn(torch.autograd.Function):
     """x [M, H_in] (2-D), weights as feed_forward's in x's dtype, residual [M, H_out] or None -> y [M, H_out]
     (+ residual), in the residual's dtype when there is one, else x's. Four Triton row GEMMs with the bias,
@@ -147,13 +122,11 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
     autocast dtype, as nn.Linear), promoted with the residual's when there is one (as residual + y).
 
     backend: "reference" = Linear, ReLU, Linear (then + residual); "triton" (or "auto" on CUDA) = one
-    of three fused paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's
-    epilogue, one autograd node; the same GEMMs as the reference; residual added after), "fused"
-    (FusedFeedForwardFn: Triton kernels that keep the hidden activation on chip and add the residual
-    in their epilogue; H_in, H_out <= 128) or "gemm" (GemmFeedForwardFn: four Triton row GEMMs with
-    the elementwise work in their epilogues, fp32 mode on tensor cores by 3xTF32 dots; any width).
-    "auto" = $AMG_FAST_FFN_METHOD, else per precision mode kernels.limits.FFN_AUTO_METHOD (the
-    epilogue in every mode, as measured), the epilogue in place of "fused" for wider layers.
+    of two fused paths, by method: "epilogue" (FeedForwardFn: bias + ReLU in the first GEMM's
+    epilogue, one autograd node; the same GEMMs as the reference; residual added after) or "gemm"
+    (GemmFeedForwardFn: four Triton row GEMMs with the elementwise work in their epilogues, fp32 mode
+    on tensor cores by 3xTF32 dots; any width). "auto" = $AMG_FAST_FFN_METHOD, else per precision mode
+    kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as measured).
     """
     check_feed_forward_args(x, w1, b1, w2, b2, residual)
     if method not in FFN_METHODS:
@@ -165,13 +138,9 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
         res2 = None if residual is None else residual.reshape(-1, w2.shape[0])
         if res2 is not None:  # in y's dtype, the reference's residual + y: x's and the residual's promoted
             res2 = res2.to(torch.promote_types(dtype, res2.dtype))  # (fp32 under bf16 autocast: unchanged)
-        chosen = ffn_method(method, dtype, (w1.shape[1], w2.shape[0]))
-        if chosen in ("fused", "gemm"):
-            # weights cast to x's dtype first (as nn.Linear under autocast): the kernels take one dtype.
-            # Fed fp32 weights with bf16 x, triton 3.6's sm_90 code of the dx kernel read out of bounds
-            # or returned garbage (H200, 2026-11-27: results/gpu/20261127-1354-h200/README.md)
-            fn = FusedFeedForwardFn if chosen == "fused" else GemmFeedForwardFn
-            y = fn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)), res2)
+        if ffn_method(method, dtype) == "gemm":
+            # weights cast to x's dtype first (as nn.Linear under autocast): the kernels take one dtype
+            y = GemmFeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)), res2)
         else:
             y = FeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)))
             y = y if res2 is None else res2 + y

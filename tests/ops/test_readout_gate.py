@@ -122,8 +122,8 @@ def test_gpu_tiles(mode, H, readout, kdev, poisoned, gen, monkeypatch, allow_tf3
     call: one more launch each way) or, with AMG_FAST_GATE_X3=dot ("fp32-dot"), Triton's tf32x3 dot; TF32
     rounds (tf32_mma: the interpreter truncates the operands as a GPU does), and must: its dots are "tf32"."""
     monkeypatch.setattr(gate_kernels, "_on_cpu", lambda config, *args: config)
-    if mode == "fp32-dot":
-        monkeypatch.setenv("AMG_FAST_GATE_X3", "dot")
+    if mode.startswith("fp32"):  # "fp32": the weights' TF32 planes; "fp32-dot": Triton's tf32x3 dot (the default)
+        monkeypatch.setenv("AMG_FAST_GATE_X3", "dot" if mode == "fp32-dot" else "split")
     launches = []
     record_launches(tf32_kernels, launches, monkeypatch)
     allow_tf32(mode == "tf32")

@@ -352,9 +352,9 @@ def test_unknown_transform_is_refused(kdev):
 
 @pytest.mark.parametrize("attr,value,match", [
     ("MIX_METHOD", "three", r"AMG_FAST_SPECTRAL_MIX \(kernels.spectral_conv.MIX_METHOD\) must be one of "
-                            r"\('gauss', 'four', 'torch'\), got 'three'"),
+                            r"\('auto', 'gauss', 'four', 'torch'\), got 'three'"),
     ("DFT_GEMM", "cublas", r"AMG_FAST_SPECTRAL_DFT_GEMM \(kernels.spectral_conv.DFT_GEMM\) must be one of "
-                           r"\('triton', 'torch'\), got 'cublas'"),
+                           r"\('auto', 'triton', 'torch'\), got 'cublas'"),
     ("X3_METHOD", "both", r"AMG_FAST_SPECTRAL_X3 \(kernels.spectral_conv.X3_METHOD\) must be one of "
                           r"\('split', 'dot'\), got 'both'"),
 ])
