@@ -267,8 +267,15 @@ run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]
     local limit; limit=$(cap "$(left)")
     timeout -s INT -k 20 "$limit" "$PY" scripts/reproduce.py run "$exp" --preset "$preset" --seeds "${seeds[@]}" \
         "${set[@]}" --out "$WORK/$name" "${RUN_FLAGS[@]}" --budget-s "$limit" || rc=$?
-    echo "reproduce.py run $exp: exit $rc (0 all done, 3 runs left for the next session, 4 diverged runs left (see" \
-        "its lines above; trained again only with --retry-diverged), 124/130 stopped at the budget)"
+    local meaning
+    case $rc in
+        0) meaning="all done" ;;
+        3) meaning="runs left for the next session" ;;
+        4) meaning="diverged runs left (see its lines above; trained again only with --retry-diverged)" ;;
+        124|130) meaning="stopped at the budget" ;;
+        *) meaning="failed" ;;
+    esac
+    echo "reproduce.py run $exp: exit $rc ($meaning)"
     [[ $rc == 3 || $rc == 4 || $rc == 124 || $rc == 130 ]] && rc=0
     if [[ -f $WORK/$name/sweep.json ]]; then
         "$PY" scripts/reproduce.py export "$WORK/$name" --to "$RESULTS/sweeps/$name" || rc=1
