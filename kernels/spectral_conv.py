@@ -533,8 +533,11 @@ def cublas_by_default(work: torch.dtype | None, device: torch.device | str | Non
     device: cuBLAS ("torch") for fp32 work on CUDA -- the fp32 and TF32 modes, where the H200's graphed
     training step was 1.03x / 1.07x (fp32) and 1.07x / 1.26x (TF32) faster at S = 32 / 128 with both on cuBLAS
     (results/gpu/20261129-1927-h200/bench, variant spectral_cublas) -- else this file's kernels: bf16 work (0.83x
-    / 0.99x there), fp64 (untimed) and Triton's interpreter on CPU."""
-    return work == torch.float32 and device is not None and torch.device(device).type == "cuda"
+    / 0.99x there), fp64 (untimed) and Triton's interpreter on CPU. Not with REDUCED_PRECISION_DOTS off while TF32
+    is allowed: cuBLAS would compute in TF32 (torch's matmul setting), where that switch asks for fp32 accuracy."""
+    if work != torch.float32 or device is None or torch.device(device).type != "cuda":
+        return False
+    return REDUCED_PRECISION_DOTS or not torch.backends.cuda.matmul.allow_tf32
 
 
 def _mix_method(work: torch.dtype | None = None, device: torch.device | str | None = None) -> str:
