@@ -121,7 +121,7 @@ NEXT_BY_OP = {
     "spectral_conv": "python bench/probe_spectral_stages.py (each stage: analysis, mixing, synthesis, ours and "
                      "cuBLAS), --variant spectral_cublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch,AMG_FAST_SPECTRAL_MIX=torch "
                      "and python bench/kernel_sweep.py --only configs (the three kernels' tiles)",
-    "feed_forward": "python bench/probe_ffn.py (reference, cuBLASLt epilogue, Triton row GEMMs, fused Triton MLP), "
+    "feed_forward": "python bench/probe_ffn.py (reference, cuBLASLt epilogue, Triton row GEMMs), "
                     "--variant ffn_gemm:AMG_FAST_FFN_METHOD=gemm (row GEMMs; fp32 mode 3xTF32 on split weights) "
                     "and python bench/kernel_sweep.py --only ffn (their tiles)",
     "s4d": "pytest bench/test_bench_s4d_scan.py --benchmark-only (fwd and bwd apart) and "

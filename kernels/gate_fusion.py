@@ -227,8 +227,10 @@ def _gate_fusion_fwd_kernel(
     if READOUT:  # out_ptr held z: every thread has read it back before out overwrites it
         tl.debug_barrier()
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
-    if G_MEAN:  # this program's share of the mean gate
-        share = tl.sum(tl.sum(tl.where(mask, g, 0.0), axis=1), axis=0) / (M.to(g.dtype) * H)
+    if G_MEAN:  # this program's share of the mean gate; M, H plain operands (not M.to(...)): torch.compile's
+        # mutation analysis traces the kernel with its integers as constants, and "M.to" on a Python int failed
+        # there ("every input mutated" assumed instead; H200, 2026-11-29, results/gpu/20261129-1927-h200/diagnosis)
+        share = tl.sum(tl.sum(tl.where(mask, g, 0.0), axis=1), axis=0) / M / H
         tl.store(g_ptr + tl.program_id(0), share.to(g_ptr.dtype.element_ty))
     else:
         tl.store(g_ptr + offsets, g.to(g_ptr.dtype.element_ty), mask=mask)
@@ -494,7 +496,7 @@ def _extra_args(chi, freq, readout, dtype: torch.dtype):
 
 
 def _split_weights(inputs: tuple, extra: tuple, dtype: torch.dtype) -> tuple[tuple, tuple, bool]:
-    """(inputs, extra, SPLIT): in fp32 mode (tf32x3 dots) with AMG_FAST_GATE_X3 "split" (the default), w_z,
+    """(inputs, extra, SPLIT): in fp32 mode (tf32x3 dots) with AMG_FAST_GATE_X3 "split" (not the default), w_z,
     w_h (and W_o) replaced by their TF32 planes, split in one launch (split_tf32): the kernels then split
     only the activation tiles in registers; else as given."""
     if dtype != torch.float32 or dot_precision(dtype) != "tf32x3" or gate_x3() != "split":

@@ -740,7 +740,10 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     mode's split planes [2 P, K, H_in, H_out] for the current MIX_METHOD (P = 3 Gauss, 2 four). round_out: out
     rounded to TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel
     only)."""
-    if _mix_method(_mix_work(spec, bf16_operands), spec.device) == "torch":
+    # "auto" is resolved at each call, and the TF32 setting it reads may change between a forward and its
+    # backward: split planes, which weight_planes made for our kernel, go to our kernel
+    auto_split = MIX_METHOD == "auto" and planes.shape[0] != 2
+    if _mix_method(_mix_work(spec, bf16_operands), spec.device) == "torch" and not auto_split:
         if planes.shape[0] != 2:
             raise ValueError(f"the cuBLAS mixing takes W's real and imaginary planes [2, K, H_in, H_out], got "
                              f"{tuple(planes.shape)}: split planes, made by weight_planes for the mixing kernel")

@@ -240,7 +240,8 @@ def test_bf16_activations_hand_the_kernels_bf16_weights(readout, kdev, gen, monk
 def test_torch_compile_matches_eager(kdev, gen):
     """torch.compile traces MemoryGateFn and its custom ops (the CUDA-graph / compiled step's path): the compiled
     and the eager op each equal the fp64 reference to fp32 mode's tolerance (tf32x3 dots), values and gradients,
-    so a failure names the path that is off (compiled vs eager differed by 6e-5 in a loss, H200, 2026-11-29)."""
+    so a failure names the path that is off (compiled vs eager differed by 5.4e-3 in a loss in one run and 6.1e-5
+    in the next, H200, 2026-11-29)."""
     shape = (2, 25, 32, 128)
     args = make_args(shape, torch.float32, gen, kdev)
     gate = chi_args("freq0", 2, torch.float32, gen, kdev)
@@ -258,7 +259,8 @@ def test_torch_compile_matches_eager(kdev, gen):
 @pytest.mark.gpu
 def test_amgfno_compiled_step_matches_eager_gpu(kdev, gen):
     """A whole AMGFNO forward + backward on the Triton backend, compiled (what the graphed and the
-    compiled training steps run: the fused feed-forward, S4D with its GELU, the readout gate) equals eager."""
+    compiled training steps run: the cuBLASLt feed-forward, S4D with its GELU, the readout and the gate) equals
+    eager."""
     from amg_fast.models import get_model
 
     torch.manual_seed(0)

@@ -389,6 +389,25 @@ def test_auto_takes_cublas_for_fp32_work_on_cuda_only(monkeypatch, allow_tf32):
     assert kernels.split_mixing(torch.float32, "cuda")  # fp32 mode's split W planes with our mixing kernel
 
 
+def test_auto_follows_the_planes_when_tf32_changes_between_forward_and_backward(monkeypatch, allow_tf32, gen,
+                                                                                    kdev):
+    """With REDUCED_PRECISION_DOTS off, a forward under TF32 runs our kernels on W's split planes (cuBLAS would
+    run TF32) and a backward after TF32 was turned off resolves "auto" to cuBLAS: the saved split planes go to
+    our kernel still (cuBLAS refused them), and the gradients are fp32-accurate. cublas_by_default as on CUDA."""
+    monkeypatch.setattr(kernels, "cublas_by_default", lambda work, device: work == torch.float32 and (
+        kernels.REDUCED_PRECISION_DOTS or not torch.backends.cuda.matmul.allow_tf32))
+    monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)
+    x, w = _inputs((3,), 32, 16, 16, 16, torch.float32, kdev, gen)
+    allow_tf32(True)
+    y = SpectralConv1dFn.apply(x, w, "dft")
+    allow_tf32(False)
+    dy = torch.randn(y.shape, generator=gen).to(kdev)
+    got = torch.autograd.grad(y, (x, w), dy)
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    want = torch.autograd.grad(spectral_conv1d_ref(x64, w64, -2), (x64, w64), dy.double())
+    assert all(rel_err(a, b) <= 2e-5 for a, b in zip(got, want))
+
+
 def test_transform_switch_overrides_auto(monkeypatch):
     """AMG_FAST_SPECTRAL_TRANSFORM (read at import into limits.SPECTRAL_TRANSFORM_AUTO) picks the path of
     transform="auto" (how a GPU session times the training step on either); explicit choices win."""
@@ -506,11 +525,14 @@ def test_plain_tf32_spectral_conv_propagates_a_gpu_nan(allow_tf32, kdev, gen):
         assert y[0].isnan().all() and not y[1].isnan().any(), tf32
 
 
-def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, kdev, gen, poisoned):
+def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, monkeypatch, kdev, gen, poisoned):
     """With TF32 allowed (plain-TF32 dots) the bases and the spectrum the analysis stores are TF32 values
     (rounded to nearest, not truncated by the MMA), y -- the op's output -- is not; the fp32-accurate path
     (TF32 off) stores nothing rounded (its bases are TF32 planes whose lo plane carries the low bits:
-    test_fp32_mode_bases_are_tf32_planes). The result stays within TF32 error of the fp64 reference."""
+    test_fp32_mode_bases_are_tf32_planes). The result stays within TF32 error of the fp64 reference. Our
+    kernels (on a GPU "auto" takes cuBLAS for fp32 work, which rounds nothing of its own)."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", "gauss")
+    monkeypatch.setattr(kernels, "DFT_GEMM", "triton")
     x, w = _inputs((3,), 64, 32, 32, 32, torch.float32, kdev, gen)  # kdev: compiled kernels take no CPU tensor
     for tf32 in (True, False):
         allow_tf32(tf32)
@@ -532,7 +554,9 @@ def test_fp32_mode_bases_are_tf32_planes(allow_tf32, tf32_mma, monkeypatch, kdev
     the interpreter's under tf32_mma, so is an activation tile left unrounded before its split: checked by
     mutation, which exact interpreter dots would pass); under plain TF32 one rounded basis [rows, cols];
     with REDUCED_PRECISION_DOTS off the planes again whatever the TF32 setting; with the cuBLAS transform
-    (DFT_GEMM "torch") one basis; fp64 one basis."""
+    (DFT_GEMM "torch") one basis; fp64 one basis. Our kernels (on a GPU "auto" takes cuBLAS for fp32 work)."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", "gauss")
+    monkeypatch.setattr(kernels, "DFT_GEMM", "triton")
     cpu = torch.device("cpu")
     allow_tf32(False)
     x, w = _inputs((3, 2), 48, 20, 32, 32, torch.float32, kdev, gen)
