@@ -9,14 +9,14 @@ does the GEMMs) runs the first GEMM with cuBLASLt's bias + ReLU epilogue (torch.
 so the hidden activation is written once and no ReLU kernel runs; its backward (one autograd node,
 saving x and the hidden activation) masks the hidden gradient with one threshold_backward kernel.
 "auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as
-measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the reference's GEMMs as Triton row
-GEMMs with the bias, ReLU, its backward mask and the residual in their epilogues, fp32 mode on tensor
-cores by 3xTF32 dots against weights split once per forward into TF32 planes (the H200's step 0.66-0.98x
-the epilogue's, 1.05x in bf16 at S = 32, 2026-11-29). The Triton MLP that kept the hidden activation on chip
-(method "fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue in every mode on an H200, and a
-fault of triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in x + FeedForward(...)) is added in the
-gemm kernels' epilogue
-(one activation pass fewer); on the epilogue path it is one add.
+measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the
+reference's GEMMs as Triton row GEMMs with the bias, ReLU, its backward mask and the residual in their
+epilogues, fp32 mode on tensor cores by 3xTF32 dots against weights split once per forward into TF32 planes
+(the H200's step 0.66-0.98x the epilogue's, 1.05x in bf16 at S = 32, 2026-11-29). The Triton MLP that kept
+the hidden activation on chip (method "fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue
+in every mode on an H200, and a fault of triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in
+x + FeedForward(...)) is added in the gemm kernels' epilogue (one activation pass fewer); on the epilogue
+path it is one add.
 """
 from __future__ import annotations
 
