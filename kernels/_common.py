@@ -98,6 +98,16 @@ def wrap_triton(kernel):
     return torch.library.wrap_triton(kernel)
 
 
+def merged_stride(sizes, strides) -> int | None:
+    """The stride of axes (sizes, strides) viewed as one axis: the innermost non-singleton axis's stride (1 when
+    all are singletons), or None when the axes do not merge (a stride is not its inner neighbour's stride
+    times its size; singleton axes skipped, as torch.Tensor.view does)."""
+    axes = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    if any(outer != n * s for (_, outer), (n, s) in zip(axes, axes[1:])):
+        return None
+    return axes[-1][1] if axes else 1
+
+
 def tracing() -> bool:
     """True under torch.compile / fake-tensor tracing, where tensors must not be cached (a cached
     real tensor inside a fake trace, or a cached fake one in eager, fails)."""

@@ -58,7 +58,8 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton, tracing
+from amg_fast.kernels._common import (acc_dtype, cdiv, dot_precision, merged_stride, new_output, next_pow2, tracing,
+                                     wrap_triton)
 from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32, split_dot, store_split  # round_to_tf32: public here too
 from amg_fast.kernels.limits import _choice, _env_choice, read_at_import
 
@@ -613,13 +614,7 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> 
 
 def _merges(t: torch.Tensor, axes: list[int]) -> bool:
     """Whether t's axes (in this order) can be seen as one axis with one stride (size-1 axes ignored)."""
-    outer = None
-    for axis in axes:
-        if t.shape[axis] != 1:
-            if outer is not None and t.stride(outer) != t.stride(axis) * t.shape[axis]:
-                return False
-            outer = axis
-    return True
+    return merged_stride([t.shape[a] for a in axes], [t.stride(a) for a in axes]) is not None
 
 
 def _row_order(ndim: int, dim: int, split: int, trailing: int) -> list[int]:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
+from amg_fast.kernels._common import merged_stride
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["grid_linear", "grid_linear_ref", "GridLinearFn", "check_grid_linear_args", "row_groups"]
@@ -46,16 +47,6 @@ def grid_linear_ref(u, grid, weight, bias) -> torch.Tensor:
     return F.linear(torch.cat([u, grid[:, None].expand(u.shape[:-1] + (1,))], dim=-1), weight, bias)
 
 
-def _merged_stride(sizes, strides) -> int | None:
-    """The stride of axes (sizes, strides) viewed as one axis: the innermost non-singleton axis's stride (1 when
-    all are singletons), or None when the axes do not merge (a stride is not its inner neighbour's stride
-    times its size; singleton axes skipped, as torch.Tensor.view does)."""
-    axes = [(n, s) for n, s in zip(sizes, strides) if n != 1]
-    if any(outer != n * s for (_, outer), (n, s) in zip(axes, axes[1:])):
-        return None
-    return axes[-1][1] if axes else 1
-
-
 def row_groups(u: torch.Tensor) -> torch.Tensor:
     """u [..., S, C] as a view [P, Q, C] whose groups' rows are contiguous (strides (any, C, 1): the leading
     axes split where their strides allow, the fewest groups first; frames 0..T-1 sliced from [B, T + 1, S, C]
@@ -66,9 +57,9 @@ def row_groups(u: torch.Tensor) -> torch.Tensor:
     if C == 1 or u.stride(-1) == 1:
         strides = u.stride()[:-1]
         for k in range(len(lead)):
-            inner = _merged_stride(lead[k:], strides[k:])
+            inner = merged_stride(lead[k:], strides[k:])
             Q = math.prod(lead[k:])
-            if _merged_stride(lead[:k], strides[:k]) is not None and inner is not None and (Q == 1 or inner == C):
+            if merged_stride(lead[:k], strides[:k]) is not None and inner is not None and (Q == 1 or inner == C):
                 return u.view(math.prod(lead[:k]), Q, C)
     return u.contiguous().view(1, -1, C)
 
