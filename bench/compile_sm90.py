@@ -306,19 +306,22 @@ def spectral_tile_cases(quick: bool):
 def ffn_cases(quick: bool):
     """The row GEMMs of the feed-forward's method="gemm" (kernels/ffn_gemm.py, fp32 mode with the weights'
     TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, also with an fp64 residual
-    against fp32 x (dy in fp64)."""
-    from amg_fast.kernels import ffn_gemm
+    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]."""
+    from amg_fast.kernels import ffn_gemm, relu_grad
 
     def run_gemm(x, res_dtype=None):
         H, F = x.shape[-1], 4 * x.shape[-1]
         w1, b1, w2, b2 = (_t(*shape, dtype=x.dtype) for shape in ((F, H), (F,), (H, F), (H,)))
         res = _t(*x.shape, dtype=res_dtype or (torch.float64 if x.dtype == torch.float64 else torch.float32))
-        y, h, planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
-        ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, planes)
+        y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
+        for cublas in (False, True):  # the weight gradients by Triton's split-K kernel or by cuBLAS (db1 in dh's epilogue)
+            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, cublas)
 
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])
         yield f"ffn-gemm H128 residual {mode}", lambda x=x: run_gemm(x), mode
+        g = _t(102400, 512, dtype=MODES[mode])  # the epilogue path's backward: ReLU mask and db1 in one pass
+        yield f"ffn-epilogue relu-grad F512 {mode}", lambda g=g: relu_grad.relu_backward_with_bias_grad(g, g), mode
         if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
             yield f"ffn-gemm H128 fp64-residual {mode}", lambda x=x: run_gemm(x, torch.float64), mode
 

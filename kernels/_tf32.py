@@ -1,5 +1,6 @@
 """TF32 rounding, on the device (inside kernels) and on the host: the one definition every kernel uses;
-and the split of fp32 weights into TF32 planes for 3xTF32 products (split_tf32).
+and the split of fp32 weights into TF32 planes for 3xTF32 products (split_tf32), transposed on the way where
+a kernel needs the other layout (transposed_weights without the split).
 
 TF32 keeps fp32's 8 exponent bits and 10 of its 23 explicit mantissa bits. A plain-TF32 MMA on Hopper
 drops an fp32 operand's low 13 bits (truncation); a value rounded here first is read exactly, and
@@ -16,7 +17,7 @@ import triton.language as tl
 
 from amg_fast.kernels._common import cdiv, new_output, wrap_triton
 
-__all__ = ["round_tf32", "round_to_tf32", "split_tf32", "split_dot", "store_split"]
+__all__ = ["round_tf32", "round_to_tf32", "split_tf32", "transposed_weights", "split_dot", "store_split"]
 
 SPLIT_BLOCK = 1024  # elements per program of the split
 
@@ -68,40 +69,67 @@ def store_split(hi_ptrs, lo_ptrs, v, mask):
 
 
 @triton.jit
-def _split_tf32_kernel(src1_ptr, dst1_ptr, n1, src2_ptr, dst2_ptr, n2, src3_ptr, dst3_ptr, n3,
-                       BLOCK: tl.constexpr):
-    """dst[:n] = hi = round_tf32(src), dst[n:2n] = lo = src - hi, for up to three flat fp32 tensors (program
-    axis 1 picks one)."""
+def _weight_planes_kernel(src1_ptr, dst1_ptr, n1, rows1, src2_ptr, dst2_ptr, n2, rows2, src3_ptr, dst3_ptr, n3,
+                          rows3, SPLIT: tl.constexpr, TRANSPOSE: tl.constexpr, BLOCK: tl.constexpr):
+    """For up to three flat tensors (program axis 1 picks one) of n elements: dst[:n] = src, or with TRANSPOSE
+    src [rows, n / rows] transposed (dst [n / rows, rows] row-major); SPLIT: in TF32 parts instead, hi =
+    round_tf32 at dst[:n], lo = the rest at dst[n:2n]."""
     which = tl.program_id(1)
     src = tl.where(which == 0, src1_ptr, tl.where(which == 1, src2_ptr, src3_ptr))
     dst = tl.where(which == 0, dst1_ptr, tl.where(which == 1, dst2_ptr, dst3_ptr))
     n = tl.where(which == 0, n1, tl.where(which == 1, n2, n3))
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    store_split(dst + offs, dst + n + offs, tl.load(src + offs, mask=mask, other=0.0), mask)
+    if TRANSPOSE:  # dst element (c, r) of [cols, rows] is src element (r, c) of [rows, cols]
+        rows = tl.where(which == 0, rows1, tl.where(which == 1, rows2, rows3))
+        src_offs = (offs % rows) * (n // rows) + offs // rows
+    else:
+        src_offs = offs
+    v = tl.load(src + src_offs, mask=mask, other=0.0)
+    if SPLIT:
+        store_split(dst + offs, dst + n + offs, v, mask)
+    else:
+        tl.store(dst + offs, v, mask=mask)
 
 
-def split_tf32(*weights: torch.Tensor) -> torch.Tensor:
-    """Up to three weights' TF32 planes in one flat fp32 buffer, [hi1 | lo1 | hi2 | lo2 | ...] (hi = w rounded
-    to TF32, lo = w - hi: hi + lo == w exactly; weight i's hi plane starts at 2 (n_1 + ... + n_{i-1})), in one
-    launch; a weight of another dtype is cast to fp32 first (as the kernels cast a weight tile to the
-    activations' dtype)."""
+def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bool, name: str) -> torch.Tensor:
+    """split_tf32's and transposed_weights' one launch: the weights (transposed) one after another in one flat
+    buffer, as TF32 planes [hi | lo] each (fp32) with split, else in their common dtype."""
     if not 1 <= len(weights) <= 3:
-        raise ValueError(f"split_tf32 takes 1 to 3 weights, got {len(weights)}")
+        raise ValueError(f"{name} takes 1 to 3 weights, got {len(weights)}")
+    if transpose and any(w.dim() != 2 for w in weights):
+        raise ValueError(f"{name}(transpose) takes 2-D weights, got shapes {[tuple(w.shape) for w in weights]}")
+    dtype = torch.float32 if split else weights[0].dtype
     sizes = [w.numel() for w in weights]
-    planes = new_output((2 * sum(sizes),), dtype=torch.float32, device=weights[0].device)
+    per = 2 if split else 1
+    out = new_output((per * sum(sizes),), dtype=dtype, device=weights[0].device)
     if sum(sizes):
         # Each slot writes its own, non-overlapping slice, and an unused slot (never picked) an empty tensor:
         # under torch.compile, functionalization copies every written argument back in order, so two slots
         # aliasing one view would overwrite the first's planes with the second's untouched copy.
         args, offset = [], 0
         for w, n in zip(weights, sizes):
-            args += [w.contiguous().to(torch.float32), planes[offset:offset + 2 * n], n]
-            offset += 2 * n
+            args += [w.contiguous().to(dtype), out[offset:offset + per * n], n, max(1, w.shape[0]) if transpose else 1]
+            offset += per * n
         for _ in range(3 - len(weights)):
-            args += [planes.new_empty(0), planes.new_empty(0), 0]
-        wrap_triton(_split_tf32_kernel)[(cdiv(max(sizes), SPLIT_BLOCK), len(weights))](*args, BLOCK=SPLIT_BLOCK)
-    return planes
+            args += [out.new_empty(0), out.new_empty(0), 0, 1]
+        wrap_triton(_weight_planes_kernel)[(cdiv(max(sizes), SPLIT_BLOCK), len(weights))](
+            *args, SPLIT=split, TRANSPOSE=transpose, BLOCK=SPLIT_BLOCK)
+    return out
+
+
+def split_tf32(*weights: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+    """Up to three weights' TF32 planes in one flat fp32 buffer, [hi1 | lo1 | hi2 | lo2 | ...] (hi = w rounded
+    to TF32, lo = w - hi: hi + lo == w exactly; weight i's hi plane starts at 2 (n_1 + ... + n_{i-1})), in one
+    launch; a weight of another dtype is cast to fp32 first (as the kernels cast a weight tile to the
+    activations' dtype). transpose: the planes of each (2-D) weight's transpose, w^T made row-major."""
+    return _weight_planes(weights, True, transpose, "split_tf32")
+
+
+def transposed_weights(*weights: torch.Tensor) -> torch.Tensor:
+    """Up to three 2-D weights' transposes, each row-major, one after another in one flat buffer of the first
+    weight's dtype ([w1^T | w2^T | ...]), in one launch."""
+    return _weight_planes(weights, False, True, "transposed_weights")
 
 
 def round_to_tf32(t: torch.Tensor) -> torch.Tensor:

@@ -4,32 +4,33 @@ and fp32 mode's dots on tensor cores at fp32 accuracy with only the activation s
 
     C [M, N] = A [M, K] @ B [K, N]  (+ bias [N]) (ReLU) (0 where mask [M, N] <= 0) (+ residual [M, N])
 
-A is an activation (row-major rows), B a weight read through its strides: W^T for nn.Linear's x W^T, or
-W itself for the backward's dy W. The feed-forward as row GEMMs (nn.Linear layout: W1 [F, H_in], W2 [H_out, F]):
+A is an activation (row-major rows), B a weight read through its strides: W^T for nn.Linear's x W^T, or in
+the backward W, as a transposed copy for fp32 weights (below). The feed-forward as row GEMMs (nn.Linear
+layout: W1 [F, H_in], W2 [H_out, F]):
 
     forward   h  = relu(x W1^T + b1)              (h written once, kept for the backward)
               y  = h W2^T + b2 (+ residual)
     backward  dh = (dy W2) * (h > 0)              (the ReLU's mask in the epilogue)
               dx = dh W1
-              dW1, db1, dW2, db2: gate_fusion.weight_grads ((dh; x) and (dy; h): split-K over the rows, the
-              bias gradients summed on the way)
+              dW1, db1, dW2, db2 by kernels.limits.wgrad_method: "triton", gate_fusion.weight_grads ((dh; x)
+              and (dy; h): split-K over the rows, the bias gradients summed on the way); "cublas" (the default
+              for fp32 activations), two torch GEMMs, db1 summed in the dh kernel's epilogue, db2 one torch sum
 
 Why (issue 19): in fp32 mode (matmul precision "highest") cuBLAS runs these GEMMs on the CUDA cores: on an
 H200 at S = 128 (2026-11-27) the feed-forward took 2.30 ms a layer, 4 x 2.30 = 43% of the 21.5 ms fp32 step.
 Triton's own tf32x3 dot splits both operands in registers and writes the split weight tiles back to shared
-memory every K step; here the weight is split once per forward into TF32 planes in memory (split_tf32:
+memory every K step; here the weight is split once per pass into TF32 planes in memory (split_tf32:
 hi = W rounded to TF32, lo = W - hi, both exact), which stream into shared memory like any operand, and only
-the A tile is split in registers. Compiled for sm_90 by triton 3.6 at 128 x 128 x 32 tiles (bench/compile_sm90.py
---ops ffn --quick, on the 2-core CPU dev machine), the plain kernel (dx) takes 124 registers, 16 shared-memory
-stores and 16 fp32 adds / subtracts in its PTX, against 206, 48 and 96 with Triton's tf32x3 dot on the
-unsplit weight (_splits forced False); the four fp32-mode kernels h, y, dh, dx 146 / 214 / 181 / 124
-registers against 218 / 218 / 208 / 206, no spills. Each product is
-A_lo B_hi + A_hi B_lo + A_hi B_hi (small terms first), fp32-accurate: the dropped A_lo B_lo is ~2^-22
-relative, and the MMA's truncation of the lo parts ~2^-21. Outside fp32 mode the same kernels run one
-dot (TF32, bf16 operands, fp64 "ieee"); no weight split.
-Against method="epilogue" (cuBLAS): 8 launches a layer in fp32 mode (the weight split included; 7 in the
-other modes) instead of 12 (10 + 2 cuBLAS split-K reductions; bench/_kernel_count.py): the bias gradients
-and the ReLU's backward in the GEMMs. Untimed.
+the A tile is split in registers. Each product is A_lo B_hi + A_hi B_lo + A_hi B_hi (small terms first),
+fp32-accurate: the dropped A_lo B_lo is ~2^-22 relative, and the MMA's truncation of the lo parts ~2^-21.
+Outside fp32 mode the same kernels run one dot (TF32, bf16 operands, fp64 "ieee"); no weight split.
+A TF32 wgmma (Hopper) reads its shared-memory operands K-major only. The forward's W^T is (W's rows are
+its K); the backward's W is not, and triton 3.6 then loads it 4 bytes at a time; so for fp32 weights the
+backward first writes W1^T and W2^T row-major (their TF32 planes in fp32 mode; one launch), and every dot
+operand is K-major: bench/compile_sm90.py --ops ffn --quick shows 16-byte cp.async only. The weight
+gradients' operands dh, x, dy, h cannot be (the reduction runs over their rows), hence cuBLAS for them.
+The H200's step with method="gemm" (2026-11-29, before the transposed weights and cuBLAS weight gradients)
+was 0.97x / 0.66x / 0.98x the epilogue's in fp32 / TF32 / bf16 at S = 128.
 """
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
-from amg_fast.kernels._tf32 import split_dot, split_tf32
+from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._tf32 import split_dot, split_tf32, transposed_weights
 from amg_fast.kernels.gate_fusion import weight_grads
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
@@ -72,15 +73,19 @@ def _plus_residual(acc, res):
 @triton.jit
 def _row_gemm_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr,   # A [M, K], C / aux [M, N] row-major; B [K, N] at b_ptr + k sbk + n sbn
+    sums_ptr,                                  # COLUMN_SUMS: [cdiv(M, BLOCK_M), N] partial column sums of C
     M, N, K, stride_bk, stride_bn, lo_offset,  # SPLIT: B's TF32 hi plane at b_ptr, its lo plane lo_offset further
     BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr, SPLIT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    COLUMN_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     """One program: a [BLOCK_M, BLOCK_N] tile of C (the N tiles of a row block adjacent in launch order, so
-    the A rows they share come from L2). A is cast to B's dtype (an fp32 dy against bf16 weights)."""
+    the A rows they share come from L2), and with COLUMN_SUMS its rows' sum per column (before the residual,
+    in the accumulation dtype). A is cast to B's dtype (an fp32 dy against bf16 weights)."""
     n_tiles = tl.cdiv(N, BLOCK_N)
     pid = tl.program_id(0)
-    rows = (pid // n_tiles).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_block = (pid // n_tiles).to(tl.int64)
+    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = (pid % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask, col_mask = rows < M, cols < N
     acc_t = tl.float64 if b_ptr.dtype.element_ty == tl.float64 else tl.float32  # the dots' dtype is B's
@@ -98,6 +103,8 @@ def _row_gemm_kernel(
         acc = _relu(acc)
     if MASK:  # the ReLU's backward, as threshold_backward: 0 where the saved activation is <= 0
         acc = tl.where(_tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1) <= 0, 0.0, acc)
+    if COLUMN_SUMS:  # rows past M hold 0 (A's masked rows) plus the bias: left out
+        tl.store(sums_ptr + row_block * N + cols, tl.sum(tl.where(row_mask[:, None], acc, 0.0), axis=0), mask=col_mask)
     if RESIDUAL:
         acc = _plus_residual(acc, _tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1))
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
@@ -136,20 +143,40 @@ def _splits(dtype: torch.dtype) -> bool:
 
 
 def _operands(w1: torch.Tensor, w2: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The row GEMMs' weight operands: each weight's [2, *shape] TF32 planes in split_tf32(w1, w2)'s buffer,
-    or the weights themselves when planes is empty (no split: outside fp32 mode)."""
+    """The forward's weight operands: each weight's [2, *shape] TF32 planes in split_tf32(w1, w2)'s buffer, or
+    the weights themselves when planes is empty (no split: outside fp32 mode)."""
     if planes.numel() == 0:
         return w1, w2
     n1 = w1.numel()
     return planes[:2 * n1].view(2, *w1.shape), planes[2 * n1:].view(2, *w2.shape)
 
 
+def _backward_operands(w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """(W1 operand, W2 operand, transposed) for the backward's dx = dh W1 and dh = dy W2. For fp32 weights
+    (TF32 and tf32x3 dots) W1^T [H_in, F] and W2^T [F, H_out] row-major, made in one launch, as TF32 planes
+    [2, ...] in fp32 mode: a TF32 wgmma reads only K-major operands from shared memory, and W itself is
+    N-major there, which triton 3.6 loads 4 bytes at a time (48-96 cp.async of 4 B in the dh and dx kernels'
+    SASS for sm_90, against 12 of 16 B in bf16; bench/compile_sm90.py). Other dtypes: the weights
+    (transposed False); 16-bit and fp64 dots take either layout."""
+    if w1.dtype != torch.float32:
+        return w1, w2, False
+    n1 = w1.numel()
+    (f, h_in), h_out = w1.shape, w2.shape[0]
+    if _splits(w1.dtype):
+        planes = split_tf32(w1, w2, transpose=True)
+        return planes[:2 * n1].view(2, h_in, f), planes[2 * n1:].view(2, f, h_out), True
+    flat = transposed_weights(w1, w2)
+    return flat[:n1].view(h_in, f), flat[n1:].view(f, h_out), True
+
+
 def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, relu: bool = False, mask=None,
-             residual=None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+             residual=None, out_dtype: torch.dtype | None = None, column_sums: bool = False):
     """C [M, N] = a [M, K] @ (w^T if transpose_w else w) (+ bias [N]) (ReLU) (0 where mask [M, N] <= 0)
     (+ residual [M, N]), in out_dtype (default a's). w: a 2-D weight ([N, K] transposed, else [K, N]), or its
     TF32 planes [2, *shape] (split_tf32): then three TF32 products per dot (a split in registers). a, mask
-    and residual contiguous; a is cast to w's dtype in the kernel."""
+    and residual contiguous; a is cast to w's dtype in the kernel. column_sums: returns (C, sums [N]), C's
+    column sums before the residual in the accumulation dtype (per row tile in the kernel's epilogue, then
+    one torch sum)."""
     split = w.dim() == 3
     rows, cols = w.shape[-2:]
     K, N = (cols, rows) if transpose_w else (rows, cols)
@@ -159,28 +186,29 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
     if mask is not None and residual is not None:
         raise ValueError("row_gemm: mask and residual share one epilogue input; give one of them")
     c = new_output((M, N), dtype=out_dtype or a.dtype, device=a.device)
-    if M == 0 or N == 0:
-        return c
     tiles = _tiles(a.device, w.dtype, split, M, N, K)  # the dots' dtype is w's
-    strides = (1, cols) if transpose_w else (cols, 1)  # (stride over K, stride over N) of w's [rows, cols]
-    aux = mask if mask is not None else residual
-    wrap_triton(_row_gemm_kernel)[(cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"]),)](
-        a, w, c, c if bias is None else bias, c if aux is None else aux, M, N, K, *strides,
-        rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
-        RESIDUAL=residual is not None, SPLIT=split, DOT_PRECISION=dot_precision(w.dtype), **tiles)
-    return c
+    sums = new_output((cdiv(M, tiles["BLOCK_M"]) if column_sums else 0, N), dtype=acc_dtype(w), device=a.device)
+    if M > 0 and N > 0:
+        strides = (1, cols) if transpose_w else (cols, 1)  # (stride over K, stride over N) of w's [rows, cols]
+        aux = mask if mask is not None else residual
+        wrap_triton(_row_gemm_kernel)[(cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"]),)](
+            a, w, c, c if bias is None else bias, c if aux is None else aux, sums, M, N, K, *strides,
+            rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
+            RESIDUAL=residual is not None, SPLIT=split, COLUMN_SUMS=column_sums,
+            DOT_PRECISION=dot_precision(w.dtype), **tiles)
+    return (c, sums.sum(0)) if column_sums else c
 
 
-def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, h, planes) for contiguous x [M, H_in] and weights in x's dtype: y [M, H_out] = h W2^T + b2
-    (+ residual [M, H_out]) in the residual's dtype when given, else x's; h = relu(x W1^T + b1) [M, F] in x's
-    dtype; planes = split_tf32(w1, w2) in fp32 mode (tf32x3 dots), else empty: both kept for the backward."""
+def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, h) for contiguous x [M, H_in] and weights in x's dtype: y [M, H_out] = h W2^T + b2 (+ residual
+    [M, H_out]) in the residual's dtype when given, else x's; h = relu(x W1^T + b1) [M, F] in x's dtype,
+    kept for the backward. In fp32 mode (tf32x3 dots) the weights are split into TF32 planes first (one launch)."""
     planes = split_tf32(w1, w2) if _splits(x.dtype) else x.new_empty((0,))
     w1_op, w2_op = _operands(w1, w2, planes)
     h = row_gemm(x, w1_op, transpose_w=True, bias=b1, relu=True)
     y = row_gemm(h, w2_op, transpose_w=True, bias=b2, residual=residual,
                  out_dtype=x.dtype if residual is None else residual.dtype)
-    return y, h, planes
+    return y, h
 
 
 def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) -> tuple[torch.Tensor, ...]:
@@ -190,13 +218,20 @@ def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) ->
     return dw1.view(hidden, h_in), db1, dw2.view(h_out, hidden), db2
 
 
-def feed_forward_gemm_bwd(dy, x, h, w1, w2, planes, need_dx: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, cublas: bool = False
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, flat) from dy [M, H_out] (any float dtype: cast to x's first, _common.dot_operand; e.g. fp32 through
-    an fp32 residual under autocast), the forward's x, h and planes: dx [M, H_in] in x's
-    dtype (empty, not computed, without need_dx); flat = [dW1 | db1 | dW2 | db2] in w1's dtype, summed in the
-    accumulation dtype (gemm_weight_grads takes it apart; one tensor: a custom op's outputs may not alias each other)."""
-    w1_op, w2_op = _operands(w1, w2, planes)
+    an fp32 residual under autocast) and the forward's x, h: dx [M, H_in] in x's dtype (empty, not computed,
+    without need_dx); flat = [dW1 | db1 | dW2 | db2] in w1's dtype (gemm_weight_grads takes it apart; one tensor:
+    a custom op's outputs may not alias each other). The weight gradients: weight_grads' split-K kernel (bias
+    sums folded in, summed in the accumulation dtype), or with cublas two torch GEMMs, db1 from the dh kernel's
+    epilogue and db2 one torch sum, concatenated (kernels.limits.wgrad_method)."""
+    w1_op, w2_op, transposed = _backward_operands(w1, w2)
     dy = dot_operand(dy, x.dtype)
-    dh = row_gemm(dy, w2_op, transpose_w=False, mask=h, out_dtype=x.dtype)
-    dx = row_gemm(dh, w1_op, transpose_w=False) if need_dx else x.new_empty((0,))
-    return dx, weight_grads([(dh, x, None), (dy, h, None)]).to(w1.dtype)
+    dh = row_gemm(dy, w2_op, transpose_w=transposed, mask=h, out_dtype=x.dtype, column_sums=cublas)
+    dh, db1 = dh if cublas else (dh, None)
+    dx = row_gemm(dh, w1_op, transpose_w=transposed) if need_dx else x.new_empty((0,))
+    if not cublas:
+        return dx, weight_grads([(dh, x, None), (dy, h, None)]).to(w1.dtype)
+    parts = (dh.t().mm(x), db1, dy.t().mm(h), dy.sum(0))  # out-of-place: torch.compile traces this body
+    return dx, torch.cat([p.flatten().to(w1.dtype) for p in parts])

@@ -30,8 +30,9 @@ Backward, per row tile (_gate_fusion_bwd_kernel; nothing stored by the forward, 
 Weight gradients (_weight_grad_kernel, a split-K GEMM over the rows): per group of rows the partial
 sums of dW = dY^T [X1 | X2] and of db = colsum(dY) (and of extra per-row columns: dchi) into one
 [groups, P] buffer, reduced by one torch sum: dW_z, dW_h from (dlogits; z, h), dW_o from (dp; a).
-Deterministic, on tensor cores (tf32x3 in fp32) where cuBLAS's fp32 GEMMs would run on the CUDA
-cores; AMG_FAST_GATE_WGRAD=cublas (ops/gate.py) takes the two plain-gate ones to cuBLAS instead.
+Deterministic, on tensor cores (tf32x3 in fp32). With fp32 activations the plain gate's two go to cuBLAS
+instead (kernels.limits.wgrad_method, AMG_FAST_WGRAD; ops/gate.py): both operands are row-major, so the
+reduction runs along their strided axis, which a TF32 wgmma does not take from shared memory (see limits.py).
 
 Precision: tl.dot inputs are h's dtype (weights are cast to it in-kernel, so fp32 weights work
 with bf16 activations); accumulation is fp32, fp64 for fp64 inputs. fp32 dots: see _common.dot_precision.

@@ -12,9 +12,9 @@ import os
 import torch
 
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
-           "READOUT_MAX_H", "GATE_WGRAD_METHODS", "MEMORY_READOUT_METHODS",
+           "READOUT_MAX_H", "WGRAD_METHODS", "WGRAD_AUTO_METHOD", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
-           "precision_mode", "gate_wgrad", "memory_readout", "GATE_X3_METHODS", "gate_x3", "KERNEL_SWITCHES",
+           "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "KERNEL_SWITCHES",
            "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
@@ -44,11 +44,20 @@ TRANSFORM_FFT_MIN_S = 512
 GATE_MAX_H = 256
 READOUT_MAX_H = 128
 
-# The gate's weight gradients dW_z, dW_h = dlogits^T z, dlogits^T h: "triton" (a split-K kernel over
-# the rows, tf32x3 tensor-core dots in fp32 mode, partial sums reduced with db and dchi by one sum) or
-# "cublas" (two torch GEMMs, fp32 on the CUDA cores under matmul precision "highest"), by
-# $AMG_FAST_GATE_WGRAD; untimed, default triton.
-GATE_WGRAD_METHODS = ("triton", "cublas")
+# Weight gradients over the activation rows, dW = dY^T X (the gate's dW_z, dW_h; the row-GEMM feed-forward's
+# dW1, dW2): "triton" (gate_fusion.weight_grads: a split-K kernel over the rows, the bias sums folded in, tf32x3
+# tensor-core dots in fp32 mode) or "cublas" (torch GEMMs: TF32 tensor cores under TF32, fp32 on the CUDA cores
+# in fp32 mode; the bias sums by torch or in an epilogue). "auto" = $AMG_FAST_WGRAD when set, else
+# WGRAD_AUTO_METHOD[precision mode]. cuBLAS for fp32 activations: both operands of dY^T X are row-major, so the
+# reduction runs along the strided axis, and a TF32 wgmma takes K-major operands only; compiled for sm_90 by
+# triton 3.6 the kernel loads them 4 bytes at a time under TF32 (192 4-byte cp.async in its SASS against 24
+# 16-byte ones in bf16; bench/compile_sm90.py) and splits both in registers through shared memory in fp32 mode. On the
+# H200 (2026-11-29, results/gpu/20261129-1927-h200/bench, profile) it formed the memory gate's 13.4 GFLOP of
+# weight gradients in 0.70 ms under TF32 (19 TFLOP/s) and 0.52 ms in fp32 mode, where cuBLAS's TF32 kernel
+# formed the feed-forward's at 176 TFLOP/s and its fp32 one at ~52. bf16 (16-bit wgmma takes either layout)
+# and fp64 keep the kernel.
+WGRAD_METHODS = ("auto", "triton", "cublas")
+WGRAD_AUTO_METHOD = {"fp32": "cublas", "tf32": "cublas", "bf16": "triton", "fp16": "triton", "fp64": "triton"}
 
 # The gate kernels' fp32-accurate dots in fp32 mode: "split" (the weights split once per call into TF32 planes
 # in memory, kernels._tf32.split_tf32, and only the activation tile split in registers: three TF32 products)
@@ -81,7 +90,7 @@ FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "
 # Every environment switch of the kernels (docs/kernels.md). The functions below read theirs at each call; the
 # spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
-KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_S4D_METHOD", "AMG_FAST_GATE_WGRAD", "AMG_FAST_GATE_X3",
+KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_S4D_METHOD", "AMG_FAST_WGRAD", "AMG_FAST_GATE_X3",
                    "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX",
                    "AMG_FAST_SPECTRAL_DFT_GEMM", "AMG_FAST_SPECTRAL_REDUCED_DOTS", "AMG_FAST_SPECTRAL_WEIGHT_PLANES",
                    "AMG_FAST_SPECTRAL_X3")
@@ -164,9 +173,13 @@ def ffn_method(method: str, dtype: torch.dtype = torch.float32) -> str:
     return _env_choice("AMG_FAST_FFN_METHOD", FFN_METHODS[1:]) or FFN_AUTO_METHOD[precision_mode(dtype)]
 
 
-def gate_wgrad() -> str:
-    """How the gate's backward forms dW_z, dW_h: $AMG_FAST_GATE_WGRAD ("triton" or "cublas"), else "triton"."""
-    return _env_choice("AMG_FAST_GATE_WGRAD", GATE_WGRAD_METHODS) or "triton"
+def wgrad_method(method: str = "auto", dtype: torch.dtype = torch.float32) -> str:
+    """How a backward forms its row-reduced weight gradients for activations of dtype, "triton" or "cublas":
+    method itself unless "auto", then $AMG_FAST_WGRAD (one of those) when set, else WGRAD_AUTO_METHOD for
+    precision_mode(dtype)."""
+    if _choice("method", method, WGRAD_METHODS) != "auto":
+        return method
+    return _env_choice("AMG_FAST_WGRAD", WGRAD_METHODS[1:]) or WGRAD_AUTO_METHOD[precision_mode(dtype)]
 
 
 def gate_x3() -> str:

@@ -92,15 +92,18 @@ T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAM
 SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:paper:0,1,2}
 # the variants, the most informative first (a bench budget that ends early drops the last). The H200 of
 # 2026-11-29 (results/gpu/20261129-1927-h200/bench) timed twelve; the three that won became the defaults (the
-# spectral conv on cuBLAS in fp32 / TF32, the separate readout, the gate's fp32 dots by Triton's tf32x3), so
-# these time each default against what it replaced, together now: the spectral conv on our kernels again, then
-# its DFT GEMMs alone (cuBLAS mixing), the fused readout, the gate's split weights; and the feed-forward's row
-# GEMMs (1.05x in bf16 at S = 32, slower elsewhere). Dropped, slower or even in every cell there: the fused
+# spectral conv on cuBLAS in fp32 / TF32, the separate readout, the gate's fp32 dots by Triton's tf32x3), and
+# its profile moved the weight gradients of fp32 activations to cuBLAS (AMG_FAST_WGRAD), so these time each
+# default against what it replaced, together now: the feed-forward's row GEMMs (since then with K-major
+# backward weights and cuBLAS weight gradients; 1.05x in bf16 at S = 32, slower elsewhere before), the Triton
+# weight gradients, the spectral conv on our kernels again, then its DFT GEMMs alone (cuBLAS mixing), the
+# fused readout, the gate's split weights. Dropped, slower or even in every cell there: the fused
 # feed-forward (0.52-0.81x), the mixing's four products, W read in place, its plain tf32x3 and x3 dots, the
-# S4D lag loop, cuBLAS gate weight gradients.
-VARIANTS=${CAMPAIGN_VARIANTS:-spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss,AMG_FAST_SPECTRAL_DFT_GEMM=triton \
+# S4D lag loop.
+VARIANTS=${CAMPAIGN_VARIANTS:-ffn_gemm:AMG_FAST_FFN_METHOD=gemm wgrad_triton:AMG_FAST_WGRAD=triton \
+spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss,AMG_FAST_SPECTRAL_DFT_GEMM=triton \
 spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton readout_fused:AMG_FAST_MEMORY_READOUT=fused \
-gate_x3split:AMG_FAST_GATE_X3=split ffn_gemm:AMG_FAST_FFN_METHOD=gemm}
+gate_x3split:AMG_FAST_GATE_X3=split}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
 TRUST=${CAMPAIGN_TRUST_KERNELS:-0}
 PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}

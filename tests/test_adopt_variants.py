@@ -52,14 +52,14 @@ def test_winners_on_different_ops_combine_and_on_one_op_the_fastest_is_taken():
                                  faster(1.2), True, 0),
                 spectral_wview=({"AMG_FAST_SPECTRAL_WEIGHT_PLANES": "0"}, faster(1.15), True, 0),
                 readout_separate=({"AMG_FAST_MEMORY_READOUT": "separate"}, faster(1.05), True, 0),
-                gate_cublas=({"AMG_FAST_GATE_WGRAD": "cublas"}, faster(1.04), True, 0))
+                gate_x3split=({"AMG_FAST_GATE_X3": "split"}, faster(1.04), True, 0))
     switches, rows = mod.adopt(s)
     # spectral_cublas (fastest of the three spectral winners) and readout_separate (the gate's fastest)
     assert switches == {"AMG_FAST_SPECTRAL_DFT_GEMM": "torch", "AMG_FAST_SPECTRAL_MIX": "torch",
                         "AMG_FAST_MEMORY_READOUT": "separate"}
     why = {r["name"]: r["why"] for r in rows}
     assert "spectral_cublas (faster) switches the spectral_conv already" in why["spectral_wview"]
-    assert "readout_separate (faster) switches the gate already" in why["gate_cublas"]
+    assert "readout_separate (faster) switches the gate already" in why["gate_x3split"]
 
 
 @pytest.mark.parametrize("case, reason", [

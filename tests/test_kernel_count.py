@@ -47,9 +47,15 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # 157 (167), gemm 149 (151). The fused feed-forward, the only step within issue 19's 100 CUDA kernels (with
 # the Triton spectral conv: 87), was removed the same day (1.2-1.9x slower than the epilogue on the H200, and a
 # fault of its dx kernel in fp32 on sm_90): the fewest now is the Triton spectral conv with the row GEMMs, 103
-# (the step time is what the kernel count was for).
-TRITON_STEP_KERNEL_CEILING = {("cublas", "default"): 165, ("cublas", "gemm"): 156,
-                              ("triton", "default"): 114, ("triton", "gemm"): 106}
+# (the step time is what the kernel count was for). 2026-11-29 (late): the weight gradients of fp32 activations on
+# cuBLAS (kernels.limits.wgrad_method; the H200's profile had the split-K kernel at 19 TFLOP/s under TF32): the
+# gate's two GEMMs, db and dchi sums and their concatenation for one kernel and a sum, +3; the row-GEMM
+# feed-forward's two GEMMs, db2, the sum of the dh kernel's db1 partials and the concatenation for one kernel
+# and a sum, plus the backward's transposed weights (one launch), +3 a layer: default 160 (172), gemm 164
+# (176); with the Triton spectral conv 112 (124) and 116 (128). With AMG_FAST_WGRAD=triton: default 157 (167),
+# gemm 153 (155).
+TRITON_STEP_KERNEL_CEILING = {("cublas", "default"): 168, ("cublas", "gemm"): 172,
+                              ("triton", "default"): 118, ("triton", "gemm"): 122}
 TRITON_STEP_KERNEL_FLOOR = 60
 B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equals it
 

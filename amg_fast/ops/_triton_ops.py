@@ -16,6 +16,7 @@ from amg_fast.kernels import composed_linear as _composed
 from amg_fast.kernels import ffn_gemm as _ffn_gemm
 from amg_fast.kernels import gate_fusion as _gate
 from amg_fast.kernels import grid_linear as _grid_linear
+from amg_fast.kernels import relu_grad as _relu_grad
 from amg_fast.kernels import s4d_scan as _s4d
 from amg_fast.kernels import spectral_conv as _spectral
 
@@ -133,17 +134,22 @@ def _memory_gate_bwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b
 @triton_op("amg_fast::feed_forward_gemm_fwd", mutates_args=())
 def _feed_forward_gemm_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
                               b2: torch.Tensor, residual: torch.Tensor | None = None
-                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """x [M, H_in] -> (y [M, H_out] (+ residual), the hidden activation h [M, F], the weights' TF32 planes
-    in fp32 mode, else empty)."""
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, H_in] -> (y [M, H_out] (+ residual), the hidden activation h [M, F])."""
     return _ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual)
 
 @triton_op("amg_fast::feed_forward_gemm_bwd", mutates_args=())
 def _feed_forward_gemm_bwd_op(dy: torch.Tensor, x: torch.Tensor, h: torch.Tensor, w1: torch.Tensor,
-                              w2: torch.Tensor, planes: torch.Tensor, need_dx: bool
-                              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | db1 | dW2 | db2] flat)."""
-    return _ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, planes, need_dx)
+                              w2: torch.Tensor, need_dx: bool, cublas: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | db1 | dW2 | db2] flat; cublas: the weight
+    gradients by torch GEMMs)."""
+    return _ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx, cublas)
+
+
+@triton_op("amg_fast::relu_backward_with_bias_grad", mutates_args=())
+def _relu_backward_with_bias_grad_op(g: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """g, h [M, F] -> (dh = g where h > 0 else 0, db [F] = dh's column sums, accumulation dtype)."""
+    return _relu_grad.relu_backward_with_bias_grad(g, h)
 
 
 # ----------------------------------------------------------------------------- composed_linear

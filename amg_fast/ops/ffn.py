@@ -4,15 +4,18 @@ Reads top to bottom: validation -> reference -> autograd Function -> public op.
 
 The reference is what nn.Sequential(Linear, ReLU, Linear) runs: three kernels forward (GEMM + bias,
 ReLU, GEMM + bias), the ReLU reading and writing the [rows, 4H] hidden activation once more. The
-fused path (backend="triton", the model's fast path; this op has no Triton kernel of its own: cuBLAS
-does the GEMMs) runs the first GEMM with cuBLASLt's bias + ReLU epilogue (torch._addmm_activation),
-so the hidden activation is written once and no ReLU kernel runs; its backward (one autograd node,
-saving x and the hidden activation) masks the hidden gradient with one threshold_backward kernel.
+fused path (backend="triton", the model's fast path; cuBLAS does the GEMMs) runs the first GEMM with
+cuBLASLt's bias + ReLU epilogue (torch._addmm_activation), so the hidden activation is written once and
+no ReLU kernel runs; its backward (one autograd node, saving x and the hidden activation) masks the hidden
+gradient and sums it into db1 in one Triton pass (kernels/relu_grad.py) where threshold_backward and a
+column sum read it twice.
 "auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as
 measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the
-reference's GEMMs as Triton row GEMMs with the bias, ReLU, its backward mask and the residual in their
-epilogues, fp32 mode on tensor cores by 3xTF32 dots against weights split once per forward into TF32 planes
-(the H200's step 0.66-0.98x the epilogue's, 1.05x in bf16 at S = 32, 2026-11-29). The Triton MLP that kept
+reference's GEMMs but the weight gradients as Triton row GEMMs with the bias, ReLU, its backward mask, the
+residual and db1 in their epilogues, fp32 mode on tensor cores by 3xTF32 dots against weights split once per
+pass into TF32 planes, the weight gradients by kernels.limits.wgrad_method (cuBLAS for fp32 activations;
+the H200's step 0.66-0.98x the epilogue's, 1.05x in bf16 at S = 32, 2026-11-29, with every weight gradient in
+Triton's split-K kernel). The Triton MLP that kept
 the hidden activation on chip (method "fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue
 in every mode on an H200, and a fault of triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in
 x + FeedForward(...)) is added in the gemm kernels' epilogue (one activation pass fewer); on the epilogue
@@ -24,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
-from amg_fast.kernels.limits import FFN_METHODS, ffn_method
+from amg_fast.kernels.limits import FFN_METHODS, ffn_method, wgrad_method
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "GemmFeedForwardFn",
@@ -61,8 +64,8 @@ class FeedForwardFn(torch.autograd.Function):
     """x [M, H_in] (2-D), weights as feed_forward's -> y [M, H_out]; all in one dtype.
 
     Forward: hidden = relu(x W1^T + b1) (one GEMM with the bias + ReLU epilogue), y = hidden W2^T + b2.
-    Backward: dW2 = dy^T hidden, db2 = sum dy, dhidden = (dy W2) masked where hidden = 0,
-    dW1 = dhidden^T x, db1 = sum dhidden, dx = dhidden W1.
+    Backward: dW2 = dy^T hidden, db2 = sum dy, dhidden = (dy W2) masked where hidden = 0 and db1 = sum
+    dhidden in one Triton pass (kernels/relu_grad.py), dW1 = dhidden^T x, dx = dhidden W1.
     """
 
     @staticmethod
@@ -79,33 +82,35 @@ class FeedForwardFn(torch.autograd.Function):
         db2 = dy.sum(0) if need[4] else None
         if not (need[0] or need[1] or need[2]):
             return None, None, None, dw2, db2
-        dhidden = torch.ops.aten.threshold_backward(dy.mm(w2), hidden, 0)
+        dhidden, db1 = triton_ops().relu_backward_with_bias_grad(dy.mm(w2), hidden)  # one pass: mask and db1
         return (dhidden.mm(w1) if need[0] else None, dhidden.t().mm(x) if need[1] else None,
-                dhidden.sum(0) if need[2] else None, dw2, db2)
+                db1.to(x.dtype) if need[2] else None, dw2, db2)
 
 
 class GemmFeedForwardFn(torch.autograd.Function):
     """x [M, H_in] (2-D), weights as feed_forward's in x's dtype, residual [M, H_out] or None -> y [M, H_out]
     (+ residual), in the residual's dtype when there is one, else x's. Four Triton row GEMMs with the bias,
     ReLU, the ReLU's backward mask and the residual in their epilogues (kernels/ffn_gemm.py; in fp32 mode
-    3xTF32 dots against the weights' TF32 planes, made once per forward and kept for the backward). Saves x,
-    the hidden activation, the weights and those planes; the residual's gradient is dy itself."""
+    3xTF32 dots against the weights' TF32 planes, made once per pass), the weight gradients by
+    kernels.limits.wgrad_method (cuBLAS for fp32 activations). Saves x, the hidden activation and the weights;
+    the residual's gradient is dy itself."""
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, residual=None):
         x, w1, w2 = x.contiguous(), w1.contiguous(), w2.contiguous()
-        y, hidden, planes = triton_ops().feed_forward_gemm_fwd(
+        y, hidden = triton_ops().feed_forward_gemm_fwd(
             x, w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous())
-        ctx.save_for_backward(x, hidden, w1, w2, planes)
+        ctx.save_for_backward(x, hidden, w1, w2)
+        ctx.cublas = wgrad_method("auto", x.dtype) == "cublas"
         return y
 
     @staticmethod
     def backward(ctx, dy):
         from amg_fast.kernels.ffn_gemm import gemm_weight_grads  # imports triton: Triton path only
 
-        x, hidden, w1, w2, planes = ctx.saved_tensors
+        x, hidden, w1, w2 = ctx.saved_tensors
         need = ctx.needs_input_grad
-        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, planes, need[0])
+        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, need[0], ctx.cublas)
         return _with_residual_grad(need, dy, dx, gemm_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
 
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from amg_fast._checks import (acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape,
                               check_unit_interval)
-from amg_fast.kernels.limits import GATE_MAX_H, gate_wgrad
+from amg_fast.kernels.limits import GATE_MAX_H, wgrad_method
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate", "check_gate_fusion_args",
@@ -95,7 +95,7 @@ class GateFusionFn(torch.autograd.Function):
 
     Saves only the inputs: the backward kernel recomputes the logits and writes dz, dh and dlogits;
     the weight gradients dlogits^T z, dlogits^T h (and db, dchi) come from a split-K Triton kernel
-    over the rows, or cuBLAS with AMG_FAST_GATE_WGRAD=cublas (kernels/limits.py), all in one flat
+    over the rows, or cuBLAS (kernels.limits.wgrad_method: by default for fp32 activations), all in one flat
     tensor. Each gradient comes back in its input's dtype.
 
     With w1 and b_omega (0-dim) the frequency gate is folded in: chi holds log(omega + eps) (no
@@ -106,7 +106,7 @@ class GateFusionFn(torch.autograd.Function):
     def forward(ctx, h, z, w_z, w_h, b, chi, w1=None, b_omega=None):
         out, g = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
         ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega)
-        ctx.cublas = gate_wgrad() == "cublas"
+        ctx.cublas = wgrad_method("auto", h.dtype) == "cublas"
         ctx.set_materialize_grads(False)  # g unused (AMGFNO keeps its detached mean): dg None, not a zeros kernel
         return out, g
 

@@ -6,7 +6,7 @@ import torch
 from helpers import rel_err
 
 from amg_fast.kernels import ffn_gemm
-from amg_fast.kernels._tf32 import round_to_tf32, split_tf32
+from amg_fast.kernels._tf32 import round_to_tf32, split_tf32, transposed_weights
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
@@ -28,11 +28,33 @@ def test_split_tf32_planes_are_exact_and_rounded(count, gen, kdev):
         assert (lo.abs() <= w.flatten().abs() * 2.0 ** -11).all()
 
 
-def test_split_tf32_takes_one_to_three_weights():
+def test_transposed_planes_and_copies_are_exact(gen, kdev):
+    """split_tf32(transpose=True): the planes of each weight's transpose, row-major (the backward's K-major
+    operands in fp32 mode), against w.t() split on the host; transposed_weights: the transposes themselves, in
+    the weights' dtype, bit for bit. Shapes over several programs, one not square, one a single row."""
+    weights = [torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev)
+               for shape in ((48, 40), (37, 64), (1, 5))]
+    planes = split_tf32(*(w.float() for w in weights), transpose=True)
+    flat = transposed_weights(*weights)
+    assert planes.dtype == torch.float32 and flat.dtype == torch.float64
+    offset = 0
+    for w in weights:
+        hi, lo = planes[2 * offset:2 * (offset + w.numel())].view(2, w.shape[1], w.shape[0])
+        wt = w.float().t()
+        assert torch.equal(hi, round_to_tf32(wt)) and torch.equal(hi.double() + lo.double(), wt.double())
+        assert torch.equal(flat[offset:offset + w.numel()].view(w.shape[1], w.shape[0]), w.t())
+        offset += w.numel()
+
+
+def test_weight_planes_name_bad_arguments():
     w = torch.ones(4)
     for weights in ((), (w,) * 4):
         with pytest.raises(ValueError, match="split_tf32 takes 1 to 3 weights, got"):
             split_tf32(*weights)
+        with pytest.raises(ValueError, match="transposed_weights takes 1 to 3 weights, got"):
+            transposed_weights(*weights)
+    with pytest.raises(ValueError, match=r"transposed_weights\(transpose\) takes 2-D weights, got shapes \[\(4,\)\]"):
+        transposed_weights(w)
 
 
 EPILOGUES = [dict(), dict(bias=True), dict(bias=True, relu=True), dict(mask=True), dict(residual=True),
@@ -80,6 +102,25 @@ def test_row_gemm_matches_the_formula_on_gpu_tiles(epilogue, transpose_w, mode, 
     assert mode != "tf32" or err > 1e-5  # its operands truncated to TF32 (tf32_mma on CPU): the emulation bites
 
 
+@pytest.mark.parametrize("mode", ["fp32-x3", "fp64"])
+def test_row_gemm_column_sums(mode, gen, kdev, monkeypatch, poisoned):
+    """column_sums: C's column sums in the accumulation dtype too (the feed-forward's db1 from the dh kernel), on
+    the GPU's tiles with a partial last row tile, a bias (which the padded rows must not add), the ReLU and a
+    residual (not in the sums), against the fp64 formula."""
+    monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, ffn_gemm.LAUNCH_POLICY["cuda"])
+    dtype = torch.float64 if mode == "fp64" else torch.float32
+    M, K, N = 300, 48, 40
+    a, w, bias, residual = (torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, dtype)
+                            for shape in ((M, K), (N, K), (N,), (M, N)))
+    operand = split_tf32(w).view(2, N, K) if mode == "fp32-x3" else w
+    c, sums = ffn_gemm.row_gemm(a, operand, transpose_w=True, bias=bias, relu=True, residual=residual,
+                                column_sums=True)
+    want = expected(a, w, True, bias=bias, relu=True)
+    tol = 1e-13 if mode == "fp64" else 1e-5
+    assert sums.shape == (N,) and sums.dtype == dtype
+    assert rel_err(c, want + residual.double()) <= tol and rel_err(sums, want.sum(0)) <= tol
+
+
 def test_row_gemm_casts_a_to_the_weights_dtype_and_writes_out_dtype(gen, kdev):
     """An fp32 dy against fp64 weights (the backward of an op whose output is wider than x: the cast
     happens in the kernel), written in the asked dtype; no rows: an empty result, no launch."""
@@ -99,22 +140,24 @@ def test_row_gemm_names_bad_arguments(gen, kdev):
                           residual=torch.ones(8, 24, device=kdev))
 
 
+@pytest.mark.parametrize("cublas", [False, True], ids=["triton-wgrad", "cublas-wgrad"])
 @pytest.mark.parametrize("x_dtype,dy_dtype", [(torch.float32, torch.float64), (torch.float64, torch.float32)],
                          ids=["x32-dy64", "x64-dy32"])
-def test_backward_takes_dy_of_another_dtype(x_dtype, dy_dtype, gen, kdev, poisoned):
+def test_backward_takes_dy_of_another_dtype(x_dtype, dy_dtype, cublas, gen, kdev, poisoned):
     """dy wider or narrower than x (y takes a residual's dtype; under bf16 autocast an fp32 dy meets bf16
     x, which only a GPU test can run): dx and every weight gradient in x's dtype, against the explicit
     formula in fp64 (the weight-gradient dots in x's dtype: a dot of fp32 operands into an fp64
-    accumulator, or the reverse, does not compile for a GPU)."""
+    accumulator, or the reverse, does not compile for a GPU), with the weight gradients by the split-K
+    kernel and by torch GEMMs (db1 from the dh kernel's epilogue)."""
     M, h_in, hidden, h_out = 40, 16, 48, 24
 
     def rand(*shape, dtype=x_dtype):
         return torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, dtype)
 
     x, w1, b1, w2, b2 = rand(M, h_in), rand(hidden, h_in), rand(hidden), rand(h_out, hidden), rand(h_out)
-    y, h, planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
     dy = rand(M, h_out, dtype=dy_dtype)
-    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, planes)
+    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, True, cublas)
     got = (dx, *ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out))
     dy64, h64 = dy.double(), h.double()
     dh = (dy64 @ w2.double()) * (h64 > 0)
@@ -124,13 +167,22 @@ def test_backward_takes_dy_of_another_dtype(x_dtype, dy_dtype, gen, kdev, poison
         assert a.dtype == x_dtype and rel_err(a, b) <= tol, f"{name}: {a.dtype}, rel err {rel_err(a, b):.2e}"
 
 
-@pytest.mark.parametrize("tf32", [False, True], ids=["fp32", "tf32"])
-def test_weight_planes_only_in_fp32_mode(tf32, gen, kdev, allow_tf32):
-    """The forward splits the weights (one buffer, kept for the backward) only where the dots are
-    tf32x3 (fp32, TF32 not allowed); with TF32 allowed the planes are empty and the dots single."""
-    allow_tf32(tf32)
-    x = torch.randn(10, 8, generator=gen).to(kdev)
-    w1, b1, w2, b2 = (torch.randn(*s, generator=gen).to(kdev) for s in ((32, 8), (32,), (6, 32), (6,)))
-    y, h, planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
-    assert planes.numel() == (0 if tf32 else 2 * (32 * 8 + 6 * 32))
-    assert h.shape == (10, 32) and (h >= 0).all() and y.shape == (10, 6)
+@pytest.mark.parametrize("mode", ["fp32", "tf32", "fp64"])
+def test_backward_operands_are_k_major_for_fp32_weights(mode, gen, kdev, allow_tf32):
+    """The backward's weight operands (dh = dy W2, dx = dh W1): for fp32 weights the transposes W2^T, W1^T
+    row-major (a TF32 wgmma's K-major operand), as TF32 planes where the dots are tf32x3 (fp32 mode) and as
+    plain copies under TF32; fp64 (and 16-bit) weights as they are."""
+    allow_tf32(mode == "tf32")
+    dtype = torch.float64 if mode == "fp64" else torch.float32
+    w1, w2 = (torch.randn(*s, generator=gen, dtype=dtype).to(kdev) for s in ((32, 8), (6, 32)))
+    w1_op, w2_op, transposed = ffn_gemm._backward_operands(w1, w2)
+    if mode == "fp64":
+        assert not transposed and w1_op is w1 and w2_op is w2
+        return
+    assert transposed
+    if mode == "fp32":
+        assert w1_op.shape == (2, 8, 32) and w2_op.shape == (2, 32, 6)
+        assert torch.equal(w1_op[0] + w1_op[1], w1.t()) and torch.equal(w2_op[0], round_to_tf32(w2.t()))
+    else:
+        assert torch.equal(w1_op, w1.t()) and torch.equal(w2_op, w2.t())
+

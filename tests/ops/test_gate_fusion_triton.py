@@ -106,12 +106,12 @@ def test_launcher_bwd_without_g_grad_matches_autograd(kdev, poisoned, gen):
 @pytest.mark.parametrize("chi_shape,freq", [((), False), ((3,), False), ((3,), True)], ids=["chi0", "chiB", "freq"])
 @pytest.mark.parametrize("wgrad", ["cublas", "triton-gpu-tiling"])
 def test_weight_gradient_paths(chi_shape, freq, wgrad, kdev, poisoned, gen, monkeypatch):
-    """AMG_FAST_GATE_WGRAD=cublas (torch GEMMs for dW_z, dW_h) and the split-K Triton kernel with the
+    """AMG_FAST_WGRAD=cublas (torch GEMMs for dW_z, dW_h) and the split-K Triton kernel with the
     CUDA tiling (several row groups, output tiles and a ragged last group), against the reference."""
     from amg_fast.kernels import gate_fusion as gate_kernels
 
     if wgrad == "cublas":
-        monkeypatch.setenv("AMG_FAST_GATE_WGRAD", "cublas")
+        monkeypatch.setenv("AMG_FAST_WGRAD", "cublas")
     else:
         monkeypatch.setitem(gate_kernels.WGRAD_POLICY, kdev.type, dict(gate_kernels.WGRAD_POLICY["cuda"], programs=16))
     if freq:
