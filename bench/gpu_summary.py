@@ -5,7 +5,7 @@ and write DIR/summary.json and DIR/summary.md (issue 19's summary; the schema: d
 Usage:
   python bench/gpu_summary.py --out DIR [--budget-s 240] [--sizes 32,64,128] [--modes fp32,tf32,bf16]
       [--variant NAME:ENV=VAL[,ENV=VAL...]]... [--parts triton,eager,ops,kernels,profile,compiled,variants]
-      [--op-size 128] [--dry-run] [--resume]
+      [--profile-variants NAME[,NAME...]] [--op-size 128] [--dry-run] [--resume]
 
 At B = 32, T = 25, H = 128, K = S/2, N = 32 (bench/_step.py's step, bench/_ops.py's ops), in each
 precision mode of amg_fast.train.precision (fp32: matmul precision "highest"; tf32: "high"; bf16:
@@ -28,6 +28,9 @@ at the other sizes):
             when it sets kernel switches only (kernels.limits.KERNEL_SWITCHES, read again by
             reread_switches: no second interpreter, torch import and CUDA context, ~11 s a variant on the
             H200), else in a subprocess of this script (a variable read at the start of a process);
+            --profile-variants NAME,...: those (in-process) variants' profiles too, per mode at --op-size
+            with their switches set (variants[NAME]["profile"][mode]), after the variants (with both the
+            profile and variants parts): where a variant's step time goes beside the default's;
   compiled  the reference's forward + loss under torch.compile, the step replayed from a CUDA graph
             (train_step_ms[mode]["compiled_graph"]): S = 32 and 128 first (the targets need them),
             and last the other sizes.
@@ -200,6 +203,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="also time the Triton step with these environment variables set (repeatable), e.g. "
                         "ffn_gemm:AMG_FAST_FFN_METHOD=gemm: in this process when they are all kernel switches, "
                         "else in a subprocess")
+    p.add_argument("--profile-variants", type=_csv("--profile-variants"), default=(), metavar="NAME[,NAME...]",
+                   help="also profile these --variant names (switch variants, run in this process) in each mode, "
+                        "as the profile part profiles the default step")
     p.add_argument("--parts", type=_csv("--parts", PARTS), default=PARTS,
                    help=f"which parts run, comma-separated (default all: {','.join(PARTS)})")
     p.add_argument("--op-size", type=_csv("--op-size", cast=_even_size), default=(128,),
@@ -220,6 +226,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     names = [v.name for v in args.variant]
     if len(set(names)) != len(names):
         p.error(f"--variant names must differ, got {', '.join(names)}")
+    in_this_process = [v.name for v in args.variant if in_process(v)]
+    for name in args.profile_variants:
+        if name not in in_this_process:
+            p.error(f"--profile-variants: {name!r} is not a --variant of kernel switches (those run in this "
+                    f"process: {', '.join(in_this_process) or 'none'})")
     return args
 
 
@@ -272,8 +283,9 @@ def new_summary(args: argparse.Namespace, info: dict, device: torch.device, argv
         "profile": {m: None for m in PRECISIONS},
         "variants": {v.name: {"env": v.env, "train_step_ms": {m: {S: None for S in sizes} for m in PRECISIONS},
                               "out": None if in_process(v) else f"variants/{v.name}", "exit_code": None,
-                              "errors": [], "skipped": [],
-                              "checks": []} for v in args.variant},
+                              "errors": [], "skipped": [], "checks": [],
+                              **({"profile": {m: None for m in PRECISIONS}} if v.name in args.profile_variants else {})}
+                     for v in args.variant},
         "targets": [],
         "checks": [],
         "errors": [],
@@ -402,6 +414,8 @@ def render_markdown(summary: dict) -> str:
         lines.append(f"| {mode} | {counts['reference'] if counts['reference'] is not None else '-'} "
                      f"| {counts['triton'] if counts['triton'] is not None else '-'} |")
     lines += _profile_markdown(summary["profile"])
+    for name, entry in summary["variants"].items():
+        lines += _profile_markdown(entry.get("profile") or {}, variant=name)
     if summary["variants"]:
         lines += ["", "## Variants: the Triton step, graph replay (ms)", "",
                   "| variant | environment | mode | S | ms | vs default triton graph |", "|---|---|---|---:|---:|---:|"]
@@ -428,13 +442,15 @@ def render_markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _profile_markdown(profile: dict, top: int = PROFILE_TABLE_ROWS) -> list[str]:
-    """The profile part's table: per mode the time per step by phase, and the top ops with their share."""
+def _profile_markdown(profile: dict, top: int = PROFILE_TABLE_ROWS, variant: str | None = None) -> list[str]:
+    """The profile part's table: per mode the time per step by phase, and the top ops with their share (of
+    the default step, or of variant's)."""
     done = {mode: p for mode, p in profile.items() if p is not None}
     if not done:
         return []
     kind = next(iter(done.values()))["time_kind"]
-    lines = ["", "## Where the Triton step's time goes (torch.profiler, eager steps; ms per step"
+    step = "the Triton step's" if variant is None else f"variant {variant}'s step's"
+    lines = ["", f"## Where {step} time goes (torch.profiler, eager steps; ms per step"
              + ("; a dry run: CPU self time of the ops that would launch kernels)" if kind == "cpu_self"
                 else ": kernel time on the GPU)"), ""]
     for mode, p in done.items():
@@ -630,22 +646,24 @@ class Session:
         return "; ".join(notes + [f"S = {S}"])
 
     # where the Triton step's time goes
-    def run_profile(self, mode: str) -> str | None:
+    def run_profile(self, mode: str, variant: Variant | None = None) -> str | None:
         if reason := self.triton_skip_reason(mode):
             raise PartSkipped(reason)
         S = self.args.op_size
         warm_up, steps = (1, 2) if self.dry else (2, PROFILE_STEPS)  # the interpreter: ~1 s a step
-        with precision_scope(mode):
+        entry = self.summary if variant is None else self.summary["variants"][variant.name]
+        with precision_scope(mode), (switches_set(variant.env) if variant else contextlib.nullcontext()):
             case = build_step(self.shape(S), "triton", mode, self.device)
             expected = reference_step64(case, self.shape(S))
             step = EagerTrainStep(case.model, case.optimizer, case.loss_fn)
             loss, _ = step(case.u, case.w)  # the first warm-up step (JIT, optimizer state), checked
-            self.check(f"profile {mode} triton S={S}", step_result(case, loss), expected, mode)
+            self.check(f"profile {mode} triton S={S}", step_result(case, loss), expected, mode,
+                       None if variant is None else entry)
             del expected, loss
             for _ in range(warm_up - 1):
                 step(case.u, case.w)
             record = profile_step(lambda: step(case.u, case.w), self.device, steps)
-        self.summary["profile"][mode] = {"S": S, **record}
+        entry["profile"][mode] = {"S": S, **record}
         return f"S = {S}, {steps} eager steps"
 
     # variants
@@ -792,6 +810,9 @@ class Session:
         if "variants" in args.parts:  # before compiled: they choose defaults, compiled is a comparison
             parts += [Part(f"variant {v.name}", "variant" if in_process(v) else "variant/subprocess",
                            lambda v=v: self.run_variant(v)) for v in args.variant]
+            if "profile" in args.parts:
+                parts += [Part(f"profile variant {v.name} {mode}", "profile", lambda v=v, m=mode: self.run_profile(m, v))
+                          for v in args.variant if v.name in args.profile_variants for mode in args.modes]
         parts += [p for mode in others for p in profiles[mode]]
         parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) in TARGET_SIZES]
         parts += [p for p in compiled if int(p.name.rsplit("=", 1)[1]) not in TARGET_SIZES]

@@ -176,6 +176,28 @@ def test_dry_run_profiles_the_triton_step_in_the_interpreter(tmp_path):
 
 
 @pytest.mark.slow
+def test_dry_run_profiles_a_variant_beside_the_default(tmp_path):
+    """--profile-variants: the named variant's step profiled with its switches set, after the variants, into
+    its own entry (checked there against the float64 reference), its table in summary.md below the default's;
+    the default's profile unchanged by it."""
+    code, summary, output = dry_run(tmp_path, "--parts", "profile,variants", "--modes", "fp32", "--op-size", "8",
+                                    "--variant", "gemm:AMG_FAST_FFN_METHOD=gemm", "--profile-variants", "gemm",
+                                    interpret=True)
+    assert code == 0, output
+    assert_schema(summary)
+    entry = summary["variants"]["gemm"]
+    assert_profile(entry["profile"]["fp32"])
+    variant_ops = {r["op"] for r in entry["profile"]["fp32"]["by_op"]}
+    default_ops = {r["op"] for r in summary["profile"]["fp32"]["by_op"]}
+    assert "amg_fast::feed_forward_gemm_fwd" in variant_ops and "amg_fast::feed_forward_gemm_fwd" not in default_ops
+    assert entry["profile"]["tf32"] is None and [c["what"] for c in entry["checks"]] == [
+        "train_step fp32 triton_graph S=32", "train_step fp32 triton_graph S=128", "profile fp32 triton S=8"]
+    assert [p["part"] for p in summary["budget"]["parts"]] == ["profile fp32", "variant gemm", "profile variant gemm fp32"]
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert md.index("## Where the Triton step's time goes") < md.index("## Where variant gemm's step's time goes")
+
+
+@pytest.mark.slow
 def test_dry_run_times_switch_variants_in_this_process(tmp_path):
     """A variant of kernel switches only is timed in the script's own process (no subprocess, no variants/
     folder): its cells timed and checked against the float64 reference; a bad switch value fails that variant
@@ -485,6 +507,10 @@ def test_every_cell_starts_null_and_floors_are_computed(tmp_path):
     (["--variant", "a:X=1", "--variant", "a:Y=2"], "--variant names must differ, got a, a"),
     (["--parts", "triton,probe"], "--parts 'triton,probe': 'probe' is not allowed"),
     (["--op-size", "32,64"], "--op-size takes one S, got 32,64"),
+    (["--variant", "a:AMG_FAST_FFN_METHOD=gemm", "--profile-variants", "b"],
+     "--profile-variants: 'b' is not a --variant of kernel switches (those run in this process: a)"),
+    (["--variant", "a:CUDA_VISIBLE_DEVICES=1", "--profile-variants", "a"],
+     "--profile-variants: 'a' is not a --variant of kernel switches (those run in this process: none)"),
 ])
 def test_bad_arguments_are_refused_with_what_is_allowed(flags, message, capsys):
     module = load_gpu_summary()
