@@ -49,13 +49,13 @@ READOUT_MAX_H = 128
 # tensor-core dots in fp32 mode) or "cublas" (torch GEMMs: TF32 tensor cores under TF32, fp32 on the CUDA cores
 # in fp32 mode; the bias sums by torch or in an epilogue). "auto" = $AMG_FAST_WGRAD when set, else
 # WGRAD_AUTO_METHOD[precision mode]. cuBLAS for fp32 activations: both operands of dY^T X are row-major, so the
-# reduction runs along the strided axis, and a TF32 wgmma takes K-major operands only; compiled for sm_90 by
-# triton 3.6 the kernel loads them 4 bytes at a time under TF32 (192 4-byte cp.async in its SASS against 24
-# 16-byte ones in bf16; bench/compile_sm90.py) and splits both in registers through shared memory in fp32 mode. On the
-# H200 (2026-11-29, results/gpu/20261129-1927-h200/bench, profile) it formed the memory gate's 13.4 GFLOP of
-# weight gradients in 0.70 ms under TF32 (19 TFLOP/s) and 0.52 ms in fp32 mode, where cuBLAS's TF32 kernel
-# formed the feed-forward's at 176 TFLOP/s and its fp32 one at ~52. bf16 (16-bit wgmma takes either layout)
-# and fp64 keep the kernel.
+# reduction runs along their strided axis, and a TF32 wgmma takes K-major operands only. Compiled for sm_90 by
+# triton 3.6, the kernel loads them 4 bytes at a time under TF32 (192 4-byte cp.async in its SASS against 24
+# 16-byte ones in bf16; bench/compile_sm90.py), and in fp32 mode splits both in registers through shared
+# memory. On the H200 (2026-11-29, results/gpu/20261129-1927-h200/bench, profile) it formed the memory gate's
+# 13.4 GFLOP of weight gradients in 0.70 ms under TF32 (19 TFLOP/s) and in 0.52 ms in fp32 mode; cuBLAS's TF32
+# kernel formed the feed-forward's at 176 TFLOP/s, its fp32 one at ~52. bf16 (a 16-bit wgmma takes either
+# layout) and fp64 keep the kernel. Untimed as a default: the campaign's variant wgrad_triton reverts it.
 WGRAD_METHODS = ("auto", "triton", "cublas")
 WGRAD_AUTO_METHOD = {"fp32": "cublas", "tf32": "cublas", "bf16": "triton", "fp16": "triton", "fp64": "triton"}
 

@@ -11,15 +11,14 @@ gradient and sums it into db1 in one Triton pass (kernels/relu_grad.py) where th
 column sum read it twice.
 "auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as
 measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the
-reference's GEMMs but the weight gradients as Triton row GEMMs with the bias, ReLU, its backward mask, the
+forward's GEMMs and the backward's dh, dx as Triton row GEMMs with the bias, ReLU, its backward mask, the
 residual and db1 in their epilogues, fp32 mode on tensor cores by 3xTF32 dots against weights split once per
-pass into TF32 planes, the weight gradients by kernels.limits.wgrad_method (cuBLAS for fp32 activations;
-the H200's step 0.66-0.98x the epilogue's, 1.05x in bf16 at S = 32, 2026-11-29, with every weight gradient in
-Triton's split-K kernel). The Triton MLP that kept
-the hidden activation on chip (method "fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue
-in every mode on an H200, and a fault of triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in
-x + FeedForward(...)) is added in the gemm kernels' epilogue (one activation pass fewer); on the epilogue
-path it is one add.
+pass into TF32 planes; the weight gradients go by kernels.limits.wgrad_method (cuBLAS for fp32 activations).
+The H200's step with it was 0.66-0.98x the epilogue's, 1.05x in bf16 at S = 32 (2026-11-29, every weight
+gradient then in Triton's split-K kernel). The Triton MLP that kept the hidden activation on chip (method
+"fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue in every mode on an H200, and a fault of
+triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in x + FeedForward(...)) is added in the gemm
+kernels' epilogue (one activation pass fewer); on the epilogue path it is one add.
 """
 from __future__ import annotations
 
