@@ -320,8 +320,8 @@ def ffn_cases(quick: bool):
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])
         yield f"ffn-gemm H128 residual {mode}", lambda x=x: run_gemm(x), mode
-        g = _t(102400, 512, dtype=MODES[mode])  # the epilogue path's backward: ReLU mask and db1 in one pass
-        yield f"ffn-epilogue relu-grad F512 {mode}", lambda g=g: relu_grad.relu_backward_with_bias_grad(g, g), mode
+        g = _t(102400, 512, dtype=MODES[mode])  # the epilogue path's backward: ReLU mask, db1, db2 in one pass
+        yield f"ffn-epilogue relu-grad F512 {mode}", lambda g=g, x=x: relu_grad.relu_backward_with_bias_grads(g, g, x), mode
         if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
             yield f"ffn-gemm H128 fp64-residual {mode}", lambda x=x: run_gemm(x, torch.float64), mode
 

@@ -51,11 +51,12 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # cuBLAS (kernels.limits.wgrad_method; the H200's profile had the split-K kernel at 19 TFLOP/s under TF32): the
 # gate's two GEMMs, db and dchi sums and their concatenation for one kernel and a sum, +3; the row-GEMM
 # feed-forward's two GEMMs, db2, the sum of the dh kernel's db1 partials and the concatenation for one kernel
-# and a sum, plus the backward's transposed weights (one launch), +3 a layer: default 160 (172), gemm 164
-# (176); with the Triton spectral conv 112 (124) and 116 (128). With AMG_FAST_WGRAD=triton: default 157 (167),
-# gemm 153 (155).
-TRITON_STEP_KERNEL_CEILING = {("cublas", "default"): 168, ("cublas", "gemm"): 172,
-                              ("triton", "default"): 118, ("triton", "gemm"): 122}
+# and a sum, plus the backward's transposed weights (one launch), +3 a layer; the epilogue feed-forward's ReLU
+# mask, db1 and db2 in one Triton pass and a sum (kernels/relu_grad.py) for threshold_backward and two sums, -1
+# a layer: default 156 (168), gemm 164 (176); with the Triton spectral conv 108 (120) and 116 (128). With
+# AMG_FAST_WGRAD=triton: default 153 (163), gemm 153 (155).
+TRITON_STEP_KERNEL_CEILING = {("cublas", "default"): 164, ("cublas", "gemm"): 172,
+                              ("triton", "default"): 114, ("triton", "gemm"): 122}
 TRITON_STEP_KERNEL_FLOOR = 60
 B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equals it
 

@@ -146,10 +146,12 @@ def _feed_forward_gemm_bwd_op(dy: torch.Tensor, x: torch.Tensor, h: torch.Tensor
     return _ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx, cublas)
 
 
-@triton_op("amg_fast::relu_backward_with_bias_grad", mutates_args=())
-def _relu_backward_with_bias_grad_op(g: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """g, h [M, F] -> (dh = g where h > 0 else 0, db [F] = dh's column sums, accumulation dtype)."""
-    return _relu_grad.relu_backward_with_bias_grad(g, h)
+@triton_op("amg_fast::relu_backward_with_bias_grads", mutates_args=())
+def _relu_backward_with_bias_grads_op(g: torch.Tensor, h: torch.Tensor, dy: torch.Tensor
+                                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """g, h [M, F], dy [M, H_out] -> (dh = g where h > 0 else 0, [db1 | db2] flat: dh's and dy's column sums,
+    accumulation dtype)."""
+    return _relu_grad.relu_backward_with_bias_grads(g, h, dy)
 
 
 # ----------------------------------------------------------------------------- composed_linear

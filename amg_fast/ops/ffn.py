@@ -7,8 +7,8 @@ ReLU, GEMM + bias), the ReLU reading and writing the [rows, 4H] hidden activatio
 fused path (backend="triton", the model's fast path; cuBLAS does the GEMMs) runs the first GEMM with
 cuBLASLt's bias + ReLU epilogue (torch._addmm_activation), so the hidden activation is written once and
 no ReLU kernel runs; its backward (one autograd node, saving x and the hidden activation) masks the hidden
-gradient and sums it into db1 in one Triton pass (kernels/relu_grad.py) where threshold_backward and a
-column sum read it twice.
+gradient and forms both bias gradients in one Triton pass (kernels/relu_grad.py), where threshold_backward
+and two column sums read the hidden gradient twice and dy once more.
 "auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as
 measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the
 forward's GEMMs and the backward's dh, dx as Triton row GEMMs with the bias, ReLU, its backward mask, the
@@ -63,8 +63,8 @@ class FeedForwardFn(torch.autograd.Function):
     """x [M, H_in] (2-D), weights as feed_forward's -> y [M, H_out]; all in one dtype.
 
     Forward: hidden = relu(x W1^T + b1) (one GEMM with the bias + ReLU epilogue), y = hidden W2^T + b2.
-    Backward: dW2 = dy^T hidden, db2 = sum dy, dhidden = (dy W2) masked where hidden = 0 and db1 = sum
-    dhidden in one Triton pass (kernels/relu_grad.py), dW1 = dhidden^T x, dx = dhidden W1.
+    Backward: dW2 = dy^T hidden; dhidden = (dy W2) masked where hidden = 0, db1 = sum dhidden and db2 = sum dy
+    in one Triton pass (kernels/relu_grad.py); dW1 = dhidden^T x, dx = dhidden W1.
     """
 
     @staticmethod
@@ -78,12 +78,13 @@ class FeedForwardFn(torch.autograd.Function):
         x, w1, w2, hidden = ctx.saved_tensors
         need = ctx.needs_input_grad
         dw2 = dy.t().mm(hidden) if need[3] else None
-        db2 = dy.sum(0) if need[4] else None
         if not (need[0] or need[1] or need[2]):
-            return None, None, None, dw2, db2
-        dhidden, db1 = triton_ops().relu_backward_with_bias_grad(dy.mm(w2), hidden)  # one pass: mask and db1
+            return None, None, None, dw2, dy.sum(0) if need[4] else None
+        # one pass: the ReLU's mask, db1 and db2
+        dhidden, bias_grads = triton_ops().relu_backward_with_bias_grads(dy.mm(w2), hidden, dy)
+        db1, db2 = bias_grads.split((hidden.shape[1], dy.shape[1]))
         return (dhidden.mm(w1) if need[0] else None, dhidden.t().mm(x) if need[1] else None,
-                db1.to(x.dtype) if need[2] else None, dw2, db2)
+                db1.to(x.dtype) if need[2] else None, dw2, db2.to(x.dtype) if need[4] else None)
 
 
 class GemmFeedForwardFn(torch.autograd.Function):
