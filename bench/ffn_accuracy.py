@@ -11,9 +11,10 @@ input gradient (dx, dW1, dW2):
   epilogue  tf32        rounded to TF32 (10-bit mantissa, to nearest)       cuBLAS, tensor cores ("high")
   gemm      tf32x3      a = big + small, big rounded to TF32, small         Triton row GEMMs, tensor cores
                         truncated; small*big + big*small + big*big          (--precision fp32; the weight's parts
-                                                                            formed once, in memory)
+                                                                            formed once, in memory); dW1, dW2
+                                                                            fp32 (cuBLAS: kernels.limits.wgrad_method)
   gemm      tf32        truncated to TF32 (Hopper's MMA reads the top bits) Triton row GEMMs, tensor cores (TF32
-                                                                            allowed)
+                                                                            allowed); dW1, dW2 rounded (cuBLAS)
   either    bf16        rounded to bf16; hidden, y, dy, dh stored as bf16   autocast bf16
 
 Usage: python bench/ffn_accuracy.py [--rows 8192] [--width 128] [--seed 0] [--json OUT]
@@ -73,29 +74,31 @@ def _mm_tf32x3(a, b):
     return (a_small @ b_big + a_big @ b_small) + a_big @ b_big
 
 
-# (path, mode) -> (GEMM emulation, rounding of the stored activations)
+# (path, mode) -> (GEMM emulation, rounding of the stored activations, the weight gradients' GEMM emulation or
+# None for the same as the others): the gemm path's dW1, dW2 are cuBLAS's for fp32 activations (wgrad_method)
 PATHS = {
-    ("epilogue", "fp32"): (_mm_fp32, lambda t: t),
-    ("epilogue", "tf32"): (_mm_rounded(tf32_round), lambda t: t),
-    ("gemm", "tf32x3"): (_mm_tf32x3, lambda t: t),
-    ("gemm", "tf32"): (_mm_rounded(tf32_truncate), lambda t: t),
-    ("either", "bf16"): (_mm_rounded(bf16_round), bf16_round),
+    ("epilogue", "fp32"): (_mm_fp32, lambda t: t, None),
+    ("epilogue", "tf32"): (_mm_rounded(tf32_round), lambda t: t, None),
+    ("gemm", "tf32x3"): (_mm_tf32x3, lambda t: t, _mm_fp32),
+    ("gemm", "tf32"): (_mm_rounded(tf32_truncate), lambda t: t, _mm_rounded(tf32_round)),
+    ("either", "bf16"): (_mm_rounded(bf16_round), bf16_round, None),
 }
 
 
 def ffn_forward_backward(x, w1, b1, w2, b2, dy, mm: Callable = _mm_fp32, store: Callable = lambda t: t,
-                         mask: torch.Tensor | None = None) -> dict:
+                         mask: torch.Tensor | None = None, wgrad_mm: Callable | None = None) -> dict:
     """y = relu(x W1^T + b1) W2^T + b2 and the gradients (dx, dw1, dw2) for the upstream dy, every GEMM
-    through mm and every stored activation (x, hidden, y, dy, dh) through store; fp64 arithmetic
-    everywhere with mm = torch.mm on fp64 tensors (the reference). mask: the ReLU's mask to take for
-    the backward instead of pre > 0 (the reference's, to see the rounding alone). Also returns
-    "mask" (pre > 0)."""
+    through mm (the weight gradients' through wgrad_mm when given) and every stored activation (x, hidden, y,
+    dy, dh) through store; fp64 arithmetic everywhere with mm = torch.mm on fp64 tensors (the reference).
+    mask: the ReLU's mask to take for the backward instead of pre > 0 (the reference's, to see the rounding
+    alone). Also returns "mask" (pre > 0)."""
+    wgrad_mm = wgrad_mm or mm
     x, dy = store(x), store(dy)
     pre = mm(x, w1.T) + b1
     hidden = store(torch.relu(pre))
     y = store(mm(hidden, w2.T) + b2)
     dh = store(mm(dy, w2) * ((pre > 0) if mask is None else mask))
-    return {"y": y, "dx": mm(dh, w1), "dw1": mm(dh.T, x), "dw2": mm(dy.T, hidden), "mask": pre > 0}
+    return {"y": y, "dx": mm(dh, w1), "dw1": wgrad_mm(dh.T, x), "dw2": wgrad_mm(dy.T, hidden), "mask": pre > 0}
 
 
 def rel_errors(got: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
@@ -135,9 +138,9 @@ def accuracy_table(rows: int = 8192, width: int = 128, seed: int = 0) -> list[di
     args = inputs(rows, width, seed)
     ref = ffn_forward_backward(*(t.double() for t in args), mm=torch.mm)
     table = []
-    for (path, mode), (mm, store) in PATHS.items():
-        got = ffn_forward_backward(*args, mm=mm, store=store)
-        rounding = ffn_forward_backward(*args, mm=mm, store=store, mask=ref["mask"])
+    for (path, mode), (mm, store, wgrad_mm) in PATHS.items():
+        got = ffn_forward_backward(*args, mm=mm, store=store, wgrad_mm=wgrad_mm)
+        rounding = ffn_forward_backward(*args, mm=mm, store=store, mask=ref["mask"], wgrad_mm=wgrad_mm)
         y_err = rel_errors(got["y"], ref["y"])
         grads, grads_rounding = _worst(got, ref, GRADS), _worst(rounding, ref, GRADS)
         table.append({"path": path, "mode": mode, "y.max_rel": y_err[0], "y.mean_rel": y_err[1],

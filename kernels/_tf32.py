@@ -6,7 +6,7 @@ TF32 keeps fp32's 8 exponent bits and 10 of its 23 explicit mantissa bits. A pla
 drops an fp32 operand's low 13 bits (truncation); a value rounded here first is read exactly, and
 x - round_tf32(x) is exact in fp32 (the "lo" part of a 3xTF32 product: kernels/ffn_gemm.py, the gate
 kernels). Triton's own tf32x3 dot splits both operands in registers and writes a shared-memory operand's
-parts back every K step; with the weight split once per forward into planes in memory (hi = round_tf32(w),
+parts back every K step; with the weight split once per pass into planes in memory (hi = round_tf32(w),
 lo = w - hi) only the activation tile is split in registers (split_dot).
 """
 from __future__ import annotations

@@ -23,11 +23,13 @@ import triton.language as tl
 from amg_fast.kernels._common import acc_dtype, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._rows import ROW_STREAM_POLICY, row_stream_tiling, to_acc
 
-__all__ = ["relu_backward_with_bias_grads", "LAUNCH_POLICY"]
+__all__ = ["relu_backward_with_bias_grads", "LAUNCH_POLICY", "MAX_WIDTH"]
 
-# Every column of a row tile in registers: F = 512 takes 16-row tiles of 8192 elements, and dy's [16, H_out] tile
-# beside it (untimed).
+# Every column of a row tile in registers, the row count from the wider of F and H_out: F = 512 takes 16-row tiles
+# of 8192 elements, dy's [16, H_out] beside them (untimed). Wider than MAX_WIDTH columns (a row of each tensor
+# in one program's registers would spill), the torch ops instead: threshold_backward and two column sums.
 LAUNCH_POLICY = {device: dict(policy) for device, policy in ROW_STREAM_POLICY.items()}
+MAX_WIDTH = 8192
 
 
 @triton.jit
@@ -63,20 +65,25 @@ def relu_backward_with_bias_grads(g: torch.Tensor, h: torch.Tensor, dy: torch.Te
     """(dh, [db1 | db2]) for g, h [M, F] and dy [M, H_out] of one dtype: dh = g where h > 0 else 0 (as
     threshold_backward, in g's dtype); db1 [F], db2 [H_out] = dh's and dy's column sums in the accumulation dtype
     (fp32; fp64 for fp64), in one flat tensor (a custom op's outputs may not alias each other). One launch and
-    one torch sum."""
+    one torch sum; for F or H_out above MAX_WIDTH, threshold_backward and two torch sums."""
     if g.shape != h.shape or g.dim() != 2 or dy.dim() != 2 or dy.shape[0] != g.shape[0] or \
             not g.dtype == h.dtype == dy.dtype:
         raise ValueError(f"relu_backward_with_bias_grads: g, h must be [M, F] and dy [M, H_out], of one dtype, got "
                          f"{tuple(g.shape)} {g.dtype}, {tuple(h.shape)} {h.dtype} and {tuple(dy.shape)} {dy.dtype}")
     g, h, dy = g.contiguous(), h.contiguous(), dy.contiguous()
     (M, N), n_dy = g.shape, dy.shape[1]
+    if max(N, n_dy) > MAX_WIDTH:
+        dh = torch.ops.aten.threshold_backward(g, h, 0)
+        return dh, torch.cat([dh.sum(0, dtype=acc_dtype(g)), dy.sum(0, dtype=acc_dtype(g))])
     dh = new_output((M, N), dtype=g.dtype, device=g.device)
-    tiling = row_stream_tiling(M, N, LAUNCH_POLICY, g.device)  # BLOCK_M from g's width; dy's tile is narrower
+    tiling = row_stream_tiling(M, max(N, n_dy), LAUNCH_POLICY, g.device)  # BLOCK_M from the wider of the two
     grid = tiling.pop("grid")
     part = new_output((grid[0], N + n_dy), dtype=acc_dtype(g), device=g.device)
     if M == 0:
         part.zero_()
     else:
         wrap_triton(_relu_grad_kernel)[grid](g, h, dy, dh, part, M, N, n_dy, FP64=g.dtype == torch.float64,
-                                             DY_PAD=next_pow2(n_dy, 1), **tiling)
+                                             H_PAD=next_pow2(N, 1), DY_PAD=next_pow2(n_dy, 1),
+                                             BLOCK_M=tiling["BLOCK_M"], num_warps=tiling["num_warps"],
+                                             STAGES=tiling["STAGES"])
     return dh, part.sum(0)

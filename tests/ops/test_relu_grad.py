@@ -39,6 +39,23 @@ def test_relu_backward_with_bias_grads(dtype, policy, gen, kdev, monkeypatch, po
     assert db2.isfinite().all() and db1.isnan().sum() <= 1
 
 
+@pytest.mark.parametrize("f,h_out,max_width", [(16, 4096, 8192), (48, 40, 32)], ids=["dy-wider", "beyond-max-width"])
+def test_relu_backward_with_bias_grads_at_other_widths(f, h_out, max_width, gen, kdev, monkeypatch, poisoned):
+    """dy wider than the hidden gradient (the row tile sized from the wider: one sized from F alone would hold
+    [512, 4096] of dy here, over Triton's 2^20 elements a tensor), and widths beyond MAX_WIDTH (the torch ops
+    instead), on the GPU's policy."""
+    from amg_fast.kernels import relu_grad
+
+    monkeypatch.setitem(relu_grad.LAUNCH_POLICY, kdev.type, dict(relu_grad.LAUNCH_POLICY["cuda"], programs=3))
+    monkeypatch.setattr(relu_grad, "MAX_WIDTH", max_width)
+    M = 70
+    g, h, dy = (torch.randn(M, n, generator=gen, dtype=torch.float64).to(kdev) for n in (f, f, h_out))
+    dh, sums = relu_grad.relu_backward_with_bias_grads(g, h, dy)
+    want = torch.where(h <= 0, 0.0, g)
+    assert torch.equal(dh, want) and sums.shape == (f + h_out,)
+    assert rel_err(sums, torch.cat([want.sum(0), dy.sum(0)])) <= 1e-13
+
+
 def test_relu_backward_with_bias_grads_names_bad_arguments(kdev):
     from amg_fast.kernels.relu_grad import relu_backward_with_bias_grads
 
