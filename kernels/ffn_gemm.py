@@ -187,12 +187,12 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
         raise ValueError("row_gemm: mask and residual share one epilogue input; give one of them")
     c = new_output((M, N), dtype=out_dtype or a.dtype, device=a.device)
     tiles = _tiles(a.device, w.dtype, split, M, N, K)  # the dots' dtype is w's
-    sums = new_output((cdiv(M, tiles["BLOCK_M"]) if column_sums else 0, N), dtype=acc_dtype(w), device=a.device)
+    sums = new_output((cdiv(M, tiles["BLOCK_M"]), N), dtype=acc_dtype(w), device=a.device) if column_sums else None
     if M > 0 and N > 0:
         strides = (1, cols) if transpose_w else (cols, 1)  # (stride over K, stride over N) of w's [rows, cols]
         aux = mask if mask is not None else residual
         wrap_triton(_row_gemm_kernel)[(cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"]),)](
-            a, w, c, c if bias is None else bias, c if aux is None else aux, sums, M, N, K, *strides,
+            a, w, c, c if bias is None else bias, c if aux is None else aux, c if sums is None else sums, M, N, K, *strides,
             rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
             RESIDUAL=residual is not None, SPLIT=split, COLUMN_SUMS=column_sums,
             DOT_PRECISION=dot_precision(w.dtype), **tiles)
