@@ -136,7 +136,7 @@ def spectral_cases(quick: bool):
     run = _spectral_fwd_bwd
 
     sizes = (128,) if quick else (32, 64, 128, 256, 512, 1024)
-    variants = ("dft-gauss", "fft-gauss") if quick else tuple(sc.VARIANTS)
+    variants = ("dft-gauss", "fft-gauss", "dft-cublas") if quick else tuple(sc.VARIANTS)
     for S, variant, mode in itertools.product(sizes, variants, MODES):
         for reduced in ((False, True) if mode in ("tf32", "bf16") else (False,)):
             x = _t(800, S, 128, dtype=MODES[mode])

@@ -328,6 +328,73 @@ def _store_split_plane(out_ptr, offs, mask, n, j, NP: tl.constexpr, v):
 
 
 @triton.jit
+def _part_index(ch, part, C, PAIRED: tl.constexpr):
+    """Row (or column) of part (0 re, 1 im) of channel ch in a mode_rows row of C channels: 2 ch + part when
+    PAIRED, else part C + ch."""
+    if PAIRED:
+        return 2 * ch + part
+    return part * C + ch
+
+
+@triton.jit
+def _weight_blocks_kernel(w_ptr, out_ptr, n, H_IN, H_OUT, s_p, s_k, s_i, s_o, ADJOINT: tl.constexpr,
+                          PAIRED_IN: tl.constexpr, PAIRED_OUT: tl.constexpr, BLOCK: tl.constexpr):
+    """weight_blocks in one launch: W's planes [2, K, H_in, H_out] (c + i d, by strides; n = K H_in H_out) -> out
+    [K, 2 C_in, 2 C_out] contiguous in out's dtype, C_in, C_out = H_in, H_out, or with ADJOINT H_out, H_in and the
+    entries of W^H (c - i d, transposed). (input part, output part) entries: (re, re) c, (re, im) d, (im, re) -d,
+    (im, im) c, at rows / columns _part_index(PAIRED_IN / PAIRED_OUT)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    k = offs // (H_IN * H_OUT)
+    i = (offs // H_OUT) % H_IN
+    o = offs % H_OUT
+    src = w_ptr + k * s_k + i * s_i + o * s_o
+    c = tl.load(src, mask=mask, other=0.0)  # negated in W's dtype, cast at the stores
+    d = tl.load(src + s_p, mask=mask, other=0.0)
+    if ADJOINT:  # W^H maps channel o of H_out to channel i of H_in by conj(W[k, i, o])
+        d = -d
+        c_in, c_out, width_in, width_out = o, i, H_OUT, H_IN
+    else:
+        c_in, c_out, width_in, width_out = i, o, H_IN, H_OUT
+    base = out_ptr + k * (4 * H_IN * H_OUT)
+    row_re = _part_index(c_in, 0, width_in, PAIRED_IN) * (2 * width_out)
+    row_im = _part_index(c_in, 1, width_in, PAIRED_IN) * (2 * width_out)
+    col_re = _part_index(c_out, 0, width_out, PAIRED_OUT)
+    col_im = _part_index(c_out, 1, width_out, PAIRED_OUT)
+    dtype = out_ptr.dtype.element_ty
+    tl.store(base + row_re + col_re, c.to(dtype), mask=mask)
+    tl.store(base + row_re + col_im, d.to(dtype), mask=mask)
+    tl.store(base + row_im + col_re, (-d).to(dtype), mask=mask)
+    tl.store(base + row_im + col_im, c.to(dtype), mask=mask)
+
+
+@triton.jit
+def _dweight_parts_kernel(prod_ptr, dw_ptr, n, H_IN, H_OUT, NYQUIST, PAIRED_X: tl.constexpr,
+                          PAIRED_DY: tl.constexpr, BLOCK: tl.constexpr):
+    """dweight_parts in one launch: prod = X^T dY [K, 2 H_in, 2 H_out] contiguous (rows x's (channel, part),
+    columns dY's, by _part_index(PAIRED_X / PAIRED_DY)) -> dW [K, H_in, H_out, 2] contiguous in dw's dtype
+    (n = K H_in H_out): a_k X^H dY, re = (rr + ii) a_k, im = (ri - ir) a_k, a_k = 1 for k = 0 and k = NYQUIST
+    (S/2; -1 for an odd S), else 2."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    k = offs // (H_IN * H_OUT)
+    i = (offs // H_OUT) % H_IN
+    o = offs % H_OUT
+    base = prod_ptr + k * (4 * H_IN * H_OUT)
+    x_re = _part_index(i, 0, H_IN, PAIRED_X) * (2 * H_OUT)
+    x_im = _part_index(i, 1, H_IN, PAIRED_X) * (2 * H_OUT)
+    dy_re = _part_index(o, 0, H_OUT, PAIRED_DY)
+    dy_im = _part_index(o, 1, H_OUT, PAIRED_DY)
+    rr = tl.load(base + x_re + dy_re, mask=mask, other=0.0)
+    ii = tl.load(base + x_im + dy_im, mask=mask, other=0.0)
+    ri = tl.load(base + x_re + dy_im, mask=mask, other=0.0)
+    ir = tl.load(base + x_im + dy_re, mask=mask, other=0.0)
+    a_k = tl.where((k == 0) | (k == NYQUIST), 1.0, 2.0).to(rr.dtype)
+    tl.store(dw_ptr + 2 * offs, ((rr + ii) * a_k).to(dw_ptr.dtype.element_ty), mask=mask)
+    tl.store(dw_ptr + 2 * offs + 1, ((ri - ir) * a_k).to(dw_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _spectral_conv1d_transform_kernel(
     basis_ptr, inp_ptr, out_ptr,
     M, J, N, INNER,
@@ -587,7 +654,8 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> 
 
     A: the ortho rFFT analysis basis, rows 2k and 2k+1 = cos and -sin of mode k: X = A x gives mode
     k's (re, im) in rows (2k, 2k+1). G = (A * a_k)^T, a_k = 1 for k = 0 and k = S/2, else 2: the
-    synthesis, irfft(Y, n=S, norm="ortho") = G Y (the imaginary parts of modes 0 and S/2 dropped).
+    synthesis, irfft(Y, n=S, norm="ortho") = G Y (the imaginary parts of modes 0 and S/2 dropped: their sine
+    rows of A, so columns of G, are exactly 0, and the cuBLAS mixing leaves them unzeroed).
     Cached per (S, K, dtype, device, rounding, planes) in eager mode, so a call launches no basis work."""
     rounded = plain_tf32(dtype)
     split = dtype == torch.float32 and _dots(dtype) == "tf32x3" and _dft_gemm(dtype, device) == "triton"  # cuBLAS: one
@@ -598,7 +666,8 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> 
     k = torch.arange(K, dtype=torch.int64, device=device)
     s = torch.arange(S, dtype=torch.int64, device=device)
     angle = (2 * math.pi / S) * torch.remainder(k[:, None] * s[None, :], S).to(torch.float64)  # exact reduction
-    A = torch.stack([torch.cos(angle), -torch.sin(angle)], dim=1).reshape(2 * K, S) / math.sqrt(S)
+    sine = torch.where((2 * k == S)[:, None], 0.0, -torch.sin(angle))  # S/2's exactly 0 (sin(pi s) is not)
+    A = torch.stack([torch.cos(angle), sine], dim=1).reshape(2 * K, S) / math.sqrt(S)
     a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64).repeat_interleave(2)
     G = (A * a[:, None]).t().contiguous()
     if split:
@@ -728,13 +797,14 @@ def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype,
 
 
 def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool,
-         bf16_operands: bool, round_out: bool = False) -> None:
+         bf16_operands: bool, round_out: bool = False, for_irfft: bool = True) -> None:
     """out[p, k, q, :] = spec[p, k, q, :] @ W[k] (adjoint: @ W[k]^H) for k < K, zeros for the other modes of
     out, imaginary parts of modes 0 and S/2 zeroed. spec [P, >=K, Q, C_in, 2], out [P, modes, Q, C_out, 2]
     (real views of complex values, any strides), planes = weight_planes(...): [2, K, H_in, H_out], or fp32
     mode's split planes [2 P, K, H_in, H_out] for the current MIX_METHOD (P = 3 Gauss, 2 four). round_out: out
     rounded to TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel
-    only)."""
+    only). for_irfft False (the "dft" synthesis reads out): the cuBLAS mixing does not zero those imaginary
+    parts (zero launches fewer; the synthesis basis is exactly 0 there), the kernel does at no cost."""
     # "auto" is resolved at each call, and the TF32 setting it reads may change between a forward and its
     # backward: split planes, which weight_planes made for our kernel, go to our kernel
     auto_split = MIX_METHOD == "auto" and planes.shape[0] != 2
@@ -742,7 +812,7 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
         if planes.shape[0] != 2:
             raise ValueError(f"the cuBLAS mixing takes W's real and imaginary planes [2, K, H_in, H_out], got "
                              f"{tuple(planes.shape)}: split planes, made by weight_planes for the mixing kernel")
-        return _mix_torch(spec, planes, out, K, S, adjoint)
+        return _mix_torch(spec, planes, out, K, S, adjoint, for_irfft)
     P, _, Q, C_in, _ = spec.shape
     C_out = out.shape[3]
     s_wp, s_wk, s_wi, s_wo = planes.stride()
@@ -824,11 +894,12 @@ def _flat_view(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:
         return None
 
 
-def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_out: bool,
-                  dtype: torch.dtype) -> torch.Tensor:
+def weight_blocks_ref(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_out: bool,
+                      dtype: torch.dtype) -> torch.Tensor:
     """planes [2, K, H_in, H_out] (W's real, imaginary planes) -> [K, 2 H_in, 2 H_out] in dtype: W[k] (W[k]^H
     when adjoint) as the real matrix that maps a row of mode_rows laid out as paired_in to one laid out as
-    paired_out, [[Wr, Wi], [-Wi, Wr]] by (input part, output part): re = a c - b d, im = a d + b c."""
+    paired_out, [[Wr, Wi], [-Wi, Wr]] by (input part, output part): re = a c - b d, im = a d + b c. The torch
+    reference of weight_blocks."""
     wr, wi = planes[0], planes[1]
     if adjoint:  # W^H = Wr^T - i Wi^T
         wr, wi = wr.transpose(1, 2), -wi.transpose(1, 2)
@@ -838,22 +909,76 @@ def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_o
     return quads.permute(order).reshape(K, 2 * h_in, 2 * h_out).to(dtype)
 
 
-def _bmm_acc(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
-    """alpha a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype, torch >= 2.8, CUDA only:
-    half-precision operands, fp32 accumulation and result; on CPU, whose bmm has no out_dtype, an fp32 copy);
-    alpha in the GEMM's epilogue (baddbmm with beta 0) where the dtypes allow, else one multiply."""
+WEIGHT_BLOCK = 1024  # complex weights per program of _weight_blocks_kernel and _dweight_parts_kernel
+
+
+def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_out: bool,
+                  dtype: torch.dtype) -> torch.Tensor:
+    """weight_blocks_ref's matrices, contiguous, in one launch (_weight_blocks_kernel) where the reference
+    takes three (neg, stack and the reordering copy; four for W^H)."""
+    _, K, h_in, h_out = planes.shape
+    out = new_output((K, 2 * h_in, 2 * h_out) if not adjoint else (K, 2 * h_out, 2 * h_in), dtype=dtype,
+                     device=planes.device)
+    n = K * h_in * h_out
+    if n:
+        wrap_triton(_weight_blocks_kernel)[(cdiv(n, WEIGHT_BLOCK),)](
+            planes, out, n, h_in, h_out, *planes.stride(), ADJOINT=adjoint, PAIRED_IN=paired_in,
+            PAIRED_OUT=paired_out, BLOCK=WEIGHT_BLOCK)
+    return out
+
+
+def _nyquist(S: int) -> int:
+    """The Nyquist mode S/2 of an even S, -1 for an odd S (no such mode): the kernels' NYQUIST argument."""
+    return S // 2 if S % 2 == 0 else -1
+
+
+def dweight_parts_ref(prod: torch.Tensor, S: int, paired_x: bool, paired_dy: bool,
+                      weight_dtype: torch.dtype) -> torch.Tensor:
+    """prod = X^T dY [K, 2 H_in, 2 H_out] over mode_rows (rows laid out as paired_x, columns as paired_dy) ->
+    dW [K, H_in, H_out, 2] in weight_dtype: a_k X^H dY = a_k ((Xr^T dYr + Xi^T dYi) + i (Xr^T dYi - Xi^T dYr)),
+    a_k = 1 for modes 0 and S/2, else 2. The torch reference of dweight_parts."""
+    K, two_in, two_out = prod.shape
+    in_shape = (two_in // 2, 2) if paired_x else (2, two_in // 2)
+    out_shape = (two_out // 2, 2) if paired_dy else (2, two_out // 2)
+    order = [0] + [1 + a for a in _part_axes(paired_x)] + [3 + a for a in _part_axes(paired_dy)]
+    blocks = prod.view(K, *in_shape, *out_shape).permute(order)  # [K, H_in, 2 (x part), H_out, 2 (dy part)]
+    re = blocks[:, :, 0, :, 0] + blocks[:, :, 1, :, 1]
+    im = blocks[:, :, 0, :, 1] - blocks[:, :, 1, :, 0]
+    a_k = torch.full((K,), 2.0, dtype=prod.dtype, device=prod.device)
+    a_k[[mode for mode in (0, _nyquist(S)) if 0 <= mode < K]] = 1.0
+    return (torch.stack([re, im], -1) * a_k[:, None, None, None]).to(weight_dtype)
+
+
+def dweight_parts(prod: torch.Tensor, S: int, paired_x: bool, paired_dy: bool,
+                  weight_dtype: torch.dtype) -> torch.Tensor:
+    """dweight_parts_ref's dW in one launch (_dweight_parts_kernel) where the reference takes four or more."""
+    K, two_in, two_out = prod.shape
+    prod = prod.contiguous()
+    dw = new_output((K, two_in // 2, two_out // 2, 2), dtype=weight_dtype, device=prod.device)
+    n = K * (two_in // 2) * (two_out // 2)
+    if n:
+        wrap_triton(_dweight_parts_kernel)[(cdiv(n, WEIGHT_BLOCK),)](
+            prod, dw, n, two_in // 2, two_out // 2, _nyquist(S), PAIRED_X=paired_x, PAIRED_DY=paired_dy,
+            BLOCK=WEIGHT_BLOCK)
+    return dw
+
+
+def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b (batched), fp32 for bf16 / fp16 operands (torch.bmm's out_dtype, torch >= 2.8, CUDA only:
+    half-precision operands, fp32 accumulation and result; on CPU, whose bmm has no out_dtype, an fp32 copy)."""
     if a.dtype in (torch.bfloat16, torch.float16):
-        prod = torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
-        return prod if alpha == 1.0 else prod.mul_(alpha)
-    empty = torch.empty(a.shape[0], a.shape[1], b.shape[2], dtype=a.dtype, device=a.device)
-    return torch.baddbmm(empty, a, b, beta=0.0, alpha=alpha)
+        return torch.bmm(a, b, out_dtype=torch.float32) if a.is_cuda else torch.bmm(a.float(), b.float())
+    return torch.bmm(a, b)
 
 
-def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool) -> None:
+def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool,
+               for_irfft: bool) -> None:
     """_mix with MIX_METHOD "torch": one torch.bmm over the modes, rows [K, P Q, 2 C_in] x weight_blocks, written
-    into out's modes < K through a view of out when its rows merge (else through a copy); the other modes and
-    the imaginary parts of modes 0 and S/2 zeroed as the kernel does. Computes in spec's dtype (autocast is
-    off inside the ops: amg_fast.ops._backend.run_op)."""
+    into out's modes < K through a view of out when its rows merge (else through a copy). for_irfft: the other
+    modes and the imaginary parts of modes 0 and S/2 zeroed, as the kernel does (irfft's input; cuFFT's C2R reads
+    them, pytorch#154496); else (the "dft" synthesis, whose basis G is exactly 0 on those parts: spectral_bases)
+    left as the product gives them. Computes in spec's dtype (autocast is off inside the ops:
+    amg_fast.ops._backend.run_op)."""
     rows, paired_in = mode_rows(spec, K)
     P, modes, Q, C_out, _ = out.shape
     paired_out = _complex_strides(out)[1]
@@ -865,6 +990,8 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
         torch.bmm(rows, blocks, out=flat)  # batch stride = its mode stride (a layout cuBLAS refuses: clone, copy back)
     else:  # rows that do not merge into one stride: through a copy
         target.copy_(torch.bmm(rows, blocks).view(target.shape))
+    if not for_irfft:
+        return
     if modes > K:
         out[:, K:].zero_()
     out[:, 0, ..., 1].zero_()  # a real signal's spectrum (irfft input)
@@ -875,20 +1002,10 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
 def _dweight_torch(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int,
                    weight_dtype: torch.dtype) -> torch.Tensor:
     """_dweight with MIX_METHOD "torch": one torch.bmm over the modes, X^T dY of mode_rows ([K, 2 H_in, 2 H_out],
-    fp32 for bf16 spectra; a_k as the GEMM's alpha), then X^H dY = (Xr^T dYr + Xi^T dYi) + i (Xr^T dYi - Xi^T dYr)."""
+    fp32 for bf16 spectra), then a_k X^H dY from its blocks (dweight_parts, one launch)."""
     x_rows, paired_x = mode_rows(spec_x, K)
     dy_rows, paired_dy = mode_rows(spec_dy, K)
-    h_in, h_out = spec_x.shape[3], spec_dy.shape[3]
-    prod = _bmm_acc(x_rows.transpose(1, 2), dy_rows, alpha=2.0)  # a_k = 2 in the GEMM, 1 below for 0 and S/2
-    for mode in (0, S // 2) if S % 2 == 0 and S // 2 < K else (0,):
-        prod[mode].mul_(0.5)
-    in_shape = (h_in, 2) if paired_x else (2, h_in)
-    out_shape = (h_out, 2) if paired_dy else (2, h_out)
-    order = [0] + [1 + a for a in _part_axes(paired_x)] + [3 + a for a in _part_axes(paired_dy)]
-    blocks = prod.view(K, *in_shape, *out_shape).permute(order)  # [K, H_in, 2 (x part), H_out, 2 (dy part)]
-    re = blocks[:, :, 0, :, 0] + blocks[:, :, 1, :, 1]
-    im = blocks[:, :, 0, :, 1] - blocks[:, :, 1, :, 0]
-    return torch.stack([re, im], -1).to(weight_dtype)
+    return dweight_parts(_bmm_acc(x_rows.transpose(1, 2), dy_rows), S, paired_x, paired_dy, weight_dtype)
 
 
 def _spectrum(x4: torch.Tensor, analysis: torch.Tensor, fft: bool) -> torch.Tensor:
@@ -911,7 +1028,7 @@ def _mix_and_synthesize(spec: torch.Tensor, planes: torch.Tensor, synthesis: tor
         y = torch.fft.irfft(torch.view_as_complex(mixed), n=S, dim=1, norm="ortho")
         return y.to(out_dtype)
     mixed = new_output((P, 2 * K, Q, C_out), dtype=spec.dtype, device=spec.device)
-    _mix(spec, planes, dft_spectrum_parts(mixed), K, S, adjoint, bf16_operands, round_out=True)
+    _mix(spec, planes, dft_spectrum_parts(mixed), K, S, adjoint, bf16_operands, round_out=True, for_irfft=False)
     return _transform(synthesis, mixed, out_dtype)
 
 

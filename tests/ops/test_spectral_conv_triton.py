@@ -209,25 +209,84 @@ def test_fft_mixing_writes_the_irfft_input(K, mix, kdev, gen, poisoned, monkeypa
         assert torch.equal(got[:, K:], torch.zeros_like(got[:, K:]))
 
 
-@pytest.mark.parametrize("paired_in,paired_out", [(False, False), (True, True), (False, True), (True, False)])
+LAYOUTS = [(False, False), (True, True), (False, True), (True, False)]
+
+
+def _complex_rows(z: torch.Tensor, paired: bool) -> torch.Tensor:
+    """Complex [..., C] -> real [..., 2C]: (re, im) per channel when paired, else all re, then all im (mode_rows)."""
+    return torch.stack([z.real, z.imag], -1 if paired else -2).flatten(-2)
+
+
+@pytest.mark.parametrize("impl", ["weight_blocks", "weight_blocks_ref"], ids=["kernel", "ref"])
+@pytest.mark.parametrize("paired_in,paired_out", LAYOUTS)
 @pytest.mark.parametrize("adjoint", [False, True], ids=["W", "W^H"])
-def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out, adjoint, gen):
+def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out, adjoint, impl, gen):
     """A row of real and imaginary parts (paired: (re, im) per channel; else all re, then all im) times
-    weight_blocks equals the complex product x W (x W^H when adjoint) computed with complex tensors."""
+    weight_blocks (the kernel, and its torch reference) equals the complex product x W (x W^H when adjoint)
+    computed with complex tensors."""
     K, h_in, h_out, R = 3, 5, 4, 7
     x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen)
     w = torch.randn(K, h_in, h_out, dtype=torch.complex128, generator=gen)
     planes = torch.stack([w.real, w.imag])  # [2, K, H_in, H_out]
     if adjoint:  # the adjoint mixing maps H_out channels to H_in: planes as the backward passes them
         x = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen)
-
-    def as_rows(z, paired):
-        parts = torch.stack([z.real, z.imag], -1 if paired else -2)
-        return parts.flatten(-2)
-
-    got = as_rows(x, paired_in) @ kernels.weight_blocks(planes, adjoint, paired_in, paired_out, torch.float64)
-    want = as_rows(x @ (w.conj().transpose(1, 2) if adjoint else w), paired_out)
+    blocks = getattr(kernels, impl)(planes, adjoint, paired_in, paired_out, torch.float64)
+    got = _complex_rows(x, paired_in) @ blocks
+    want = _complex_rows(x @ (w.conj().transpose(1, 2) if adjoint else w), paired_out)
     assert rel_err(got, want) <= 1e-14
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, pytest.param(torch.bfloat16, marks=pytest.mark.gpu)],
+                         ids=["fp32", "fp64", "bf16"])
+@pytest.mark.parametrize("paired_in,paired_out", LAYOUTS)
+@pytest.mark.parametrize("adjoint", [False, True], ids=["W", "W^H"])
+def test_weight_blocks_kernel_equals_its_reference(paired_in, paired_out, adjoint, dtype, kdev, gen):
+    """The one-launch weight_blocks equals weight_blocks_ref element for element (entries are copies, negations
+    and a cast), from planes that are a strided view of weight [K, H_in, H_out, 2], over more weights than one
+    program takes (WEIGHT_BLOCK), in each output dtype (bf16 on a GPU: the interpreter's fp32 -> bf16 cast
+    truncates where torch's rounds to nearest)."""
+    weight = torch.randn(9, 17, 13, 2, dtype=torch.float32, generator=gen).to(kdev)  # 1989 complex weights: 2 programs
+    planes = weight.permute(3, 0, 1, 2)
+    got = kernels.weight_blocks(planes, adjoint, paired_in, paired_out, dtype)
+    want = kernels.weight_blocks_ref(planes, adjoint, paired_in, paired_out, dtype)
+    assert got.dtype == dtype and got.is_contiguous() and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("impl", ["dweight_parts", "dweight_parts_ref"], ids=["kernel", "ref"])
+@pytest.mark.parametrize("paired_x,paired_dy", LAYOUTS)
+@pytest.mark.parametrize("S,K", [(10, 6), (11, 6), (16, 5)], ids=["nyquist", "odd-S", "no-nyquist-mode"])
+def test_dweight_parts_is_the_weight_gradient(paired_x, paired_dy, S, K, impl, gen):
+    """dweight_parts (the kernel, and its torch reference) of X^T dY over real rows gives a_k X^H dY, from complex
+    tensors (a_k = 1 for modes 0 and S/2 when S is even and S/2 < K, else 2), as [K, H_in, H_out, 2]; the kernel
+    equals the reference element for element."""
+    R, h_in, h_out = 7, 5, 4
+    x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen)
+    dy = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen)
+    prod = _complex_rows(x, paired_x).transpose(1, 2) @ _complex_rows(dy, paired_dy)  # [K, 2 H_in, 2 H_out]
+    a_k = torch.full((K, 1, 1), 2.0, dtype=torch.float64)
+    a_k[0] = 1.0
+    if S % 2 == 0 and S // 2 < K:
+        a_k[S // 2] = 1.0
+    got = getattr(kernels, impl)(prod, S, paired_x, paired_dy, torch.float32)
+    want = torch.view_as_real(a_k * (x.conj().transpose(1, 2) @ dy))
+    assert got.dtype == torch.float32 and got.shape == (K, h_in, h_out, 2)
+    assert rel_err(got.double(), want) <= 1e-7
+    assert torch.equal(kernels.dweight_parts(prod, S, paired_x, paired_dy, torch.float64),
+                       kernels.dweight_parts_ref(prod, S, paired_x, paired_dy, torch.float64))
+
+
+@pytest.mark.parametrize("S", [16, 15], ids=["even-S", "odd-S"])
+def test_bases_are_exactly_zero_on_the_imaginary_parts_of_real_modes(S, kdev):
+    """A = the ortho rFFT (against torch.fft.rfft), G = its inverse with every mode kept (G A = I), and both exactly
+    0 on the imaginary parts of modes 0 and S/2 (a real signal's spectrum has none): the "dft" path's cuBLAS
+    mixing leaves those parts of its output as computed, for the synthesis to multiply by zeros."""
+    K = S // 2 + 1
+    A, G = kernels.spectral_bases(S, K, torch.float64, torch.device(kdev))
+    x = torch.randn(S, 3, dtype=torch.float64, device=kdev)
+    want = torch.view_as_real(torch.fft.rfft(x, dim=0, norm="ortho")).permute(0, 2, 1).reshape(2 * K, 3)
+    assert rel_err(A @ x, want) <= 1e-14 and rel_err(G @ (A @ x), x) <= 1e-14
+    for mode in (0, S // 2) if S % 2 == 0 else (0,):
+        assert not A[2 * mode + 1].any() and not G[:, 2 * mode + 1].any()
 
 
 @pytest.mark.parametrize("transform", ["dft", "fft"])
@@ -778,13 +837,17 @@ def test_torch_compile_traces_the_triton_op_gpu(transform, dim, gen):
 
 
 @pytest.mark.parametrize("name", ["dft-cublas", "fft-torchmix", pytest.param("dft-torchmix", marks=pytest.mark.gpu)])
-def test_torch_mixing_traces_under_torch_compile(name, variant, kdev, gen):
+def test_torch_mixing_traces_under_torch_compile(name, variant, kdev, gen, monkeypatch):
     """MIX_METHOD "torch" under a fullgraph compile (aot_eager: the traced graph run by eager torch, so the CPU
-    checks the tracing; dft-torchmix holds a Triton kernel, which the interpreter cannot trace): the same
-    outputs and gradients as eager, elementwise. Traced, the mixing writes through a copy, not bmm's out=.
-    Where torch's fake rfft reports other strides than its kernel writes (torch 2.11 on CPU), the fft path's
-    traced graph fails on the real spectrum instead, loudly (a view the fake layout allowed)."""
+    checks the tracing; dft-torchmix holds a Triton kernel, which the interpreter cannot trace, and so do
+    weight_blocks and dweight_parts: on CPU their torch references stand in): the same outputs and gradients as
+    eager, elementwise. Traced, the mixing writes through a copy, not bmm's out=. Where torch's fake rfft reports
+    other strides than its kernel writes (torch 2.11 on CPU), the fft path's traced graph fails on the real
+    spectrum instead, loudly (a view the fake layout allowed)."""
     transform = variant(name)
+    if kdev.type == "cpu":
+        monkeypatch.setattr(kernels, "weight_blocks", kernels.weight_blocks_ref)
+        monkeypatch.setattr(kernels, "dweight_parts", kernels.dweight_parts_ref)
     x, w = _inputs((4,), 32, 16, 16, 16, torch.float32, kdev, gen)
 
     def f(a, b):
