@@ -52,8 +52,8 @@ from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision
 from amg_fast.kernels._tf32 import split_dot, split_tf32
 from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_x3
 
-__all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "weight_grads", "check_width", "WGRAD_POLICY",
-           "TILE_POLICY"]
+__all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "gate_cublas_fwd", "gate_cublas_grads", "weight_grads",
+           "check_width", "WGRAD_POLICY", "TILE_POLICY"]
 
 
 # ----------------------------------------------------------------------------- device helpers
@@ -222,10 +222,20 @@ def _gate_fusion_fwd_kernel(
     rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
     logits, z, h = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, out_ptr, rows, row_mask,
                                 cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, SPLIT, DOT_PRECISION)
+    _store_gate(logits, z, h, chi_ptr, w1_ptr, bo_ptr, out_ptr, g_ptr, rows, row_mask, offsets, mask, M, H,
+                rows_per_batch, chi_stride, FREQ, G_MEAN, READOUT)
+
+
+@triton.jit
+def _store_gate(logits, z, h, chi_ptr, w1_ptr, bo_ptr, out_ptr, g_ptr, rows, row_mask, offsets, mask, M, H,
+                rows_per_batch, chi_stride, FREQ: tl.constexpr, G_MEAN: tl.constexpr, BARRIER: tl.constexpr):
+    """The gate from this program's logits, z, h tiles [BLOCK_M, BLOCK_H] (acc dtype): g = sigmoid(logits) chi,
+    out = g z + (1 - g) h stored at offsets, and g (G_MEAN: this program's share of its mean). BARRIER: out_ptr
+    holds what other threads still read (the readout's z), so all of them finish first."""
     chi, _ = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
     g = _sigmoid(logits) * chi.to(logits.dtype)[:, None]
     out = g * z + (1.0 - g) * h
-    if READOUT:  # out_ptr held z: every thread has read it back before out overwrites it
+    if BARRIER:  # out_ptr held z: every thread has read it back before out overwrites it
         tl.debug_barrier()
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
     if G_MEAN:  # this program's share of the mean gate; M, H plain operands (not M.to(...)): torch.compile's
@@ -253,25 +263,8 @@ def _gate_fusion_bwd_kernel(
     rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
     logits, z, h = _gate_inputs(h_ptr, z_ptr, wz_ptr, wh_ptr, b_ptr, wout_ptr, bout_ptr, zsave_ptr, rows, row_mask,
                                 cols, col_mask, H, READOUT, BLOCK_M, BLOCK_H, BLOCK_K, SPLIT, DOT_PRECISION)
-    chi, v = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
-    chi = chi.to(logits.dtype)
-    s = _sigmoid(logits)
-    g = s * chi[:, None]
-    dout = _load_tile(dout_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
-    dg = dout * (z - h)
-    if HAS_DG:
-        dg += _load_tile(dg_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
-    dlogits = tl.where(mask, dg * chi[:, None] * s * (1.0 - s), 0.0)
-    tl.store(dlogits_ptr + offsets, dlogits, mask=mask)
-    dchi = tl.sum(tl.where(mask, dg * s, 0.0), axis=1)  # dL/dchi per row
-    if FREQ:  # through chi = sigmoid(w1 v + b_omega): columns 0 / 1 -> db_omega / dw1
-        dchi_logit = dchi * chi * (1.0 - chi)
-        tl.store(dchi_ptr + 2 * rows, dchi_logit, mask=row_mask)
-        tl.store(dchi_ptr + 2 * rows + 1, dchi_logit * v.to(dchi_logit.dtype), mask=row_mask)
-    else:
-        tl.store(dchi_ptr + rows, dchi, mask=row_mask)
-    dz = dout * g
-    dh = dout - dz
+    dz, dh = _gate_grad_terms(logits, z, h, chi_ptr, w1_ptr, bo_ptr, dout_ptr, dg_ptr, dlogits_ptr, dchi_ptr, rows,
+                              row_mask, cols, col_mask, offsets, mask, H, rows_per_batch, chi_stride, FREQ, HAS_DG)
     dot_dtype = h_ptr.dtype.element_ty
     # dlogits @ w in chunks n of its columns, read back from memory (this program just wrote them)
     tl.debug_barrier()
@@ -318,6 +311,72 @@ def _gate_fusion_bwd_kernel(
         tl.store(dz_ptr + offsets, da.to(dz_ptr.dtype.element_ty), mask=mask)
     else:
         tl.store(dz_ptr + offsets, dz.to(dz_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _gate_grad_terms(logits, z, h, chi_ptr, w1_ptr, bo_ptr, dout_ptr, dg_ptr, dlogits_ptr, dchi_ptr, rows, row_mask,
+                     cols, col_mask, offsets, mask, H, rows_per_batch, chi_stride, FREQ: tl.constexpr,
+                     HAS_DG: tl.constexpr):
+    """The backward's elementwise part from this program's logits, z, h tiles [BLOCK_M, BLOCK_H] (acc dtype, all
+    H columns): dg = dout (z - h) (+ dg_ext), dlogits = dg chi s (1 - s) stored at offsets, dL/dchi per row
+    stored (FREQ: the gradient of chi's logit and its product with v, two columns); returns (dout g,
+    dout (1 - g)), the parts of dz and dh that do not go through the logits."""
+    chi, v = _row_chi(chi_ptr, w1_ptr, bo_ptr, rows, row_mask, rows_per_batch, chi_stride, FREQ)
+    chi = chi.to(logits.dtype)
+    s = _sigmoid(logits)
+    g = s * chi[:, None]
+    dout = _load_tile(dout_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    dg = dout * (z - h)
+    if HAS_DG:
+        dg += _load_tile(dg_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    dlogits = tl.where(mask, dg * chi[:, None] * s * (1.0 - s), 0.0)
+    tl.store(dlogits_ptr + offsets, dlogits.to(dlogits_ptr.dtype.element_ty), mask=mask)
+    dchi = tl.sum(tl.where(mask, dg * s, 0.0), axis=1)  # dL/dchi per row
+    if FREQ:  # through chi = sigmoid(w1 v + b_omega): columns 0 / 1 -> db_omega / dw1
+        dchi_logit = dchi * chi * (1.0 - chi)
+        tl.store(dchi_ptr + 2 * rows, dchi_logit, mask=row_mask)
+        tl.store(dchi_ptr + 2 * rows + 1, dchi_logit * v.to(dchi_logit.dtype), mask=row_mask)
+    else:
+        tl.store(dchi_ptr + rows, dchi, mask=row_mask)
+    dz = dout * g
+    return dz, dout - dz
+
+
+@triton.jit
+def _gate_epilogue_fwd_kernel(
+    logits_ptr, h_ptr, z_ptr, chi_ptr, w1_ptr, bo_ptr,   # logits, h, z [M, H] (logits in the acc dtype)
+    out_ptr, g_ptr,                                      # as _gate_fusion_fwd_kernel's
+    M, H, rows_per_batch, chi_stride,
+    FREQ: tl.constexpr, G_MEAN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
+):
+    """The cuBLAS method's forward after its GEMMs: out and g from logits = z w_z^T + h w_h^T + b (in memory), one
+    program per BLOCK_M rows x all H columns (_store_gate)."""
+    rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
+    logits = tl.load(logits_ptr + offsets, mask=mask, other=0.0)
+    z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    h = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    _store_gate(logits, z, h, chi_ptr, w1_ptr, bo_ptr, out_ptr, g_ptr, rows, row_mask, offsets, mask, M, H,
+                rows_per_batch, chi_stride, FREQ, G_MEAN, False)
+
+
+@triton.jit
+def _gate_epilogue_bwd_kernel(
+    logits_ptr, h_ptr, z_ptr, chi_ptr, w1_ptr, bo_ptr,   # as _gate_epilogue_fwd_kernel's (logits saved by it)
+    dout_ptr, dg_ptr,                                    # upstream grads of out and g [M, H] (dg unused if not HAS_DG)
+    dz_ptr, dh_ptr, dlogits_ptr, dchi_ptr,               # dout g, dout (1 - g), dlogits [M, H]; dchi rows [M, E]
+    M, H, rows_per_batch, chi_stride,
+    FREQ: tl.constexpr, HAS_DG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
+):
+    """The cuBLAS method's backward before its GEMMs: the elementwise terms (_gate_grad_terms) from the saved
+    logits, one program per BLOCK_M rows x all H columns; dz and dh then take dlogits w_z, dlogits w_h."""
+    rows, row_mask, cols, col_mask, offsets, mask = _row_tile(M, H, BLOCK_M, BLOCK_H)
+    logits = tl.load(logits_ptr + offsets, mask=mask, other=0.0)
+    z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    h = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
+    dz, dh = _gate_grad_terms(logits, z, h, chi_ptr, w1_ptr, bo_ptr, dout_ptr, dg_ptr, dlogits_ptr, dchi_ptr, rows,
+                              row_mask, cols, col_mask, offsets, mask, H, rows_per_batch, chi_stride, FREQ, HAS_DG)
+    tl.store(dz_ptr + offsets, dz.to(dz_ptr.dtype.element_ty), mask=mask)
+    tl.store(dh_ptr + offsets, dh.to(dh_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -629,6 +688,28 @@ def gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=No
     return dz.view(h.shape), dh.view(h.shape), dlogits, dchi_rows, saved
 
 
+def _weight_grad_parts(dlogits, dchi_rows, z2, h2, chi, freq, saved, cublas: bool) -> torch.Tensor:
+    """The gate's weight gradients as one flat tensor in dlogits' dtype, [dW_z | dW_h | db], then with the readout
+    (saved = (z, dp)) [dW_o | db_o], then dchi: from dlogits [M, H], the per-row dchi [M, E] and the rows z2, h2
+    (with the readout z2 holds a). cublas: dW_z, dW_h by torch GEMMs (not with the readout), else weight_grads."""
+    per_batch = chi.dim() == 1 and freq is None  # dchi per trajectory: a sum per block of rows
+    dchi_batch = dchi_rows.reshape(chi.shape[0], -1).sum(1) if per_batch else None
+    if cublas:  # bf16 activations: a bf16 GEMM with fp32 accumulation, as autocast's nn.Linear backward
+        if saved is not None:
+            raise ValueError("cublas weight gradients are for the plain gate (readout=None)")
+        gemm_dtype = torch.bfloat16 if h2.dtype == torch.bfloat16 else dlogits.dtype
+        dl_t = dlogits.to(gemm_dtype).T
+        parts = [(dl_t @ z2.to(gemm_dtype)).flatten(), (dl_t @ h2.to(gemm_dtype)).flatten(), dlogits.sum(0),
+                 dchi_batch if per_batch else dchi_rows.sum(0)]
+        return torch.cat([p.to(dlogits.dtype) for p in parts])
+    if saved is None:
+        products = [(dlogits, z2, h2)]
+    else:  # z2 holds a: (dlogits; z formed and saved by the kernel, h) and (dp; a)
+        products = [(dlogits, saved[0], h2), (saved[1], z2, None)]
+    grads = weight_grads(products, None if per_batch else dchi_rows)
+    return torch.cat([grads, dchi_batch]) if per_batch else grads
+
+
 def gate_grads(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=None, cublas=False
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The whole backward: (dz, dh, grads) with dz (with readout: da) and dh as gate_fusion_bwd's and
@@ -638,20 +719,59 @@ def gate_grads(h, z, w_z, w_h, b, chi, dout, dg=None, freq=None, readout=None, c
     H = h.shape[-1]  # flattened and made contiguous once, for the kernels and the weight gradients alike
     h2, z2 = h.reshape(-1, H).contiguous(), z.to(h.dtype).reshape(-1, H).contiguous()
     dz, dh, dlogits, dchi_rows, saved = gate_fusion_bwd(h2, z2, w_z, w_h, b, chi, dout, dg, freq, readout)
-    dz, dh = dz.view(h.shape), dh.view(h.shape)
-    per_batch = chi.dim() == 1 and freq is None  # dchi per trajectory: a sum per block of rows
-    dchi_batch = dchi_rows.reshape(chi.shape[0], -1).sum(1) if per_batch else None
-    if cublas:  # bf16 activations: a bf16 GEMM with fp32 accumulation, as autocast's nn.Linear backward
-        if readout is not None:
-            raise ValueError("cublas weight gradients are for the plain gate (readout=None)")
-        gemm_dtype = torch.bfloat16 if h.dtype == torch.bfloat16 else dlogits.dtype
-        dl_t = dlogits.to(gemm_dtype).T
-        parts = [(dl_t @ z2.to(gemm_dtype)).flatten(), (dl_t @ h2.to(gemm_dtype)).flatten(), dlogits.sum(0),
-                 dchi_batch if per_batch else dchi_rows.sum(0)]
-        return dz, dh, torch.cat([p.to(dlogits.dtype) for p in parts])
-    if readout is None:
-        products = [(dlogits, z2, h2)]
-    else:  # z2 holds a: (dlogits; z formed and saved by the kernel, h) and (dp; a)
-        products = [(dlogits, saved[0], h2), (saved[1], z2, None)]
-    grads = weight_grads(products, None if per_batch else dchi_rows)
-    return dz, dh, torch.cat([grads, dchi_batch]) if per_batch else grads
+    grads = _weight_grad_parts(dlogits, dchi_rows, z2, h2, chi, freq, saved, cublas)
+    return dz.view(h.shape), dh.view(h.shape), grads
+
+
+# The cuBLAS method (kernels.limits.gate_method): the GEMMs by torch, the elementwise work in one Triton pass each
+# way, over all H columns of BLOCK_M rows (EPILOGUE_TILE elements a program: 16 rows at H = 128, 4 warps).
+EPILOGUE_TILE = 2048
+
+
+def _epilogue_launch(M: int, H: int, device: torch.device) -> tuple[tuple[int], dict]:
+    """(grid, launch options) of the cuBLAS method's elementwise kernels."""
+    config = _on_cpu({"BLOCK_M": max(1, EPILOGUE_TILE // next_pow2(H)), "num_warps": 4}, device, M)
+    return (cdiv(M, config["BLOCK_M"]),), dict(config, BLOCK_H=next_pow2(H))
+
+
+def gate_cublas_fwd(h, z, w_z, w_h, b, chi, freq=None, g_mean=False
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """gate_fusion_fwd's (out, g) by the cuBLAS method, and the logits [M, H] (M = rows of h; h's dtype, fp32 or
+    fp64) that gate_cublas_grads takes: logits = z w_z^T + h w_h^T + b by two torch GEMMs (the bias in the first
+    one's epilogue, the first's result the second's C), then one Triton pass for g and out
+    (_gate_epilogue_fwd_kernel). h, z as gate_fusion_fwd's, in fp32 or fp64."""
+    (h2, z2, w_z, w_h, b, chi1), sc = _prepare(h, z, w_z, w_h, b, chi, None)
+    w1, b_omega, _, _, is_freq, _ = _extra_args(chi, freq, None, h.dtype)
+    logits = torch.addmm(torch.addmm(b.to(h2.dtype), z2, w_z.t()), h2, w_h.t())
+    M, H = sc["M"], sc["H"]
+    grid, config = _epilogue_launch(M, H, h.device)
+    out = new_output((M, H), dtype=h.dtype, device=h.device)
+    g = new_output(grid if g_mean else (M, H), dtype=acc_dtype(h) if g_mean else h.dtype, device=h.device)
+    if M > 0:
+        wrap_triton(_gate_epilogue_fwd_kernel)[grid](
+            logits, h2, z2, chi1, w1, b_omega, out, g, M, H, sc["rows_per_batch"], sc["chi_stride"],
+            FREQ=is_freq, G_MEAN=g_mean, **config)
+    return out.view(h.shape), (g.sum() if g_mean else g.view(h.shape)), logits
+
+
+def gate_cublas_grads(h, z, w_z, w_h, b, chi, logits, dout, dg=None, freq=None, cublas=False
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """gate_grads' (dz, dh, grads) by the cuBLAS method from gate_cublas_fwd's logits: one Triton pass for the
+    elementwise terms (_gate_epilogue_bwd_kernel: dlogits, dchi per row, dout g, dout (1 - g)), then dz = dout g +
+    dlogits w_z and dh = dout (1 - g) + dlogits w_h by torch GEMMs (the elementwise terms as their C), and the
+    weight gradients (cublas: torch GEMMs, else weight_grads) as gate_grads'."""
+    (h2, z2, w_z, w_h, _, chi1), sc = _prepare(h, z, w_z, w_h, b, chi, None)
+    w1, b_omega, _, _, is_freq, _ = _extra_args(chi, freq, None, h.dtype)
+    M, H = sc["M"], sc["H"]
+    dout2 = dout.to(h.dtype).reshape(M, H).contiguous()
+    dg2 = None if dg is None else dg.to(h.dtype).reshape(M, H).contiguous()
+    dz0, dh0, dlogits = (new_output((M, H), dtype=h.dtype, device=h.device) for _ in range(3))
+    dchi_rows = new_output((M, 2 if freq is not None else 1), dtype=acc_dtype(h), device=h.device)
+    grid, config = _epilogue_launch(M, H, h.device)
+    if M > 0:
+        wrap_triton(_gate_epilogue_bwd_kernel)[grid](
+            logits, h2, z2, chi1, w1, b_omega, dout2, dout2 if dg2 is None else dg2, dz0, dh0, dlogits, dchi_rows,
+            M, H, sc["rows_per_batch"], sc["chi_stride"], FREQ=is_freq, HAS_DG=dg2 is not None, **config)
+    dz, dh = torch.addmm(dz0, dlogits, w_z), torch.addmm(dh0, dlogits, w_h)
+    grads = _weight_grad_parts(dlogits, dchi_rows, z2, h2, chi, freq, None, cublas)
+    return dz.view(h.shape), dh.view(h.shape), grads

@@ -14,8 +14,8 @@ import torch
 __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
            "READOUT_MAX_H", "WGRAD_METHODS", "WGRAD_AUTO_METHOD", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
-           "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "KERNEL_SWITCHES",
-           "reread_switches"]
+           "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "GATE_METHODS",
+           "gate_method", "KERNEL_SWITCHES", "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -66,6 +66,17 @@ WGRAD_AUTO_METHOD = {"fp32": "cublas", "tf32": "cublas", "bf16": "triton", "fp16
 # variant gate_x3dot; the other modes do not split, 1.00x), measured with the fused readout.
 GATE_X3_METHODS = ("split", "dot")
 
+# The plain gate's products (gate_fusion, gate_fusion_freq; AMGFNO's with the separate readout): "fused"
+# (kernels/gate_fusion.py: one kernel each way, the logits on chip, recomputed by the backward) or "cublas" (the
+# logits z W_z^T + h W_h^T + b and the backward's dlogits W_z, dlogits W_h as torch GEMMs, the elementwise work in
+# one Triton pass each way, the logits kept for the backward: gate_cublas_fwd / gate_cublas_grads). The cuBLAS form
+# moves more through HBM (~0.5 / ~0.9 GB forward / backward at S = 128 in fp32, ~0.1 / 0.2 ms on an H200, against
+# ~0.16 / ~0.4 GB) but runs its GEMMs on cuBLAS's tiles, where the fused backward runs 32-row mma.sync tiles (255
+# registers, 32-48 B of spills under TF32, compiled for sm_90 by triton 3.6) and the H200 timed the plain gate at
+# 8.2x its floor in fp32 mode. fp32 and fp64 activations only (bf16 GEMMs would round the logits to bf16); other
+# dtypes run fused. "auto" = $AMG_FAST_GATE_METHOD when set, else fused. Untimed: the campaign's variant gate_cublas.
+GATE_METHODS = ("auto", "fused", "cublas")
+
 # AMGFNO's memory readout and gate: "fused" (ops/readout_gate.py: GLU(Linear(a)) formed inside the
 # gate kernels, z never written; H <= READOUT_MAX_H) or "separate" (Linear, GLU, then the gate op),
 # by $AMG_FAST_MEMORY_READOUT; default separate: the H200's graphed step was faster with it in every cell, 1.23x
@@ -91,7 +102,7 @@ FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "
 # spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
 KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_S4D_METHOD", "AMG_FAST_WGRAD", "AMG_FAST_GATE_X3",
-                   "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX",
+                   "AMG_FAST_GATE_METHOD", "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX",
                    "AMG_FAST_SPECTRAL_DFT_GEMM", "AMG_FAST_SPECTRAL_REDUCED_DOTS", "AMG_FAST_SPECTRAL_WEIGHT_PLANES",
                    "AMG_FAST_SPECTRAL_X3")
 _IMPORT_TIME_READERS: list = []  # each module's reader of its import-time switches (read_at_import)
@@ -185,6 +196,14 @@ def wgrad_method(method: str = "auto", dtype: torch.dtype = torch.float32) -> st
 def gate_x3() -> str:
     """How the gate kernels run fp32 mode's tf32x3 dots: $AMG_FAST_GATE_X3 ("split" or "dot"), else "dot"."""
     return _env_choice("AMG_FAST_GATE_X3", GATE_X3_METHODS) or "dot"
+
+
+def gate_method(method: str = "auto", dtype: torch.dtype = torch.float32) -> str:
+    """The plain gate's form for activations of dtype, "fused" or "cublas": method itself unless "auto", then
+    $AMG_FAST_GATE_METHOD (one of those) when set, else "fused"; "cublas" only for fp32 and fp64 activations."""
+    if _choice("method", method, GATE_METHODS) == "auto":
+        method = _env_choice("AMG_FAST_GATE_METHOD", GATE_METHODS[1:]) or "fused"
+    return method if dtype in (torch.float32, torch.float64) else "fused"
 
 
 def memory_readout() -> str:

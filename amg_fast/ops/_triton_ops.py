@@ -110,6 +110,23 @@ def _gate_fusion_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h
     dchi = chi's values or, with w1 and b_omega, (db_omega, dw1); fp32, fp64 for fp64 inputs)."""
     return _gate.gate_grads(h, z, w_z, w_h, b, chi, dout, dg, None if w1 is None else (w1, b_omega), None, cublas)
 
+@triton_op("amg_fast::gate_cublas_fwd", mutates_args=())
+def _gate_cublas_fwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
+                        b: torch.Tensor, chi: torch.Tensor, w1: torch.Tensor | None = None,
+                        b_omega: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """gate_fusion_fwd's arguments (fp32 / fp64 h, z) -> (out, g [..., H], logits [M, H] for the backward): the
+    cuBLAS method (kernels.limits.gate_method)."""
+    return _gate.gate_cublas_fwd(h, z, w_z, w_h, b, chi, None if w1 is None else (w1, b_omega))
+
+@triton_op("amg_fast::gate_cublas_bwd", mutates_args=())
+def _gate_cublas_bwd_op(h: torch.Tensor, z: torch.Tensor, w_z: torch.Tensor, w_h: torch.Tensor,
+                        b: torch.Tensor, chi: torch.Tensor, logits: torch.Tensor, dout: torch.Tensor,
+                        dg: torch.Tensor | None, w1: torch.Tensor | None = None, b_omega: torch.Tensor | None = None,
+                        cublas: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """gate_fusion_bwd's arguments and gate_cublas_fwd's logits -> (dz, dh, grads) as gate_fusion_bwd's."""
+    return _gate.gate_cublas_grads(h, z, w_z, w_h, b, chi, logits, dout, dg, None if w1 is None else (w1, b_omega),
+                                   cublas)
+
 @triton_op("amg_fast::memory_gate_fwd", mutates_args=())
 def _memory_gate_fwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor,
                         w_z: torch.Tensor, w_h: torch.Tensor, b: torch.Tensor, chi: torch.Tensor,

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from amg_fast._checks import (acc_dtype, check_nonempty, check_rank, check_real_float, check_same_device, check_shape,
                               check_unit_interval)
-from amg_fast.kernels.limits import GATE_MAX_H, wgrad_method
+from amg_fast.kernels.limits import GATE_MAX_H, gate_method, wgrad_method
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["gate_fusion", "gate_fusion_ref", "gate_fusion_freq", "frequency_gate", "check_gate_fusion_args",
@@ -93,10 +93,12 @@ class GateFusionFn(torch.autograd.Function):
     """Autograd over the Triton kernels. h, z [..., H] (one dtype); w_z, w_h [H, H]; b [H];
     chi 0-dim or [B] -> (out, g) [..., H] in h's dtype.
 
-    Saves only the inputs: the backward kernel recomputes the logits and writes dz, dh and dlogits;
-    the weight gradients dlogits^T z, dlogits^T h (and db, dchi) come from a split-K Triton kernel
-    over the rows, or cuBLAS (kernels.limits.wgrad_method: by default for fp32 activations), all in one flat
-    tensor. Each gradient comes back in its input's dtype.
+    Fused (kernels.limits.gate_method, the default): saves only the inputs, and the backward kernel recomputes
+    the logits and writes dz, dh and dlogits. cuBLAS (fp32 / fp64 activations): the logits and the products of
+    dlogits by torch GEMMs around one Triton pass each way; the logits are saved too. The weight gradients
+    dlogits^T z, dlogits^T h (and db, dchi) come from a split-K Triton kernel over the rows, or cuBLAS
+    (kernels.limits.wgrad_method: by default for fp32 activations), all in one flat tensor. Each gradient comes
+    back in its input's dtype.
 
     With w1 and b_omega (0-dim) the frequency gate is folded in: chi holds log(omega + eps) (no
     gradient) and the kernels form chi = sigmoid(w1 chi + b_omega) and the w1, b_omega gradients.
@@ -104,17 +106,24 @@ class GateFusionFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, z, w_z, w_h, b, chi, w1=None, b_omega=None):
-        out, g = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
-        ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega)
+        if gate_method("auto", h.dtype) == "cublas":
+            out, g, logits = triton_ops().gate_cublas_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
+        else:
+            (out, g), logits = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega), None
+        ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega, logits)
         ctx.cublas = wgrad_method("auto", h.dtype) == "cublas"
         ctx.set_materialize_grads(False)  # g unused (AMGFNO keeps its detached mean): dg None, not a zeros kernel
         return out, g
 
     @staticmethod
     def backward(ctx, dout, dg):
-        h, z, w_z, w_h, b, chi, w1, b_omega = ctx.saved_tensors
+        h, z, w_z, w_h, b, chi, w1, b_omega, logits = ctx.saved_tensors
         dout = torch.zeros_like(h) if dout is None else dout
-        dz, dh, grads = triton_ops().gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega, ctx.cublas)
+        if logits is not None:  # the forward's method, whatever the switch says now
+            dz, dh, grads = triton_ops().gate_cublas_bwd(h, z, w_z, w_h, b, chi, logits, dout, dg, w1, b_omega,
+                                                         ctx.cublas)
+        else:
+            dz, dh, grads = triton_ops().gate_fusion_bwd(h, z, w_z, w_h, b, chi, dout, dg, w1, b_omega, ctx.cublas)
         dw_z, dw_h, db, dchi = split_gate_grads(grads, h.shape[-1])
         need = ctx.needs_input_grad
         return (dh, dz, dw_z.to(w_z.dtype) if need[2] else None, dw_h.to(w_h.dtype) if need[3] else None,

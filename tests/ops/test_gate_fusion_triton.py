@@ -50,6 +50,14 @@ def reference_in_float64(args, gen_seed):
     return forward_and_grads(args64, "reference", torch.Generator().manual_seed(gen_seed))
 
 
+@pytest.fixture(params=["fused", "cublas"])
+def method(request, monkeypatch):
+    """The gate's form (kernels.limits.gate_method, by its switch): the fused kernels, or cuBLAS GEMMs around one
+    Triton pass each way (fp32 / fp64 activations)."""
+    monkeypatch.setenv("AMG_FAST_GATE_METHOD", request.param)
+    return request.param
+
+
 # (B, T, S, H) leading shapes with chi 0-dim or one per batch; H not a power of two included.
 CASES = [
     ((1, 25, 32, 16), ()),
@@ -64,7 +72,7 @@ CASE_IDS = [ids(B=s[0], T=s[1], S=s[2], H=s[3]) + ("-chiB" if c else "-chi0") fo
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("shape,chi_shape", CASES, ids=CASE_IDS)
-def test_forward_and_all_grads_match_reference(shape, chi_shape, dtype, kdev, poisoned, gen):
+def test_forward_and_all_grads_match_reference(shape, chi_shape, dtype, kdev, poisoned, gen, method):
     args = make_args(shape, chi_shape, dtype, gen, kdev)
     seed = int(torch.randint(0, 2**31, (1,), generator=gen))
     out, g, grads = forward_and_grads(args, "triton", torch.Generator().manual_seed(seed))
@@ -78,7 +86,7 @@ def test_forward_and_all_grads_match_reference(shape, chi_shape, dtype, kdev, po
 
 
 @pytest.mark.parametrize("chi_shape", [(), (2,)], ids=["chi0", "chiB"])
-def test_gradcheck_float64(chi_shape, kdev, gen):
+def test_gradcheck_float64(chi_shape, kdev, gen, method):
     args = make_args((2, 1, 16), chi_shape, torch.float64, gen, kdev)
     fn = lambda *a: gate_fusion(*a, backend="triton")  # noqa: E731
     # Full Jacobians w.r.t. h, z and chi (the weights' have 2 * 256 columns: too slow in the
@@ -86,6 +94,36 @@ def test_gradcheck_float64(chi_shape, kdev, gen):
     h, z, w_z, w_h, b, chi = args
     assert torch.autograd.gradcheck(lambda h_, z_, chi_: fn(h_, z_, w_z, w_h, b, chi_), (h, z, chi))
     assert torch.autograd.gradcheck(fn, args, fast_mode=True)
+
+
+def test_cublas_method_keeps_the_logits_and_its_backward_follows_the_forward(kdev, poisoned, gen, monkeypatch):
+    """AMG_FAST_GATE_METHOD=cublas: the forward keeps logits = z w_z^T + h w_h^T + b [M, H] for its backward, which
+    runs the cuBLAS form even after the switch changed (and a fused forward's the fused form); gradients match
+    the fp64 reference either way. bf16 activations take the fused kernels (their GEMMs would round the logits)."""
+    from amg_fast.kernels.limits import gate_method
+
+    args = make_args((2, 5, 6, 24), (2,), torch.float64, gen, kdev)
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    _, _, grads_ref = reference_in_float64(args, seed)
+    h, z, w_z, w_h, b = (a.detach() for a in args[:5])
+    for forward_method, backward_method in (("cublas", "fused"), ("fused", "cublas")):
+        monkeypatch.setenv("AMG_FAST_GATE_METHOD", forward_method)
+        out, g = gate_fusion(*args, backend="triton")
+        logits = out.grad_fn.saved_tensors[-1]
+        if forward_method == "cublas":
+            want = (z @ w_z.T + h @ w_h.T + b).reshape(-1, 24)
+            assert logits.shape == want.shape and rel_err(logits, want) <= 1e-14
+        else:
+            assert logits is None
+        monkeypatch.setenv("AMG_FAST_GATE_METHOD", backward_method)
+        loss_gen = torch.Generator().manual_seed(seed)  # the loss weights forward_and_grads draws
+        w_out = torch.randn(out.shape, generator=loss_gen, dtype=torch.float64).to(out)
+        w_g = torch.rand(g.shape, generator=loss_gen, dtype=torch.float64).to(g)
+        grads = torch.autograd.grad((out * w_out).sum() + (g * w_g).sum(), args)
+        for name, got, ref in zip(GRAD_NAMES, grads, grads_ref):
+            assert rel_err(got, ref) <= 1e-12, f"{forward_method} forward, d{name}: rel err {rel_err(got, ref):.1e}"
+    assert [gate_method("auto", dt) for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16)] == [
+        "cublas", "cublas", "fused", "fused"]
 
 
 def test_launcher_bwd_without_g_grad_matches_autograd(kdev, poisoned, gen):
@@ -105,7 +143,7 @@ def test_launcher_bwd_without_g_grad_matches_autograd(kdev, poisoned, gen):
 
 @pytest.mark.parametrize("chi_shape,freq", [((), False), ((3,), False), ((3,), True)], ids=["chi0", "chiB", "freq"])
 @pytest.mark.parametrize("wgrad", ["cublas", "triton-gpu-tiling"])
-def test_weight_gradient_paths(chi_shape, freq, wgrad, kdev, poisoned, gen, monkeypatch):
+def test_weight_gradient_paths(chi_shape, freq, wgrad, kdev, poisoned, gen, monkeypatch, method):
     """AMG_FAST_WGRAD=cublas (torch GEMMs for dW_z, dW_h) and the split-K Triton kernel with the
     CUDA tiling (several row groups, output tiles and a ragged last group), against the reference."""
     from amg_fast.kernels import gate_fusion as gate_kernels
@@ -173,7 +211,7 @@ def test_inputs_that_flatten_to_strided_views(layout, kdev, poisoned, gen):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
-def test_chi_zero_returns_h_and_finite_grads(dtype, kdev, poisoned, gen):
+def test_chi_zero_returns_h_and_finite_grads(dtype, kdev, poisoned, gen, method):
     h, z, w_z, w_h, b, _ = make_args((2, 7, 48), (), dtype, gen, kdev)
     chi = torch.zeros((), dtype=dtype, device=kdev, requires_grad=True)
     out, g = gate_fusion(h, z, w_z, w_h, b, chi, backend="triton")
@@ -248,7 +286,7 @@ def test_autocast_runs_bf16_and_returns_fp32_grads(kdev, gen):
 
 
 @pytest.mark.gpu
-def test_torch_compile_matches_eager(kdev, gen):
+def test_torch_compile_matches_eager(kdev, gen, method):
     args = make_args((2, 25, 32, 128), (2,), torch.float32, gen, kdev)
 
     def step(*a):
@@ -292,7 +330,7 @@ def freq_forward_and_grads(args, backend, seed):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("shape,omega_shape", [((2, 5, 16, 48), ()), ((3, 4, 8, 16), (3,))], ids=["omega0", "omegaB"])
-def test_freq_gate_folded_matches_reference(shape, omega_shape, dtype, kdev, poisoned, gen):
+def test_freq_gate_folded_matches_reference(shape, omega_shape, dtype, kdev, poisoned, gen, method):
     """gate_fusion_freq on Triton (chi and its w1, b_omega gradients formed in the kernels) vs the
     reference gate_fusion(..., sigmoid(w1 log_omega + b_omega)) in fp64."""
     args = freq_args(shape, omega_shape, dtype, gen, kdev)
@@ -308,7 +346,7 @@ def test_freq_gate_folded_matches_reference(shape, omega_shape, dtype, kdev, poi
         assert rel_err(a.cpu(), b) <= tol, f"{name}: rel err {rel_err(a.cpu(), b):.2e}"
 
 
-def test_freq_gate_folded_gradcheck(kdev, gen):
+def test_freq_gate_folded_gradcheck(kdev, gen, method):
     h, z, w_z, w_h, b, log_omega, w1, b_omega = freq_args((2, 1, 16), (2,), torch.float64, gen, kdev)
 
     def fn(h_, w1_, b_omega_):
