@@ -68,7 +68,9 @@ def stages(S: int, rows: int = 800, width: int = 128, device: str = "cuda", into
     out["stage.mix"] = graph_ms(lambda: k._mix(spec_x, planes, mixed, K, S, False, False))
     with k.use_variant("fft-torchmix" if fft else "dft-torchmix"):  # the mixing and dweight through torch.bmm
         torch_planes = k.weight_planes(w.detach(), torch.float32)  # W's plain planes (not fp32 mode's split ones)
-        out["stage.mix.torch"] = graph_ms(lambda: k._mix(spec_x, torch_planes, mixed, K, S, False, False))
+        # as the op: the dft path's mixed spectrum is not zeroed ahead of the synthesis (for_irfft)
+        out["stage.mix.torch"] = graph_ms(lambda: k._mix(spec_x, torch_planes, mixed, K, S, False, False,
+                                                         for_irfft=fft))
         out["stage.dweight.torch"] = graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False))
     out.update({
         "stage.dweight": graph_ms(lambda: k._dweight(spec_x, spec_dy, K, S, torch.float32, False)),

@@ -343,11 +343,11 @@ def _gate_grad_terms(logits, z, h, chi_ptr, w1_ptr, bo_ptr, dout_ptr, dg_ptr, dl
 
 
 @triton.jit
-def _gate_epilogue_fwd_kernel(
+def _gate_cublas_fwd_kernel(
     logits_ptr, h_ptr, z_ptr, chi_ptr, w1_ptr, bo_ptr,   # logits, h, z [M, H] (logits in the acc dtype)
-    out_ptr, g_ptr,                                      # as _gate_fusion_fwd_kernel's
+    out_ptr, g_ptr,                                      # out, g [M, H] in h's dtype
     M, H, rows_per_batch, chi_stride,
-    FREQ: tl.constexpr, G_MEAN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
+    FREQ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
     """The cuBLAS method's forward after its GEMMs: out and g from logits = z w_z^T + h w_h^T + b (in memory), one
     program per BLOCK_M rows x all H columns (_store_gate)."""
@@ -356,12 +356,12 @@ def _gate_epilogue_fwd_kernel(
     z = _load_tile(z_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
     h = _load_tile(h_ptr, rows, row_mask, cols, col_mask, H).to(logits.dtype)
     _store_gate(logits, z, h, chi_ptr, w1_ptr, bo_ptr, out_ptr, g_ptr, rows, row_mask, offsets, mask, M, H,
-                rows_per_batch, chi_stride, FREQ, G_MEAN, False)
+                rows_per_batch, chi_stride, FREQ, False, False)
 
 
 @triton.jit
-def _gate_epilogue_bwd_kernel(
-    logits_ptr, h_ptr, z_ptr, chi_ptr, w1_ptr, bo_ptr,   # as _gate_epilogue_fwd_kernel's (logits saved by it)
+def _gate_cublas_bwd_kernel(
+    logits_ptr, h_ptr, z_ptr, chi_ptr, w1_ptr, bo_ptr,   # as _gate_cublas_fwd_kernel's (logits saved by it)
     dout_ptr, dg_ptr,                                    # upstream grads of out and g [M, H] (dg unused if not HAS_DG)
     dz_ptr, dh_ptr, dlogits_ptr, dchi_ptr,               # dout g, dout (1 - g), dlogits [M, H]; dchi rows [M, E]
     M, H, rows_per_batch, chi_stride,
@@ -734,30 +734,28 @@ def _epilogue_launch(M: int, H: int, device: torch.device) -> tuple[tuple[int], 
     return (cdiv(M, config["BLOCK_M"]),), dict(config, BLOCK_H=next_pow2(H))
 
 
-def gate_cublas_fwd(h, z, w_z, w_h, b, chi, freq=None, g_mean=False
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def gate_cublas_fwd(h, z, w_z, w_h, b, chi, freq=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """gate_fusion_fwd's (out, g) by the cuBLAS method, and the logits [M, H] (M = rows of h; h's dtype, fp32 or
     fp64) that gate_cublas_grads takes: logits = z w_z^T + h w_h^T + b by two torch GEMMs (the bias in the first
     one's epilogue, the first's result the second's C), then one Triton pass for g and out
-    (_gate_epilogue_fwd_kernel). h, z as gate_fusion_fwd's, in fp32 or fp64."""
+    (_gate_cublas_fwd_kernel). h, z as gate_fusion_fwd's, in fp32 or fp64."""
     (h2, z2, w_z, w_h, b, chi1), sc = _prepare(h, z, w_z, w_h, b, chi, None)
     w1, b_omega, _, _, is_freq, _ = _extra_args(chi, freq, None, h.dtype)
     logits = torch.addmm(torch.addmm(b.to(h2.dtype), z2, w_z.t()), h2, w_h.t())
     M, H = sc["M"], sc["H"]
     grid, config = _epilogue_launch(M, H, h.device)
-    out = new_output((M, H), dtype=h.dtype, device=h.device)
-    g = new_output(grid if g_mean else (M, H), dtype=acc_dtype(h) if g_mean else h.dtype, device=h.device)
+    out, g = (new_output((M, H), dtype=h.dtype, device=h.device) for _ in range(2))
     if M > 0:
-        wrap_triton(_gate_epilogue_fwd_kernel)[grid](
-            logits, h2, z2, chi1, w1, b_omega, out, g, M, H, sc["rows_per_batch"], sc["chi_stride"],
-            FREQ=is_freq, G_MEAN=g_mean, **config)
-    return out.view(h.shape), (g.sum() if g_mean else g.view(h.shape)), logits
+        wrap_triton(_gate_cublas_fwd_kernel)[grid](
+            logits, h2, z2, chi1, w1, b_omega, out, g, M, H, sc["rows_per_batch"], sc["chi_stride"], FREQ=is_freq,
+            **config)
+    return out.view(h.shape), g.view(h.shape), logits
 
 
 def gate_cublas_grads(h, z, w_z, w_h, b, chi, logits, dout, dg=None, freq=None, cublas=False
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """gate_grads' (dz, dh, grads) by the cuBLAS method from gate_cublas_fwd's logits: one Triton pass for the
-    elementwise terms (_gate_epilogue_bwd_kernel: dlogits, dchi per row, dout g, dout (1 - g)), then dz = dout g +
+    elementwise terms (_gate_cublas_bwd_kernel: dlogits, dchi per row, dout g, dout (1 - g)), then dz = dout g +
     dlogits w_z and dh = dout (1 - g) + dlogits w_h by torch GEMMs (the elementwise terms as their C), and the
     weight gradients (cublas: torch GEMMs, else weight_grads) as gate_grads'."""
     (h2, z2, w_z, w_h, _, chi1), sc = _prepare(h, z, w_z, w_h, b, chi, None)
@@ -769,7 +767,7 @@ def gate_cublas_grads(h, z, w_z, w_h, b, chi, logits, dout, dg=None, freq=None, 
     dchi_rows = new_output((M, 2 if freq is not None else 1), dtype=acc_dtype(h), device=h.device)
     grid, config = _epilogue_launch(M, H, h.device)
     if M > 0:
-        wrap_triton(_gate_epilogue_bwd_kernel)[grid](
+        wrap_triton(_gate_cublas_bwd_kernel)[grid](
             logits, h2, z2, chi1, w1, b_omega, dout2, dout2 if dg2 is None else dg2, dz0, dh0, dlogits, dchi_rows,
             M, H, sc["rows_per_batch"], sc["chi_stride"], FREQ=is_freq, HAS_DG=dg2 is not None, **config)
     dz, dh = torch.addmm(dz0, dlogits, w_z), torch.addmm(dh0, dlogits, w_h)

@@ -666,7 +666,7 @@ def spectral_bases(S: int, K: int, dtype: torch.dtype, device: torch.device) -> 
     k = torch.arange(K, dtype=torch.int64, device=device)
     s = torch.arange(S, dtype=torch.int64, device=device)
     angle = (2 * math.pi / S) * torch.remainder(k[:, None] * s[None, :], S).to(torch.float64)  # exact reduction
-    sine = torch.where((2 * k == S)[:, None], 0.0, -torch.sin(angle))  # S/2's exactly 0 (sin(pi s) is not)
+    sine = torch.where((2 * k == S)[:, None], 0.0, -torch.sin(angle))  # S/2's exactly 0 (sin(pi) is 1.2e-16)
     A = torch.stack([torch.cos(angle), sine], dim=1).reshape(2 * K, S) / math.sqrt(S)
     a = torch.where((k == 0) | (2 * k == S), 1.0, 2.0).to(torch.float64).repeat_interleave(2)
     G = (A * a[:, None]).t().contiguous()
@@ -803,8 +803,9 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     (real views of complex values, any strides), planes = weight_planes(...): [2, K, H_in, H_out], or fp32
     mode's split planes [2 P, K, H_in, H_out] for the current MIX_METHOD (P = 3 Gauss, 2 four). round_out: out
     rounded to TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel
-    only). for_irfft False (the "dft" synthesis reads out): the cuBLAS mixing does not zero those imaginary
-    parts (zero launches fewer; the synthesis basis is exactly 0 there), the kernel does at no cost."""
+    only). for_irfft False (the "dft" synthesis reads out): the cuBLAS mixing leaves those imaginary parts as the
+    product gives them (no zeroing launches; the synthesis basis is exactly 0 there), the kernel zeroes them at
+    no cost."""
     # "auto" is resolved at each call, and the TF32 setting it reads may change between a forward and its
     # backward: split planes, which weight_planes made for our kernel, go to our kernel
     auto_split = MIX_METHOD == "auto" and planes.shape[0] != 2
@@ -974,10 +975,10 @@ def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool,
                for_irfft: bool) -> None:
     """_mix with MIX_METHOD "torch": one torch.bmm over the modes, rows [K, P Q, 2 C_in] x weight_blocks, written
-    into out's modes < K through a view of out when its rows merge (else through a copy). for_irfft: the other
-    modes and the imaginary parts of modes 0 and S/2 zeroed, as the kernel does (irfft's input; cuFFT's C2R reads
-    them, pytorch#154496); else (the "dft" synthesis, whose basis G is exactly 0 on those parts: spectral_bases)
-    left as the product gives them. Computes in spec's dtype (autocast is off inside the ops:
+    into out's modes < K through a view of out when its rows merge (else through a copy), its other modes zeroed.
+    for_irfft: the imaginary parts of modes 0 and S/2 zeroed too, as the kernel does (irfft's input; cuFFT's C2R
+    reads them, pytorch#154496); else (the "dft" synthesis, whose basis G is exactly 0 on those parts:
+    spectral_bases) left as the product gives them. Computes in spec's dtype (autocast is off inside the ops:
     amg_fast.ops._backend.run_op)."""
     rows, paired_in = mode_rows(spec, K)
     P, modes, Q, C_out, _ = out.shape
@@ -990,10 +991,10 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
         torch.bmm(rows, blocks, out=flat)  # batch stride = its mode stride (a layout cuBLAS refuses: clone, copy back)
     else:  # rows that do not merge into one stride: through a copy
         target.copy_(torch.bmm(rows, blocks).view(target.shape))
-    if not for_irfft:
-        return
     if modes > K:
         out[:, K:].zero_()
+    if not for_irfft:
+        return
     out[:, 0, ..., 1].zero_()  # a real signal's spectrum (irfft input)
     if S % 2 == 0 and S // 2 < K:
         out[:, S // 2, ..., 1].zero_()

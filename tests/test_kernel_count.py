@@ -54,7 +54,7 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # and a sum, plus the backward's transposed weights (one launch), +3 a layer; the epilogue feed-forward's ReLU
 # mask, db1 and db2 in one Triton pass and a sum (kernels/relu_grad.py) for threshold_backward and two sums, -1
 # a layer: default 156 (168), gemm 164 (176); with the Triton spectral conv 108 (120) and 116 (128). With
-# AMG_FAST_WGRAD=triton: default 153 (163), gemm 153 (155). 2026-11-30: the cuBLAS spectral conv builds W's real
+# AMG_FAST_WGRAD=triton: default 153 (163), gemm 153 (155). 2026-11-29 (late): the cuBLAS spectral conv builds W's real
 # blocks in one Triton launch (kernels.spectral_conv.weight_blocks: was neg, stack and a copy, two negs in the
 # backward), forms dW from the bmm's blocks in one (dweight_parts: was a scale, add, sub and stack) and leaves the
 # "dft" synthesis's ignored imaginary parts unzeroed (its basis is exactly 0 there): 10 launches a layer fewer,

@@ -98,9 +98,14 @@ def test_gradcheck_float64(chi_shape, kdev, gen, method):
 
 def test_cublas_method_keeps_the_logits_and_its_backward_follows_the_forward(kdev, poisoned, gen, monkeypatch):
     """AMG_FAST_GATE_METHOD=cublas: the forward keeps logits = z w_z^T + h w_h^T + b [M, H] for its backward, which
-    runs the cuBLAS form even after the switch changed (and a fused forward's the fused form); gradients match
-    the fp64 reference either way. bf16 activations take the fused kernels (their GEMMs would round the logits)."""
+    runs the cuBLAS form even after the switch changed (and a fused forward's the fused form: the other form's
+    launcher raises here); gradients match the fp64 reference either way. bf16 activations take the fused kernels
+    (their GEMMs would round the logits)."""
+    from amg_fast.kernels import gate_fusion as gate_kernels
     from amg_fast.kernels.limits import gate_method
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the backward ran the other method's launcher")
 
     args = make_args((2, 5, 6, 24), (2,), torch.float64, gen, kdev)
     seed = int(torch.randint(0, 2**31, (1,), generator=gen))
@@ -119,7 +124,9 @@ def test_cublas_method_keeps_the_logits_and_its_backward_follows_the_forward(kde
         loss_gen = torch.Generator().manual_seed(seed)  # the loss weights forward_and_grads draws
         w_out = torch.randn(out.shape, generator=loss_gen, dtype=torch.float64).to(out)
         w_g = torch.rand(g.shape, generator=loss_gen, dtype=torch.float64).to(g)
-        grads = torch.autograd.grad((out * w_out).sum() + (g * w_g).sum(), args)
+        with monkeypatch.context() as patch:
+            patch.setattr(gate_kernels, "gate_grads" if forward_method == "cublas" else "gate_cublas_grads", refuse)
+            grads = torch.autograd.grad((out * w_out).sum() + (g * w_g).sum(), args)
         for name, got, ref in zip(GRAD_NAMES, grads, grads_ref):
             assert rel_err(got, ref) <= 1e-12, f"{forward_method} forward, d{name}: rel err {rel_err(got, ref):.1e}"
     assert [gate_method("auto", dt) for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16)] == [

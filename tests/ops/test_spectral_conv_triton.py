@@ -220,16 +220,16 @@ def _complex_rows(z: torch.Tensor, paired: bool) -> torch.Tensor:
 @pytest.mark.parametrize("impl", ["weight_blocks", "weight_blocks_ref"], ids=["kernel", "ref"])
 @pytest.mark.parametrize("paired_in,paired_out", LAYOUTS)
 @pytest.mark.parametrize("adjoint", [False, True], ids=["W", "W^H"])
-def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out, adjoint, impl, gen):
+def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out, adjoint, impl, kdev, gen):
     """A row of real and imaginary parts (paired: (re, im) per channel; else all re, then all im) times
     weight_blocks (the kernel, and its torch reference) equals the complex product x W (x W^H when adjoint)
     computed with complex tensors."""
     K, h_in, h_out, R = 3, 5, 4, 7
-    x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen)
-    w = torch.randn(K, h_in, h_out, dtype=torch.complex128, generator=gen)
+    x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen).to(kdev)
+    w = torch.randn(K, h_in, h_out, dtype=torch.complex128, generator=gen).to(kdev)
     planes = torch.stack([w.real, w.imag])  # [2, K, H_in, H_out]
     if adjoint:  # the adjoint mixing maps H_out channels to H_in: planes as the backward passes them
-        x = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen)
+        x = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen).to(kdev)
     blocks = getattr(kernels, impl)(planes, adjoint, paired_in, paired_out, torch.float64)
     got = _complex_rows(x, paired_in) @ blocks
     want = _complex_rows(x @ (w.conj().transpose(1, 2) if adjoint else w), paired_out)
@@ -255,15 +255,15 @@ def test_weight_blocks_kernel_equals_its_reference(paired_in, paired_out, adjoin
 @pytest.mark.parametrize("impl", ["dweight_parts", "dweight_parts_ref"], ids=["kernel", "ref"])
 @pytest.mark.parametrize("paired_x,paired_dy", LAYOUTS)
 @pytest.mark.parametrize("S,K", [(10, 6), (11, 6), (16, 5)], ids=["nyquist", "odd-S", "no-nyquist-mode"])
-def test_dweight_parts_is_the_weight_gradient(paired_x, paired_dy, S, K, impl, gen):
+def test_dweight_parts_is_the_weight_gradient(paired_x, paired_dy, S, K, impl, kdev, gen):
     """dweight_parts (the kernel, and its torch reference) of X^T dY over real rows gives a_k X^H dY, from complex
     tensors (a_k = 1 for modes 0 and S/2 when S is even and S/2 < K, else 2), as [K, H_in, H_out, 2]; the kernel
     equals the reference element for element."""
     R, h_in, h_out = 7, 5, 4
-    x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen)
-    dy = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen)
+    x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen).to(kdev)
+    dy = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen).to(kdev)
     prod = _complex_rows(x, paired_x).transpose(1, 2) @ _complex_rows(dy, paired_dy)  # [K, 2 H_in, 2 H_out]
-    a_k = torch.full((K, 1, 1), 2.0, dtype=torch.float64)
+    a_k = torch.full((K, 1, 1), 2.0, dtype=torch.float64, device=kdev)
     a_k[0] = 1.0
     if S % 2 == 0 and S // 2 < K:
         a_k[S // 2] = 1.0
@@ -275,18 +275,22 @@ def test_dweight_parts_is_the_weight_gradient(paired_x, paired_dy, S, K, impl, g
                        kernels.dweight_parts_ref(prod, S, paired_x, paired_dy, torch.float64))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=["fp64", "fp32", "bf16"])
 @pytest.mark.parametrize("S", [16, 15], ids=["even-S", "odd-S"])
-def test_bases_are_exactly_zero_on_the_imaginary_parts_of_real_modes(S, kdev):
+def test_bases_are_exactly_zero_on_the_imaginary_parts_of_real_modes(S, dtype, kdev):
     """A = the ortho rFFT (against torch.fft.rfft), G = its inverse with every mode kept (G A = I), and both exactly
-    0 on the imaginary parts of modes 0 and S/2 (a real signal's spectrum has none): the "dft" path's cuBLAS
-    mixing leaves those parts of its output as computed, for the synthesis to multiply by zeros."""
+    0 on the imaginary parts of modes 0 and S/2 (a real signal's spectrum has none), in every form the kernels
+    read (fp64; fp32, here fp32 mode's TF32 hi / lo planes; bf16): the "dft" path's cuBLAS mixing leaves those
+    parts of its output as computed, for the synthesis to multiply by zeros."""
     K = S // 2 + 1
-    A, G = kernels.spectral_bases(S, K, torch.float64, torch.device(kdev))
-    x = torch.randn(S, 3, dtype=torch.float64, device=kdev)
-    want = torch.view_as_real(torch.fft.rfft(x, dim=0, norm="ortho")).permute(0, 2, 1).reshape(2 * K, 3)
-    assert rel_err(A @ x, want) <= 1e-14 and rel_err(G @ (A @ x), x) <= 1e-14
-    for mode in (0, S // 2) if S % 2 == 0 else (0,):
-        assert not A[2 * mode + 1].any() and not G[:, 2 * mode + 1].any()
+    A, G = kernels.spectral_bases(S, K, dtype, torch.device(kdev))
+    if dtype == torch.float64:
+        x = torch.randn(S, 3, dtype=torch.float64, device=kdev)
+        want = torch.view_as_real(torch.fft.rfft(x, dim=0, norm="ortho")).permute(0, 2, 1).reshape(2 * K, 3)
+        assert rel_err(A @ x, want) <= 1e-14 and rel_err(G @ (A @ x), x) <= 1e-14
+    for plane_a, plane_g in zip(A.reshape(-1, 2 * K, S), G.reshape(-1, S, 2 * K)):  # hi, lo planes: each
+        for mode in (0, S // 2) if S % 2 == 0 else (0,):
+            assert not plane_a[2 * mode + 1].any() and not plane_g[:, 2 * mode + 1].any()
 
 
 @pytest.mark.parametrize("transform", ["dft", "fft"])
@@ -797,8 +801,10 @@ def test_torch_mixing_bf16_with_gradients(name, variant, kdev, gen, poisoned):
     """The cuBLAS mixing with bf16 activations and weights (bf16 spectra and bmm, written in place, on the dft
     path; dweight's bmm with an fp32 result: out_dtype on a GPU): y, dx and dweight within bf16 error of the
     fp64 reference of the same values (3.8e-3 dft, 1.7e-3 fft: CPU bf16 matmuls, 5 seeds). dft-cublas and
-    fft-torchmix are torch ops throughout, so the CPU runs them in bf16 too; dft-torchmix holds the Triton
-    transform kernel, whose bf16 the interpreter gets wrong."""
+    fft-torchmix run their GEMMs by torch, so the CPU runs them in bf16 too; their small kernels (weight_blocks
+    computes in W's dtype and casts at the stores, which the interpreter truncates where a GPU rounds;
+    dweight_parts in fp32) stay within the bound; dft-torchmix holds the Triton transform kernel, whose bf16
+    arithmetic the interpreter gets wrong."""
     transform = variant(name)
     x, w = _inputs((4, 25), 128, 64, 128, 128, torch.float32, kdev, gen)
     xb, wb = x.detach().bfloat16().requires_grad_(), w.detach().bfloat16().requires_grad_()
