@@ -33,6 +33,10 @@ sums of dW = dY^T [X1 | X2] and of db = colsum(dY) (and of extra per-row columns
 Deterministic, on tensor cores (tf32x3 in fp32). With fp32 activations the plain gate's two go to cuBLAS
 instead (kernels.limits.wgrad_method, AMG_FAST_WGRAD; ops/gate.py): both operands are row-major, so the
 reduction runs along their strided axis, which a TF32 wgmma does not take from shared memory (see limits.py).
+The cuBLAS method (kernels.limits.gate_method, AMG_FAST_GATE_METHOD=cublas; fp32 / fp64 activations): the logits
+and the backward's dlogits w_z, dlogits w_h by torch GEMMs, and only the elementwise work here, one pass each
+way (_gate_cublas_fwd_kernel, _gate_cublas_bwd_kernel: the fused kernels' tails, _store_gate and
+_gate_grad_terms); the forward's logits are kept for the backward (gate_cublas_fwd, gate_cublas_grads).
 
 Precision: tl.dot inputs are h's dtype (weights are cast to it in-kernel, so fp32 weights work
 with bf16 activations); accumulation is fp32, fp64 for fp64 inputs. fp32 dots: see _common.dot_precision.
