@@ -40,7 +40,7 @@ import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._rows import to_acc
-from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T
+from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T, s4d_channels_first
 
 __all__ = [
     "s4d_conv_kernel_fwd", "s4d_conv_kernel_bwd", "s4d_zoh_conv_kernel_fwd", "s4d_zoh_conv_kernel_bwd",
@@ -669,7 +669,8 @@ def s4d_zoh_conv_kernel_bwd(part: torch.Tensor, log_dt: torch.Tensor, log_A_real
 
 def _dot_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict:
     """Launch parameters of the batched-dot Toeplitz kernels (TOEPLITZ_DOT_POLICY): the grid
-    (column groups, channel blocks; with the policy's "channels_first" the other way round), the number of
+    (column groups, channel blocks; with the policy's "channels_first", or AMG_FAST_S4D_CHANNELS_FIRST=1, the other
+    way round), the number of
     column groups (the backward's partial sums) and the kernel's tile sizes."""
     policy = TOEPLITZ_DOT_POLICY.get(device.type, TOEPLITZ_DOT_POLICY["cuda"])
     t_pad, bn = next_pow2(T), policy["BN"]
@@ -678,7 +679,7 @@ def _dot_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict:
     ncol, n_h = B * S, cdiv(H, bh)
     groups = max(1, min(cdiv(ncol, bn), cdiv(policy["programs"], n_h)))
     cols_per_group = cdiv(cdiv(ncol, groups), bn) * bn
-    channels_first = policy.get("channels_first", False)
+    channels_first = s4d_channels_first(policy.get("channels_first", False))  # $AMG_FAST_S4D_CHANNELS_FIRST wins
     grid = (n_h, cdiv(ncol, cols_per_group)) if channels_first else (cdiv(ncol, cols_per_group), n_h)
     return {"grid": grid, "groups": cdiv(ncol, cols_per_group), "NCOL": ncol, "COLS_PER_GROUP": cols_per_group,
             "BH": bh, "BN": bn, "T_PAD": t_pad, "CHANNELS_FIRST": channels_first, "num_warps": policy["num_warps"]}

@@ -97,13 +97,15 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # default against what it replaced, together now: the feed-forward's row GEMMs (since then with K-major
 # backward weights and cuBLAS weight gradients; 1.05x in bf16 at S = 32, slower elsewhere before), the Triton
 # weight gradients, the spectral conv on our kernels again, then its DFT GEMMs alone (cuBLAS mixing), the
-# fused readout, the gate's split weights; last the plain gate's GEMMs on cuBLAS (new, fp32 / TF32 only).
+# fused readout, the gate's split weights; then, new, the plain gate's GEMMs on cuBLAS (fp32 / TF32 only) and the
+# S4D kernels' channel blocks launched first.
 # Dropped, slower or even in every cell there: the fused feed-forward (0.52-0.81x), the mixing's four products,
 # W read in place, its plain tf32x3 and x3 dots, the S4D lag loop.
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_gemm:AMG_FAST_FFN_METHOD=gemm wgrad_triton:AMG_FAST_WGRAD=triton \
 spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss,AMG_FAST_SPECTRAL_DFT_GEMM=triton \
 spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton readout_fused:AMG_FAST_MEMORY_READOUT=fused \
-gate_x3split:AMG_FAST_GATE_X3=split gate_cublas:AMG_FAST_GATE_METHOD=cublas}
+gate_x3split:AMG_FAST_GATE_X3=split gate_cublas:AMG_FAST_GATE_METHOD=cublas \
+s4d_channels_first:AMG_FAST_S4D_CHANNELS_FIRST=1}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
 TRUST=${CAMPAIGN_TRUST_KERNELS:-0}
 PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}

@@ -306,6 +306,24 @@ def test_batched_dots_with_channel_blocks_along_grid_axis_0(activation, kdev, po
     assert_matches(got, want, RTOL[torch.float64])
 
 
+def test_channels_first_switch_overrides_the_policy(monkeypatch):
+    """AMG_FAST_S4D_CHANNELS_FIRST=1 / 0 sets the batched-dot kernels' launch order whatever TOEPLITZ_DOT_POLICY
+    says (the campaign's variant s4d_channels_first); unset, the policy's. The grid swaps its two axes."""
+    cuda = torch.device("cuda")
+    for policy_says in (False, True):
+        monkeypatch.setitem(s4d_kernels.TOEPLITZ_DOT_POLICY, "cuda",
+                            dict(s4d_kernels.TOEPLITZ_DOT_POLICY["cuda"], channels_first=policy_says))
+        for env, want in (("1", True), ("0", False), (None, policy_says)):
+            if env is None:
+                monkeypatch.delenv("AMG_FAST_S4D_CHANNELS_FIRST", raising=False)
+            else:
+                monkeypatch.setenv("AMG_FAST_S4D_CHANNELS_FIRST", env)
+            tiling = s4d_kernels._dot_tiling(32, 25, 128, 128, cuda)
+            n_h = -(-128 // tiling["BH"])
+            assert tiling["CHANNELS_FIRST"] is want
+            assert tiling["grid"] == ((n_h, tiling["groups"]) if want else (tiling["groups"], n_h))
+
+
 @pytest.mark.parametrize(
     "B,T,S,H,programs",
     [(3, 40, 5, 7, 1024), (3, 26, 3, 5, 2), (2, 26, 40, 5, 4)],
