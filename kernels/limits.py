@@ -75,11 +75,12 @@ GATE_X3_METHODS = ("split", "dot")
 # (kernels/gate_fusion.py: one kernel each way, the logits on chip, recomputed by the backward) or "cublas" (the
 # logits z W_z^T + h W_h^T + b and the backward's dlogits W_z, dlogits W_h as torch GEMMs, the elementwise work in
 # one Triton pass each way, the logits kept for the backward: gate_cublas_fwd / gate_cublas_grads). The cuBLAS form
-# moves more through HBM (~0.5 / ~0.9 GB forward / backward at S = 128 in fp32, ~0.1 / 0.2 ms on an H200, against
-# ~0.16 / ~0.4 GB) but runs its GEMMs on cuBLAS's tiles, where the fused backward runs 32-row mma.sync tiles (255
-# registers, 32-48 B of spills under TF32, compiled for sm_90 by triton 3.6) and the H200 timed the plain gate at
-# 8.2x its floor in fp32 mode. fp32 and fp64 activations only (bf16 GEMMs would round the logits to bf16); other
-# dtypes run fused. "auto" = $AMG_FAST_GATE_METHOD when set, else fused. Untimed: the campaign's variant gate_cublas.
+# moves more through HBM (by count, not measured: ~0.5 / ~0.9 GB forward / backward at S = 128 in fp32, ~0.1 / 0.2
+# ms at the H200's HBM rate, against ~0.16 / ~0.4 GB) but runs its GEMMs on cuBLAS's tiles, where the fused backward
+# runs 32-row mma.sync tiles (255 registers, 32-48 B of spills under TF32, compiled for sm_90 by triton 3.6) and the
+# H200 timed the plain gate at 8.2x its floor in fp32 mode. fp32 and fp64 activations only (bf16 GEMMs would round
+# the logits to bf16); other dtypes run fused. "auto" = $AMG_FAST_GATE_METHOD when set, else fused. Untimed: the
+# campaign's variant gate_cublas.
 GATE_METHODS = ("auto", "fused", "cublas")
 
 # AMGFNO's memory readout and gate: "fused" (ops/readout_gate.py: GLU(Linear(a)) formed inside the
@@ -107,8 +108,8 @@ FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "
 # spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
 KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_WGRAD",
-                   "AMG_FAST_GATE_X3",
-                   "AMG_FAST_GATE_METHOD", "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX",
+                   "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM",
+                   "AMG_FAST_SPECTRAL_MIX",
                    "AMG_FAST_SPECTRAL_DFT_GEMM", "AMG_FAST_SPECTRAL_REDUCED_DOTS", "AMG_FAST_SPECTRAL_WEIGHT_PLANES",
                    "AMG_FAST_SPECTRAL_X3")
 _IMPORT_TIME_READERS: list = []  # each module's reader of its import-time switches (read_at_import)

@@ -106,10 +106,11 @@ class GateFusionFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, z, w_z, w_h, b, chi, w1=None, b_omega=None):
+        logits = None  # the cuBLAS method's, kept for its backward
         if gate_method("auto", h.dtype) == "cublas":
             out, g, logits = triton_ops().gate_cublas_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
         else:
-            (out, g), logits = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega), None
+            out, g = triton_ops().gate_fusion_fwd(h, z, w_z, w_h, b, chi, w1, b_omega)
         ctx.save_for_backward(h, z, w_z, w_h, b, chi, w1, b_omega, logits)
         ctx.cublas = wgrad_method("auto", h.dtype) == "cublas"
         ctx.set_materialize_grads(False)  # g unused (AMGFNO keeps its detached mean): dg None, not a zeros kernel
