@@ -97,11 +97,14 @@ MEMORY_READOUT_METHODS = ("fused", "separate")
 # $AMG_FAST_FFN_METHOD when set, else FFN_AUTO_METHOD[precision mode] (precision_mode()). The H200's graphed
 # step (2026-11-29, results/gpu/20261129-1927-h200/bench, variant ffn_gemm) with the row GEMMs against the
 # epilogue: 0.97x / 0.97x (fp32), 0.69x / 0.66x (TF32), 1.05x / 0.98x (bf16) at S = 32 / 128: the epilogue in
-# every mode. A third path, Triton kernels keeping the [rows, 4H] hidden on chip ("fused"), lost to the
-# epilogue 1.7x (2026-11-27) and 1.2-1.9x in every mode (2026-11-29), and its dx kernel faulted in fp32 on
-# sm_90 (triton 3.6): removed.
+# every mode. Rebuilt since (K-major backward weights, cuBLAS weight gradients, db1 in an epilogue), the H200's
+# step with the row GEMMs (2026-11-30, results/gpu/20261130-0050-h200/bench): 1.12x / 1.14x (fp32), 0.91x /
+# 0.87x (TF32), 0.99x / 0.93x (bf16): the row GEMMs in fp32 mode (cuBLAS's fp32 GEMMs run on the CUDA cores,
+# the row GEMMs on tensor cores by 3xTF32), the epilogue in the others. A third path, Triton kernels keeping
+# the [rows, 4H] hidden on chip ("fused"), lost to the epilogue 1.7x (2026-11-27) and 1.2-1.9x in every mode
+# (2026-11-29), and its dx kernel faulted in fp32 on sm_90 (triton 3.6): removed.
 FFN_METHODS = ("auto", "epilogue", "gemm")
-FFN_AUTO_METHOD = {"fp32": "epilogue", "tf32": "epilogue", "bf16": "epilogue", "fp16": "epilogue", "fp64": "epilogue"}
+FFN_AUTO_METHOD = {"fp32": "gemm", "tf32": "epilogue", "bf16": "epilogue", "fp16": "epilogue", "fp64": "epilogue"}
 
 
 # Every environment switch of the kernels (docs/kernels.md). The functions below read theirs at each call; the

@@ -91,21 +91,17 @@ PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
 SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:paper:0,1,2}
 # the variants, the most informative first (a bench budget that ends early drops the last). The H200 of
-# 2026-11-29 (results/gpu/20261129-1927-h200/bench) timed twelve; the three that won became the defaults (the
-# spectral conv on cuBLAS in fp32 / TF32, the separate readout, the gate's fp32 dots by Triton's tf32x3), and
-# its profile moved the weight gradients of fp32 activations to cuBLAS (AMG_FAST_WGRAD), so these time each
-# default against what it replaced, together now: the feed-forward's row GEMMs (since then with K-major
-# backward weights and cuBLAS weight gradients; 1.05x in bf16 at S = 32, slower elsewhere before), the Triton
-# weight gradients, the spectral conv on our kernels again, then its DFT GEMMs alone (cuBLAS mixing), the
-# fused readout, the gate's split weights; then, new, the plain gate's GEMMs on cuBLAS (fp32 / TF32 only) and the
-# S4D kernels' channel blocks launched first.
-# Dropped, slower or even in every cell there: the fused feed-forward (0.52-0.81x), the mixing's four products,
-# W read in place, its plain tf32x3 and x3 dots, the S4D lag loop.
-VARIANTS=${CAMPAIGN_VARIANTS:-ffn_gemm:AMG_FAST_FFN_METHOD=gemm wgrad_triton:AMG_FAST_WGRAD=triton \
-spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss,AMG_FAST_SPECTRAL_DFT_GEMM=triton \
-spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton readout_fused:AMG_FAST_MEMORY_READOUT=fused \
-gate_x3split:AMG_FAST_GATE_X3=split gate_cublas:AMG_FAST_GATE_METHOD=cublas \
-s4d_channels_first:AMG_FAST_S4D_CHANNELS_FIRST=1}
+# 2026-11-30 (results/gpu/20261130-0050-h200/bench) timed eight against the defaults of 2026-11-29; one won
+# where it counts: the feed-forward's row GEMMs in fp32 (1.12x / 1.14x), fp32 mode's default since. These time
+# that default against the epilogue it replaced (fp32 only), the Triton weight gradients (the row GEMMs' now
+# too), the spectral conv's DFT GEMMs in Triton (1.02x / 1.05x at S = 32, slower at 128) and the plain gate on
+# cuBLAS (1.02x / 1.01x in fp32, 0.98x in TF32 at 128).
+# Dropped, slower or even in every cell on 2026-11-29 and 2026-11-30: the spectral conv on our kernels
+# (0.74-0.94x), the fused readout (0.86-0.92x), the gate's split weights (1.00x), the S4D kernels' channel blocks
+# first (1.00x); before: the fused feed-forward, the mixing's four products, W read in place, its plain tf32x3
+# and x3 dots, the S4D lag loop.
+VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue wgrad_triton:AMG_FAST_WGRAD=triton \
+spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton gate_cublas:AMG_FAST_GATE_METHOD=cublas}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
 TRUST=${CAMPAIGN_TRUST_KERNELS:-0}
 PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}
@@ -130,7 +126,7 @@ if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'
 elif [[ $DRY == 1 ]]; then
     GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
     PROBES=${CAMPAIGN_PROBES-}  # they need CUDA: none unless named (a test's stand-in interpreter runs them)
-    VARIANTS=${CAMPAIGN_VARIANTS:-ffn_gemm:AMG_FAST_FFN_METHOD=gemm}  # one: CPU time
+    VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue}  # one: CPU time
     TREES=${CAMPAIGN_TREES:-}  # the committed trees are paper / quick sweeps: a smoke run cannot continue them
 else
     echo "gpu_campaign: no usable CUDA GPU (torch.cuda.is_available() is False); CAMPAIGN_DRY_RUN=1 tries this script on a CPU" >&2
@@ -197,8 +193,9 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
     # each run's output in its own log, then in the phase's: the verdict judges each (the kernels' run, cut off,
     # must show a test passed; the -m gpu rest gets what time is left, at least 20 s, and may end before its first
     # test). A file, not a pipe through tee: a process the run left behind holding the pipe would hang the phase
+    # --durations: which tests the time limit falls on (2026-11-30: 30 of 731 were cut off after 105 s)
     timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
-        -n "$TEST_WORKERS" > "$log" 2>&1 || rc=$?
+        -n "$TEST_WORKERS" --durations=25 > "$log" 2>&1 || rc=$?
     cat "$log"; TESTS_RUNS=(--run "$rc" "$log")
     rest=$(( T_TESTS - $(date +%s) + t0 )); (( rest < 20 )) && rest=20
     if [[ $DRY != 1 ]]; then

@@ -84,7 +84,7 @@ def test_every_switch_in_the_code_is_documented_and_resolved_here():
 
 def test_campaign_variants_name_switches_that_change_their_choice():
     variants = campaign_variants()
-    assert len(variants) >= 5
+    assert variants and len({word for word, _ in variants}) == len(variants)  # parsed, each name once
     assert all(name in RESOLVERS for _, env in variants for name in env), variants
     default, *chosen = resolve([{}] + [env for _, env in variants])
     for (word, env), got in zip(variants, chosen):

@@ -9,13 +9,13 @@ cuBLASLt's bias + ReLU epilogue (torch._addmm_activation), so the hidden activat
 no ReLU kernel runs; its backward (one autograd node, saving x and the hidden activation) masks the hidden
 gradient and forms both bias gradients in one Triton pass (kernels/relu_grad.py), where threshold_backward
 and two column sums read the hidden gradient twice and dy once more.
-"auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as
-measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over kernels/ffn_gemm.py) runs the
-forward's GEMMs and the backward's dh, dx as Triton row GEMMs with the bias, ReLU, its backward mask, the
-residual and db1 in their epilogues, fp32 mode on tensor cores by 3xTF32 dots against weights split once per
-pass into TF32 planes; the weight gradients go by kernels.limits.wgrad_method (cuBLAS for fp32 activations).
-The H200's step with it was 0.66-0.98x the epilogue's, 1.05x in bf16 at S = 32 (2026-11-29, every weight
-gradient then in Triton's split-K kernel). The Triton MLP that kept the hidden activation on chip (method
+"auto" picks per precision mode from kernels.limits.FFN_AUTO_METHOD (the row GEMMs in fp32 mode, the
+epilogue in the others, as measured) or $AMG_FAST_FFN_METHOD. method="gemm" (GemmFeedForwardFn over
+kernels/ffn_gemm.py) runs the forward's GEMMs and the backward's dh, dx as Triton row GEMMs with the bias, ReLU,
+its backward mask, the residual and the bias gradients in their epilogues, fp32 mode on tensor cores by 3xTF32
+dots against weights split once per pass into TF32 planes; the weight gradients go by
+kernels.limits.wgrad_method (cuBLAS for fp32 activations). The H200's step with it against the epilogue:
+1.12x / 1.14x in fp32 at S = 32 / 128, 0.87-0.99x in TF32 and bf16 (2026-11-30). The Triton MLP that kept the hidden activation on chip (method
 "fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue in every mode on an H200, and a fault of
 triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in x + FeedForward(...)) is added in the gemm
 kernels' epilogue (one activation pass fewer); on the epilogue path it is one add.
@@ -131,7 +131,7 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
     epilogue, one autograd node; the same GEMMs as the reference; residual added after) or "gemm"
     (GemmFeedForwardFn: four Triton row GEMMs with the elementwise work in their epilogues, fp32 mode
     on tensor cores by 3xTF32 dots; any width). "auto" = $AMG_FAST_FFN_METHOD, else per precision mode
-    kernels.limits.FFN_AUTO_METHOD (the epilogue in every mode, as measured).
+    kernels.limits.FFN_AUTO_METHOD (the row GEMMs in fp32 mode, else the epilogue, as measured).
     """
     check_feed_forward_args(x, w1, b1, w2, b2, residual)
     if method not in FFN_METHODS:
