@@ -242,10 +242,11 @@ def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out,
 @pytest.mark.parametrize("adjoint", [False, True], ids=["W", "W^H"])
 def test_weight_blocks_kernel_equals_its_reference(paired_in, paired_out, adjoint, dtype, kdev, gen):
     """The one-launch weight_blocks equals weight_blocks_ref element for element (entries are copies, negations
-    and a cast), from planes that are a strided view of weight [K, H_in, H_out, 2], over more weights than one
-    program takes (WEIGHT_BLOCK), in each output dtype (bf16 on a GPU: the interpreter's fp32 -> bf16 cast
-    truncates where torch's rounds to nearest)."""
-    weight = torch.randn(9, 17, 13, 2, dtype=torch.float32, generator=gen).to(kdev)  # 1989 complex weights: 2 programs
+    and a cast), from planes that are a strided view of weight [K, H_in, H_out, 2], over more than one tile of
+    a program (WEIGHT_TILE) along H_in and H_out, the last ones partial, in each output dtype (bf16 on a GPU: the
+    interpreter's fp32 -> bf16 cast truncates where torch's rounds to nearest)."""
+    assert kernels.WEIGHT_TILE < 33 < 35 < 2 * kernels.WEIGHT_TILE
+    weight = torch.randn(3, 35, 33, 2, dtype=torch.float32, generator=gen).to(kdev)  # 2 x 2 tiles a mode
     planes = weight.permute(3, 0, 1, 2)
     got = kernels.weight_blocks(planes, adjoint, paired_in, paired_out, dtype)
     want = kernels.weight_blocks_ref(planes, adjoint, paired_in, paired_out, dtype)
