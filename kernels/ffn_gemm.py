@@ -73,18 +73,21 @@ def _plus_residual(acc, res):
 @triton.jit
 def _row_gemm_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr,   # A [M, K], C / aux [M, N] row-major; B [K, N] at b_ptr + k sbk + n sbn
-    sums_ptr,                                  # COLUMN_SUMS: [cdiv(M, BLOCK_M), N] partial column sums of C
+    sums_ptr, sums_width,                      # [cdiv(M, BLOCK_M), sums_width] partial column sums: C's, then A's
     M, N, K, stride_bk, stride_bn, lo_offset,  # SPLIT: B's TF32 hi plane at b_ptr, its lo plane lo_offset further
     BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr, SPLIT: tl.constexpr,
-    COLUMN_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+    COLUMN_SUMS: tl.constexpr, INPUT_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """One program: a [BLOCK_M, BLOCK_N] tile of C (the N tiles of a row block adjacent in launch order, so
     the A rows they share come from L2), and with COLUMN_SUMS its rows' sum per column (before the residual,
-    in the accumulation dtype). A is cast to B's dtype (an fp32 dy against bf16 weights)."""
+    in the accumulation dtype) at sums' columns [0, N); with INPUT_SUMS the first program of each row block
+    also sums its A tiles' rows (as cast, in the accumulation dtype) into the K columns after those. A is cast
+    to B's dtype (an fp32 dy against bf16 weights)."""
     n_tiles = tl.cdiv(N, BLOCK_N)
     pid = tl.program_id(0)
     row_block = (pid // n_tiles).to(tl.int64)
+    input_sums_ptr = sums_ptr + row_block * sums_width + (N if COLUMN_SUMS else 0)
     rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = (pid % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask, col_mask = rows < M, cols < N
@@ -94,6 +97,9 @@ def _row_gemm_kernel(
         ks = k0 + tl.arange(0, BLOCK_K)
         k_mask = ks < K
         a = _tile(a_ptr, rows, row_mask, ks, k_mask, K, 1).to(b_ptr.dtype.element_ty)
+        if INPUT_SUMS:  # A's rows past M are 0
+            if pid % n_tiles == 0:
+                tl.store(input_sums_ptr + ks, tl.sum(a.to(acc_t), axis=0), mask=k_mask)
         b = _tile(b_ptr, ks, k_mask, cols, col_mask, stride_bk, stride_bn)
         b_lo = _tile(b_ptr + lo_offset, ks, k_mask, cols, col_mask, stride_bk, stride_bn) if SPLIT else b
         acc = split_dot(a, b, b_lo, acc, SPLIT, DOT_PRECISION)  # 3xTF32 with SPLIT: B's planes from memory
@@ -104,7 +110,8 @@ def _row_gemm_kernel(
     if MASK:  # the ReLU's backward, as threshold_backward: 0 where the saved activation is <= 0
         acc = tl.where(_tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1) <= 0, 0.0, acc)
     if COLUMN_SUMS:  # rows past M hold 0 (A's masked rows) plus the bias: left out
-        tl.store(sums_ptr + row_block * N + cols, tl.sum(tl.where(row_mask[:, None], acc, 0.0), axis=0), mask=col_mask)
+        tl.store(sums_ptr + row_block * sums_width + cols, tl.sum(tl.where(row_mask[:, None], acc, 0.0), axis=0),
+                 mask=col_mask)
     if RESIDUAL:
         acc = _plus_residual(acc, _tile(aux_ptr, rows, row_mask, cols, col_mask, N, 1))
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
@@ -170,13 +177,16 @@ def _backward_operands(w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor
 
 
 def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, relu: bool = False, mask=None,
-             residual=None, out_dtype: torch.dtype | None = None, column_sums: bool = False):
+             residual=None, out_dtype: torch.dtype | None = None, column_sums: bool = False,
+             input_sums: bool = False):
     """C [M, N] = a [M, K] @ (w^T if transpose_w else w) (+ bias [N]) (ReLU) (0 where mask [M, N] <= 0)
     (+ residual [M, N]), in out_dtype (default a's). w: a 2-D weight ([N, K] transposed, else [K, N]), or its
     TF32 planes [2, *shape] (split_tf32): then three TF32 products per dot (a split in registers). a, mask
     and residual contiguous; a is cast to w's dtype in the kernel. column_sums: returns (C, sums [N]), C's
     column sums before the residual in the accumulation dtype (per row tile in the kernel's epilogue, then
-    one torch sum)."""
+    one torch sum). input_sums: a's column sums [K] (as cast to w's dtype) as well, appended: (C, sums [N + K])
+    with column_sums, else (C, sums [K]) (the feed-forward's db2 = dy's sums from the dh kernel, which reads dy
+    anyway)."""
     split = w.dim() == 3
     rows, cols = w.shape[-2:]
     K, N = (cols, rows) if transpose_w else (rows, cols)
@@ -187,16 +197,18 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
         raise ValueError("row_gemm: mask and residual share one epilogue input; give one of them")
     c = new_output((M, N), dtype=out_dtype or a.dtype, device=a.device)
     tiles = _tiles(a.device, w.dtype, split, M, N, K)  # the dots' dtype is w's
-    sums = new_output((cdiv(M, tiles["BLOCK_M"]), N), dtype=acc_dtype(w), device=a.device) if column_sums else None
+    sums_width = (N if column_sums else 0) + (K if input_sums else 0)
+    sums = new_output((cdiv(M, tiles["BLOCK_M"]), sums_width), dtype=acc_dtype(w), device=a.device) \
+        if sums_width else None
     if M > 0 and N > 0:
         strides = (1, cols) if transpose_w else (cols, 1)  # (stride over K, stride over N) of w's [rows, cols]
         aux = mask if mask is not None else residual
         wrap_triton(_row_gemm_kernel)[(cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"]),)](
-            a, w, c, c if bias is None else bias, c if aux is None else aux, c if sums is None else sums, M, N, K, *strides,
-            rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
-            RESIDUAL=residual is not None, SPLIT=split, COLUMN_SUMS=column_sums,
+            a, w, c, c if bias is None else bias, c if aux is None else aux, c if sums is None else sums, sums_width,
+            M, N, K, *strides, rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
+            RESIDUAL=residual is not None, SPLIT=split, COLUMN_SUMS=column_sums, INPUT_SUMS=input_sums,
             DOT_PRECISION=dot_precision(w.dtype), **tiles)
-    return (c, sums.sum(0)) if column_sums else c
+    return c if sums is None else (c, sums.sum(0))
 
 
 def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -224,14 +236,17 @@ def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, cublas: bool =
     an fp32 residual under autocast) and the forward's x, h: dx [M, H_in] in x's dtype (empty, not computed,
     without need_dx); flat = [dW1 | db1 | dW2 | db2] in w1's dtype (gemm_weight_grads takes it apart; one tensor:
     a custom op's outputs may not alias each other). The weight gradients: weight_grads' split-K kernel (bias
-    sums folded in, summed in the accumulation dtype), or with cublas two torch GEMMs, db1 from the dh kernel's
-    epilogue and db2 one torch sum, concatenated (kernels.limits.wgrad_method)."""
+    sums folded in, summed in the accumulation dtype), or with cublas two torch GEMMs, and db1 (its epilogue)
+    and db2 (its dy tiles) from the dh kernel, concatenated (kernels.limits.wgrad_method). db2 was a torch sum
+    over dy before: with the sum of db1's partials, 0.55 ms of the H200's fp32 step (four layers, 2026-11-30)."""
     w1_op, w2_op, transposed = _backward_operands(w1, w2)
     dy = dot_operand(dy, x.dtype)
-    dh = row_gemm(dy, w2_op, transpose_w=transposed, mask=h, out_dtype=x.dtype, column_sums=cublas)
-    dh, db1 = dh if cublas else (dh, None)
+    dh = row_gemm(dy, w2_op, transpose_w=transposed, mask=h, out_dtype=x.dtype, column_sums=cublas,
+                  input_sums=cublas)
+    dh, bias_sums = dh if cublas else (dh, None)
     dx = row_gemm(dh, w1_op, transpose_w=transposed) if need_dx else x.new_empty((0,))
     if not cublas:
         return dx, weight_grads([(dh, x, None), (dy, h, None)]).to(w1.dtype)
-    parts = (dh.t().mm(x), db1, dy.t().mm(h), dy.sum(0))  # out-of-place: torch.compile traces this body
+    db1, db2 = bias_sums.split((h.shape[1], dy.shape[1]))
+    parts = (dh.t().mm(x), db1, dy.t().mm(h), db2)  # out-of-place: torch.compile traces this body
     return dx, torch.cat([p.flatten().to(w1.dtype) for p in parts])

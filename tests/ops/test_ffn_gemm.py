@@ -102,23 +102,28 @@ def test_row_gemm_matches_the_formula_on_gpu_tiles(epilogue, transpose_w, mode, 
     assert mode != "tf32" or err > 1e-5  # its operands truncated to TF32 (tf32_mma on CPU): the emulation bites
 
 
+@pytest.mark.parametrize("sums_of", ["c", "a", "c+a"])
 @pytest.mark.parametrize("mode", ["fp32-x3", "fp64"])
-def test_row_gemm_column_sums(mode, gen, kdev, monkeypatch, poisoned):
-    """column_sums: C's column sums in the accumulation dtype too (the feed-forward's db1 from the dh kernel), on
-    the GPU's tiles with a partial last row tile, a bias (which the padded rows must not add), the ReLU and a
-    residual (not in the sums), against the fp64 formula."""
+def test_row_gemm_column_sums(mode, sums_of, gen, kdev, monkeypatch, poisoned):
+    """column_sums: C's column sums in the accumulation dtype too (the feed-forward's db1 from the dh kernel);
+    input_sums: A's (its db2 from the same kernel), after C's when both; on the GPU's tiles with a partial last
+    row tile, several N tiles (A's sums from one program a row block) and K steps, a bias (which the padded rows
+    must not add), the ReLU and a residual (not in the sums), against the fp64 formula."""
     monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, ffn_gemm.LAUNCH_POLICY["cuda"])
+    tiles = ffn_gemm.LAUNCH_POLICY["cuda"]["x3" if mode == "fp32-x3" else mode]
     dtype = torch.float64 if mode == "fp64" else torch.float32
-    M, K, N = 300, 48, 40
+    M, K, N = 300, 48, tiles["BLOCK_N"] + 40
+    assert M % tiles["BLOCK_M"] and K > tiles["BLOCK_K"]
     a, w, bias, residual = (torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, dtype)
                             for shape in ((M, K), (N, K), (N,), (M, N)))
     operand = split_tf32(w).view(2, N, K) if mode == "fp32-x3" else w
     c, sums = ffn_gemm.row_gemm(a, operand, transpose_w=True, bias=bias, relu=True, residual=residual,
-                                column_sums=True)
+                                column_sums="c" in sums_of, input_sums="a" in sums_of)
     want = expected(a, w, True, bias=bias, relu=True)
+    want_sums = torch.cat([want.sum(0)] * ("c" in sums_of) + [a.double().sum(0)] * ("a" in sums_of))
     tol = 1e-13 if mode == "fp64" else 1e-5
-    assert sums.shape == (N,) and sums.dtype == dtype
-    assert rel_err(c, want + residual.double()) <= tol and rel_err(sums, want.sum(0)) <= tol
+    assert sums.shape == want_sums.shape and sums.dtype == dtype
+    assert rel_err(c, want + residual.double()) <= tol and rel_err(sums, want_sums) <= tol
 
 
 def test_row_gemm_casts_a_to_the_weights_dtype_and_writes_out_dtype(gen, kdev):
@@ -148,7 +153,7 @@ def test_backward_takes_dy_of_another_dtype(x_dtype, dy_dtype, cublas, gen, kdev
     x, which only a GPU test can run): dx and every weight gradient in x's dtype, against the explicit
     formula in fp64 (the weight-gradient dots in x's dtype: a dot of fp32 operands into an fp64
     accumulator, or the reverse, does not compile for a GPU), with the weight gradients by the split-K
-    kernel and by torch GEMMs (db1 from the dh kernel's epilogue)."""
+    kernel and by torch GEMMs (db1 from the dh kernel's epilogue, db2 from its dy tiles)."""
     M, h_in, hidden, h_out = 40, 16, 48, 24
 
     def rand(*shape, dtype=x_dtype):
