@@ -14,7 +14,8 @@ layout: W1 [F, H_in], W2 [H_out, F]):
               dx = dh W1
               dW1, db1, dW2, db2 by kernels.limits.wgrad_method: "triton", gate_fusion.weight_grads ((dh; x)
               and (dy; h): split-K over the rows, the bias gradients summed on the way); "cublas" (the default
-              for fp32 activations), two torch GEMMs, db1 summed in the dh kernel's epilogue, db2 one torch sum
+              for fp32 activations), two torch GEMMs, db1 and db2 summed in the dh kernel (its epilogue, its
+              dy tiles)
 
 Why (issue 19): in fp32 mode (matmul precision "highest") cuBLAS runs these GEMMs on the CUDA cores: on an
 H200 at S = 128 (2026-11-27) the feed-forward took 2.30 ms a layer, 4 x 2.30 = 43% of the 21.5 ms fp32 step.
@@ -41,6 +42,7 @@ import triton.language as tl
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._tf32 import split_dot, split_tf32, transposed_weights
 from amg_fast.kernels.gate_fusion import weight_grads
+from amg_fast.kernels.limits import ffn_persistent
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
            "LAUNCH_POLICY"]
@@ -71,25 +73,22 @@ def _plus_residual(acc, res):
 
 
 @triton.jit
-def _row_gemm_kernel(
-    a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr,   # A [M, K], C / aux [M, N] row-major; B [K, N] at b_ptr + k sbk + n sbn
-    sums_ptr, sums_width,                      # [cdiv(M, BLOCK_M), sums_width] partial column sums: C's, then A's
-    M, N, K, stride_bk, stride_bn, lo_offset,  # SPLIT: B's TF32 hi plane at b_ptr, its lo plane lo_offset further
+def _row_gemm_tile(
+    tile, a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, M, N, K, stride_bk, stride_bn, lo_offset,
     BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr, SPLIT: tl.constexpr,
     COLUMN_SUMS: tl.constexpr, INPUT_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
-    """One program: a [BLOCK_M, BLOCK_N] tile of C (the N tiles of a row block adjacent in launch order, so
-    the A rows they share come from L2), and with COLUMN_SUMS its rows' sum per column (before the residual,
-    in the accumulation dtype) at sums' columns [0, N); with INPUT_SUMS the first program of each row block
-    also sums its A tiles' rows (as cast, in the accumulation dtype) into the K columns after those. A is cast
-    to B's dtype (an fp32 dy against bf16 weights)."""
+    """Tile number `tile` of C: [BLOCK_M, BLOCK_N] (the N tiles of a row block adjacent in tile order, so the A
+    rows they share come from L2), and with COLUMN_SUMS its rows' sum per column (before the residual, in the
+    accumulation dtype) at sums' columns [0, N); with INPUT_SUMS the first tile of each row block also sums its
+    A tiles' rows (as cast, in the accumulation dtype) into the K columns after those. A is cast to B's dtype
+    (an fp32 dy against bf16 weights)."""
     n_tiles = tl.cdiv(N, BLOCK_N)
-    pid = tl.program_id(0)
-    row_block = (pid // n_tiles).to(tl.int64)
+    row_block = (tile // n_tiles).to(tl.int64)
     input_sums_ptr = sums_ptr + row_block * sums_width + (N if COLUMN_SUMS else 0)
     rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = (pid % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = (tile % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask, col_mask = rows < M, cols < N
     acc_t = tl.float64 if b_ptr.dtype.element_ty == tl.float64 else tl.float32  # the dots' dtype is B's
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_t)
@@ -98,7 +97,7 @@ def _row_gemm_kernel(
         k_mask = ks < K
         a = _tile(a_ptr, rows, row_mask, ks, k_mask, K, 1).to(b_ptr.dtype.element_ty)
         if INPUT_SUMS:  # A's rows past M are 0
-            if pid % n_tiles == 0:
+            if tile % n_tiles == 0:
                 tl.store(input_sums_ptr + ks, tl.sum(a.to(acc_t), axis=0), mask=k_mask)
         b = _tile(b_ptr, ks, k_mask, cols, col_mask, stride_bk, stride_bn)
         b_lo = _tile(b_ptr + lo_offset, ks, k_mask, cols, col_mask, stride_bk, stride_bn) if SPLIT else b
@@ -118,6 +117,30 @@ def _row_gemm_kernel(
              mask=row_mask[:, None] & col_mask[None, :])
 
 
+@triton.jit
+def _row_gemm_kernel(
+    a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr,   # A [M, K], C / aux [M, N] row-major; B [K, N] at b_ptr + k sbk + n sbn
+    sums_ptr, sums_width,                      # [cdiv(M, BLOCK_M), sums_width] partial column sums: C's, then A's
+    M, N, K, stride_bk, stride_bn, lo_offset,  # SPLIT: B's TF32 hi plane at b_ptr, its lo plane lo_offset further
+    BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr, SPLIT: tl.constexpr,
+    COLUMN_SUMS: tl.constexpr, INPUT_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PERSISTENT: tl.constexpr,
+):
+    """C's tiles (_row_gemm_tile): one a program, or with PERSISTENT tiles pid, pid + grid, ... of a fixed grid,
+    the loop nest flattened (tl.range flatten) so that the pipeliner can load the next tile's first A and B
+    chunks during this tile's epilogue (at K = 128 a tile has only 4 K steps of 32 to hide its loads behind)."""
+    if PERSISTENT:
+        n_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+        for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
+            _row_gemm_tile(tile, a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, M, N, K, stride_bk,
+                           stride_bn, lo_offset, BIAS, RELU, MASK, RESIDUAL, SPLIT, COLUMN_SUMS, INPUT_SUMS,
+                           DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)
+    else:  # the default: the code compiled and timed before the persistent form
+        _row_gemm_tile(tl.program_id(0), a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, M, N, K,
+                       stride_bk, stride_bn, lo_offset, BIAS, RELU, MASK, RESIDUAL, SPLIT, COLUMN_SUMS, INPUT_SUMS,
+                       DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)
+
+
 # ----------------------------------------------------------------------------- launchers
 
 # Tiles per device type and dtype class ("x3": fp32 mode's split dots; "fp64"; "default": TF32 / bf16).
@@ -125,11 +148,19 @@ def _row_gemm_kernel(
 # (bench/compile_sm90.py): wgmma, no spills (x3: 124-214 registers, 128 KB of shared memory); untimed.
 # CPU (the interpreter: a fixed cost per program and loop step) as large as the shapes allow; the tests
 # run the GPU tiles there too.
+# "persistent": a fixed grid of "programs" programs looping over the tiles (_row_gemm_kernel's PERSISTENT: one an
+# SM of an H100 / H200, whose 227 KB of shared memory hold one: compiled for sm_90 by triton 3.6, the flattened
+# loop takes 144-192 KB in fp32 / TF32, 48-112 in bf16, and up to 254 registers, none spilled), else one program
+# a tile; $AMG_FAST_FFN_PERSISTENT overrides it (kernels.limits.ffn_persistent: the campaign's variant
+# ffn_persistent). Untimed (2026-11-30).
 LAUNCH_POLICY = {
-    "cuda": {"x3": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3),
-             "default": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3),
-             "fp64": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, num_warps=4, num_stages=2)},
-    "cpu": {"default": dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128, num_warps=4)},
+    "cuda": {"x3": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3, persistent=False,
+                        programs=132),
+             "default": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3, persistent=False,
+                             programs=132),
+             "fp64": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, num_warps=4, num_stages=2, persistent=False,
+                          programs=264)},
+    "cpu": {"default": dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=128, num_warps=4, persistent=False, programs=2)},
 }
 
 
@@ -197,16 +228,19 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
         raise ValueError("row_gemm: mask and residual share one epilogue input; give one of them")
     c = new_output((M, N), dtype=out_dtype or a.dtype, device=a.device)
     tiles = _tiles(a.device, w.dtype, split, M, N, K)  # the dots' dtype is w's
+    persistent, programs = ffn_persistent(tiles.pop("persistent", False)), tiles.pop("programs", 132)
+    n_tiles = cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"])
     sums_width = (N if column_sums else 0) + (K if input_sums else 0)
     sums = new_output((cdiv(M, tiles["BLOCK_M"]), sums_width), dtype=acc_dtype(w), device=a.device) \
         if sums_width else None
     if M > 0 and N > 0:
         strides = (1, cols) if transpose_w else (cols, 1)  # (stride over K, stride over N) of w's [rows, cols]
         aux = mask if mask is not None else residual
-        wrap_triton(_row_gemm_kernel)[(cdiv(M, tiles["BLOCK_M"]) * cdiv(N, tiles["BLOCK_N"]),)](
+        wrap_triton(_row_gemm_kernel)[(min(n_tiles, programs) if persistent else n_tiles,)](
             a, w, c, c if bias is None else bias, c if aux is None else aux, c if sums is None else sums, sums_width,
             M, N, K, *strides, rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
             RESIDUAL=residual is not None, SPLIT=split, COLUMN_SUMS=column_sums, INPUT_SUMS=input_sums,
+            PERSISTENT=persistent,
             DOT_PRECISION=dot_precision(w.dtype), **tiles)
     return c if sums is None else (c, sums.sum(0))
 

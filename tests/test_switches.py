@@ -19,6 +19,7 @@ ROOT = Path(__file__).parents[1]
 # switch -> the expression that resolves it (kernels.limits as L, kernels.spectral_conv as sc)
 RESOLVERS = {
     "AMG_FAST_FFN_METHOD": "L.ffn_method('auto', torch.float32)",
+    "AMG_FAST_FFN_PERSISTENT": "L.ffn_persistent(False)",
     "AMG_FAST_S4D_METHOD": "L.s4d_method('auto', 25)",
     "AMG_FAST_S4D_CHANNELS_FIRST": "L.s4d_channels_first(False)",
     "AMG_FAST_WGRAD": "L.wgrad_method('auto', torch.float32)",

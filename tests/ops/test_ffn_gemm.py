@@ -3,7 +3,7 @@ with each epilogue against an explicit fp64 formula, on the GPU's tiles (several
 column and reduction tiles). The whole feed-forward against the reference: tests/ops/test_feed_forward.py."""
 import pytest
 import torch
-from helpers import rel_err
+from helpers import record_launches, rel_err
 
 from amg_fast.kernels import ffn_gemm
 from amg_fast.kernels._tf32 import round_to_tf32, split_tf32, transposed_weights
@@ -102,15 +102,21 @@ def test_row_gemm_matches_the_formula_on_gpu_tiles(epilogue, transpose_w, mode, 
     assert mode != "tf32" or err > 1e-5  # its operands truncated to TF32 (tf32_mma on CPU): the emulation bites
 
 
+@pytest.mark.parametrize("persistent", [False, True], ids=["tile-a-program", "persistent"])
 @pytest.mark.parametrize("sums_of", ["c", "a", "c+a"])
 @pytest.mark.parametrize("mode", ["fp32-x3", "fp64"])
-def test_row_gemm_column_sums(mode, sums_of, gen, kdev, monkeypatch, poisoned):
+def test_row_gemm_column_sums(mode, sums_of, persistent, gen, kdev, monkeypatch, poisoned):
     """column_sums: C's column sums in the accumulation dtype too (the feed-forward's db1 from the dh kernel);
     input_sums: A's (its db2 from the same kernel), after C's when both; on the GPU's tiles with a partial last
-    row tile, several N tiles (A's sums from one program a row block) and K steps, a bias (which the padded rows
-    must not add), the ReLU and a residual (not in the sums), against the fp64 formula."""
-    monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, ffn_gemm.LAUNCH_POLICY["cuda"])
-    tiles = ffn_gemm.LAUNCH_POLICY["cuda"]["x3" if mode == "fp32-x3" else mode]
+    row tile, several N tiles (A's sums from one tile a row block) and K steps, a bias (which the padded rows
+    must not add), the ReLU and a residual (not in the sums), against the fp64 formula. Persistent: the tiles
+    (6, fp64's 10) over 4 programs (AMG_FAST_FFN_PERSISTENT=1), some looping over two or more."""
+    policy = {kind: dict(entry, programs=4) for kind, entry in ffn_gemm.LAUNCH_POLICY["cuda"].items()}
+    monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, policy)
+    monkeypatch.setenv("AMG_FAST_FFN_PERSISTENT", "1" if persistent else "0")
+    launches = []
+    record_launches(ffn_gemm, launches, monkeypatch)
+    tiles = policy["x3" if mode == "fp32-x3" else mode]
     dtype = torch.float64 if mode == "fp64" else torch.float32
     M, K, N = 300, 48, tiles["BLOCK_N"] + 40
     assert M % tiles["BLOCK_M"] and K > tiles["BLOCK_K"]
@@ -124,6 +130,9 @@ def test_row_gemm_column_sums(mode, sums_of, gen, kdev, monkeypatch, poisoned):
     tol = 1e-13 if mode == "fp64" else 1e-5
     assert sums.shape == want_sums.shape and sums.dtype == dtype
     assert rel_err(c, want + residual.double()) <= tol and rel_err(sums, want_sums) <= tol
+    n_tiles = -(-M // tiles["BLOCK_M"]) * -(-N // tiles["BLOCK_N"])
+    assert n_tiles > 4 and [(grid, opts["PERSISTENT"]) for _, grid, opts in launches] == [
+        ((4 if persistent else n_tiles,), persistent)]
 
 
 def test_row_gemm_casts_a_to_the_weights_dtype_and_writes_out_dtype(gen, kdev):
