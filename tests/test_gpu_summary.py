@@ -181,20 +181,20 @@ def test_dry_run_profiles_a_variant_beside_the_default(tmp_path):
     its own entry (checked there against the float64 reference), its table in summary.md below the default's;
     the default's profile unchanged by it."""
     code, summary, output = dry_run(tmp_path, "--parts", "profile,variants", "--modes", "fp32", "--op-size", "8",
-                                    "--variant", "gemm:AMG_FAST_FFN_METHOD=gemm", "--profile-variants", "gemm",
+                                    "--variant", "epi:AMG_FAST_FFN_METHOD=epilogue", "--profile-variants", "epi",
                                     interpret=True)
     assert code == 0, output
     assert_schema(summary)
-    entry = summary["variants"]["gemm"]
+    entry = summary["variants"]["epi"]
     assert_profile(entry["profile"]["fp32"])
     variant_ops = {r["op"] for r in entry["profile"]["fp32"]["by_op"]}
-    default_ops = {r["op"] for r in summary["profile"]["fp32"]["by_op"]}
-    assert "amg_fast::feed_forward_gemm_fwd" in variant_ops and "amg_fast::feed_forward_gemm_fwd" not in default_ops
+    default_ops = {r["op"] for r in summary["profile"]["fp32"]["by_op"]}  # fp32 mode's default: the row GEMMs
+    assert "amg_fast::feed_forward_gemm_fwd" in default_ops and "amg_fast::feed_forward_gemm_fwd" not in variant_ops
     assert entry["profile"]["tf32"] is None and [c["what"] for c in entry["checks"]] == [
         "train_step fp32 triton_graph S=32", "train_step fp32 triton_graph S=128", "profile fp32 triton S=8"]
-    assert [p["part"] for p in summary["budget"]["parts"]] == ["profile fp32", "variant gemm", "profile variant gemm fp32"]
+    assert [p["part"] for p in summary["budget"]["parts"]] == ["profile fp32", "variant epi", "profile variant epi fp32"]
     md = (tmp_path / "out" / "summary.md").read_text()
-    assert md.index("## Where the Triton step's time goes") < md.index("## Where variant gemm's step's time goes")
+    assert md.index("## Where the Triton step's time goes") < md.index("## Where variant epi's step's time goes")
 
 
 @pytest.mark.slow
@@ -249,13 +249,13 @@ def test_switches_set_reads_the_switches_again_and_restores_them(switches_reread
     assert (sc.MIX_METHOD, sc.X3_METHOD) == ("auto", "dot")
     with pytest.raises(KeyError):
         with gs.switches_set({"AMG_FAST_SPECTRAL_MIX": "torch", "AMG_FAST_SPECTRAL_X3": "split",
-                              "AMG_FAST_FFN_METHOD": "gemm", "AMG_FAST_SPECTRAL_TRANSFORM": "fft"}):
+                              "AMG_FAST_FFN_METHOD": "epilogue", "AMG_FAST_SPECTRAL_TRANSFORM": "fft"}):
             assert (sc.MIX_METHOD, sc.X3_METHOD, limits.SPECTRAL_TRANSFORM_AUTO) == ("torch", "split", "fft")
-            assert limits.ffn_method("auto") == "gemm" and limits.spectral_transform("auto", 32) == "fft"
+            assert limits.ffn_method("auto") == "epilogue" and limits.spectral_transform("auto", 32) == "fft"
             raise KeyError("inside")
     assert "AMG_FAST_SPECTRAL_MIX" not in os.environ and os.environ["AMG_FAST_SPECTRAL_X3"] == "dot"
     assert (sc.MIX_METHOD, sc.X3_METHOD, limits.SPECTRAL_TRANSFORM_AUTO) == ("auto", "dot", "auto")
-    assert limits.ffn_method("auto") == "epilogue"
+    assert limits.ffn_method("auto") == "gemm"  # fp32 mode's default (TF32 not allowed here)
     monkeypatch.delenv("AMG_FAST_SPECTRAL_X3")
     limits.reread_switches()
     assert sc.X3_METHOD == "split"
