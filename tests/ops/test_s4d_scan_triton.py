@@ -12,7 +12,7 @@ import math
 import torch.nn.functional as F
 import pytest
 import torch
-from helpers import RTOL, ids, rel_err
+from helpers import RTOL, ids, record_launches, rel_err
 
 from amg_fast.kernels import limits
 from amg_fast.kernels import s4d_scan as s4d_kernels
@@ -109,6 +109,57 @@ def test_gelu_activation_matches_reference(method, dtype, kdev, poisoned, gen):
     assert_matches(ref, gelu_reference_fp64(inputs, dy), RTOL[dtype])
 
 
+FMA_CASES = CASES + [(3, 25, 5, 40, 4)]  # 15 columns: tiles of 8 cross the batch entries; H 40: a partial channel block
+
+
+@pytest.mark.parametrize("activation", [None, "gelu"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("B,T,S,H,N", FMA_CASES, ids=[ids(B=b, T=t, S=s, H=h, N=n) for b, t, s, h, n in FMA_CASES])
+def test_toeplitz_fma_kernels_match_reference(B, T, S, H, N, dtype, activation, kdev, poisoned, gen, monkeypatch):
+    """AMG_FAST_S4D_FMA=1: the Toeplitz product on the CUDA cores (outer products into [T_PAD, BN, BHH] tiles)
+    forward and backward, with and without GELU, on the GPU's tiling (BHH 32 channels, BN 8 columns at
+    T_PAD 32, column groups of several tiles, partial channel and column blocks) against the fp64 reference;
+    the FMA kernels (not the batched dots) ran."""
+    policy = dict(s4d_kernels.TOEPLITZ_FMA_POLICY["cuda"], programs=8)
+    monkeypatch.setitem(s4d_kernels.TOEPLITZ_FMA_POLICY, kdev.type, policy)
+    monkeypatch.setenv("AMG_FAST_S4D_FMA", "1")
+    launches = []
+    record_launches(s4d_kernels, launches, monkeypatch)
+    inputs = make_inputs(B, T, S, H, N, gen, kdev, dtype)
+    dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
+    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method="toeplitz", activation=activation),
+                          inputs, dy)
+    want = gelu_reference_fp64(inputs, dy) if activation else reference_fp64(inputs, dy)
+    assert_matches(got, want, RTOL[dtype])
+    names = [name for name, _, _ in launches]
+    assert "_s4d_toeplitz_fma_fwd_kernel" in names and "_s4d_toeplitz_fma_bwd_kernel" in names
+    assert not any("toeplitz_dot" in name for name in names)
+    tiling = s4d_kernels._fma_tiling(B, T, S, H, kdev)  # BN a power of two within the register budget
+    assert tiling["BN"] * tiling["BHH"] * tiling["T_PAD"] <= policy["elements"]
+    assert tiling["COLS_PER_GROUP"] % tiling["BN"] == 0
+    assert B * S <= 8 * tiling["BN"] or tiling["COLS_PER_GROUP"] > tiling["BN"]  # a group loops over several tiles
+
+
+def flag_settings(monkeypatch, policies: dict, key: str, switch: str):
+    """Sets a launch policy's flag (its "cuda" entry) and the environment switch over it to each combination
+    in turn, yielding the flag the switch should give: the environment's "1" / "0" when set, else the policy's."""
+    for policy_says in (False, True):
+        monkeypatch.setitem(policies, "cuda", dict(policies["cuda"], **{key: policy_says}))
+        for env, want in (("1", True), ("0", False), (None, policy_says)):
+            if env is None:
+                monkeypatch.delenv(switch, raising=False)
+            else:
+                monkeypatch.setenv(switch, env)
+            yield want
+
+
+def test_s4d_fma_switch_overrides_the_policy(monkeypatch):
+    """AMG_FAST_S4D_FMA=1 / 0 picks the CUDA-core Toeplitz kernels or the batched dots whatever
+    TOEPLITZ_FMA_POLICY's "use" says (the campaign's variant s4d_fma); unset, the policy's."""
+    for want in flag_settings(monkeypatch, s4d_kernels.TOEPLITZ_FMA_POLICY, "use", "AMG_FAST_S4D_FMA"):
+        assert (s4d_kernels._fma_tiling(32, 25, 128, 128, torch.device("cuda")) is not None) is want
+
+
 @pytest.mark.parametrize("activation", [None, "gelu"])
 def test_toeplitz_tf32_dots_at_tf32_accuracy(activation, allow_tf32, kdev, poisoned, gen):
     """TF32 allowed: the batched-dot Toeplitz kernels run plain TF32 dots, whose operands the MMA truncates
@@ -183,6 +234,19 @@ def test_mixed_dtypes_follow_u_and_parameters(kdev, poisoned, gen):
                          ids=["dots", "dots-gelu", "loop"])
 def test_gradcheck_toeplitz_fn(kind, gelu, loop, kdev, poisoned, gen):
     """Through S4DToeplitzFn: u, d and every parameter (the K kernels' backward from partial sums)."""
+    u, lam, c, d = make_inputs(2, 4, 3, 2, 3, gen, kdev)
+    params = (lam, c) if kind == "poles" else make_continuous(2, 3, gen, kdev)
+    inputs = tuple(t.requires_grad_() for t in (u, d, *params))
+    assert torch.autograd.gradcheck(lambda u_, d_, *p: s4d_mod.S4DToeplitzFn.apply(u_, d_, kind, gelu, loop, *p),
+                                    inputs, fast_mode=True)
+
+
+@pytest.mark.parametrize("gelu", [False, True], ids=["fma", "fma-gelu"])
+def test_gradcheck_toeplitz_fn_fma(gelu, kdev, poisoned, gen, monkeypatch):
+    """Through S4DToeplitzFn on the CUDA-core Toeplitz kernels (AMG_FAST_S4D_FMA=1), the GPU's tiling."""
+    monkeypatch.setenv("AMG_FAST_S4D_FMA", "1")
+    monkeypatch.setitem(s4d_kernels.TOEPLITZ_FMA_POLICY, kdev.type, s4d_kernels.TOEPLITZ_FMA_POLICY["cuda"])
+    kind, loop = "poles", False
     u, lam, c, d = make_inputs(2, 4, 3, 2, 3, gen, kdev)
     params = (lam, c) if kind == "poles" else make_continuous(2, 3, gen, kdev)
     inputs = tuple(t.requires_grad_() for t in (u, d, *params))
@@ -309,19 +373,12 @@ def test_batched_dots_with_channel_blocks_along_grid_axis_0(activation, kdev, po
 def test_channels_first_switch_overrides_the_policy(monkeypatch):
     """AMG_FAST_S4D_CHANNELS_FIRST=1 / 0 sets the batched-dot kernels' launch order whatever TOEPLITZ_DOT_POLICY
     says (the campaign's variant s4d_channels_first); unset, the policy's. The grid swaps its two axes."""
-    cuda = torch.device("cuda")
-    for policy_says in (False, True):
-        monkeypatch.setitem(s4d_kernels.TOEPLITZ_DOT_POLICY, "cuda",
-                            dict(s4d_kernels.TOEPLITZ_DOT_POLICY["cuda"], channels_first=policy_says))
-        for env, want in (("1", True), ("0", False), (None, policy_says)):
-            if env is None:
-                monkeypatch.delenv("AMG_FAST_S4D_CHANNELS_FIRST", raising=False)
-            else:
-                monkeypatch.setenv("AMG_FAST_S4D_CHANNELS_FIRST", env)
-            tiling = s4d_kernels._dot_tiling(32, 25, 128, 128, cuda)
-            n_h = -(-128 // tiling["BH"])
-            assert tiling["CHANNELS_FIRST"] is want
-            assert tiling["grid"] == ((n_h, tiling["groups"]) if want else (tiling["groups"], n_h))
+    for want in flag_settings(monkeypatch, s4d_kernels.TOEPLITZ_DOT_POLICY, "channels_first",
+                              "AMG_FAST_S4D_CHANNELS_FIRST"):
+        tiling = s4d_kernels._dot_tiling(32, 25, 128, 128, torch.device("cuda"))
+        n_h = -(-128 // tiling["BH"])
+        assert tiling["CHANNELS_FIRST"] is want
+        assert tiling["grid"] == ((n_h, tiling["groups"]) if want else (tiling["groups"], n_h))
 
 
 @pytest.mark.parametrize(
