@@ -70,7 +70,20 @@ def test_ffn_gemm_sweep_restores_policy_and_tf32_when_interrupted(allow_tf32):
     assert ffn_gemm.LAUNCH_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
 
 
-def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf32):
+def record_returns(monkeypatch, module, name: str) -> list:
+    """Wraps module.name for the test: each call's result is appended to the list returned (the caller gets a
+    copy of a dict result)."""
+    real, returned = getattr(module, name), []
+
+    def spy(*args, **kwargs):
+        returned.append(real(*args, **kwargs))
+        return dict(returned[-1]) if isinstance(returned[-1], dict) else returned[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return returned
+
+
+def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf32, monkeypatch):
     """The S4D Toeplitz tiling sweep: each configuration is TOEPLITZ_DOT_POLICY[device] while it is timed
     (the kernels launch with its BH, BN and grid), in fp32 mode and under TF32; the policy and the TF32
     setting come back."""
@@ -79,12 +92,7 @@ def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf3
     sweep = load_bench("kernel_sweep")
     allow_tf32(False)
     before = copy.deepcopy(s4d_scan.TOEPLITZ_DOT_POLICY)
-    seen, tilings = [], []
-    real_tiling = s4d_scan._dot_tiling
-
-    def spy(*args):
-        tilings.append(real_tiling(*args))
-        return dict(tilings[-1])
+    seen, tilings = [], record_returns(monkeypatch, s4d_scan, "_dot_tiling")
 
     def timer(run):
         tilings.clear()
@@ -93,11 +101,7 @@ def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf3
         return float(tilings[0]["BH"])
 
     space = dict(elements=[256, 512], BN=[16], num_warps=[4], programs=[2])
-    s4d_scan._dot_tiling = spy
-    try:
-        rows = sweep.sweep_s4d_configs((4,), batch=2, T=4, width=8, n=2, space=space, device="cpu", timer=timer)
-    finally:
-        s4d_scan._dot_tiling = real_tiling
+    rows = sweep.sweep_s4d_configs((4,), batch=2, T=4, width=8, n=2, space=space, device="cpu", timer=timer)
     assert [(r["mode"], r["config"]["elements"], r["fwdbwd_ms"]) for r in rows] == [
         ("fp32", 256, 1.0), ("fp32", 512, 2.0), ("tf32", 256, 1.0), ("tf32", 512, 2.0)]
     # T = 4 pads to 16: BH = elements / 256 channels; 8 columns (2 x 4) in groups of 16 -> 1 program; then the
@@ -109,7 +113,7 @@ def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf3
     assert s4d_scan.TOEPLITZ_DOT_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
 
 
-def test_s4d_fma_sweep_times_each_tiling_then_the_policy_and_restores(capsys, allow_tf32):
+def test_s4d_fma_sweep_times_each_tiling_then_the_policy_and_restores(capsys, allow_tf32, monkeypatch):
     """kind="fma": each configuration is TOEPLITZ_FMA_POLICY[device] while it is timed (the CUDA-core kernels
     launch with its BHH and BN), in fp32 mode and under TF32; then the policy's own (its "use" off: the
     batched dots, the default the FMA kernels are timed against); the policy and TF32 come back."""
@@ -118,12 +122,7 @@ def test_s4d_fma_sweep_times_each_tiling_then_the_policy_and_restores(capsys, al
     sweep = load_bench("kernel_sweep")
     allow_tf32(False)
     before = copy.deepcopy(s4d_scan.TOEPLITZ_FMA_POLICY)
-    seen, tilings = [], []
-    real_tiling = s4d_scan._fma_tiling
-
-    def spy(*args):
-        tilings.append(real_tiling(*args))
-        return None if tilings[-1] is None else dict(tilings[-1])
+    seen, tilings = [], record_returns(monkeypatch, s4d_scan, "_fma_tiling")
 
     def timer(run):
         tilings.clear()
@@ -132,12 +131,8 @@ def test_s4d_fma_sweep_times_each_tiling_then_the_policy_and_restores(capsys, al
         return 1.0
 
     space = dict(use=[True], elements=[256, 512], BHH=[8], num_warps=[4], programs=[2])
-    s4d_scan._fma_tiling = spy
-    try:
-        rows = sweep.sweep_s4d_configs((4,), batch=2, T=4, width=8, n=2, space=space, device="cpu", timer=timer,
-                                       kind="fma")
-    finally:
-        s4d_scan._fma_tiling = real_tiling
+    rows = sweep.sweep_s4d_configs((4,), batch=2, T=4, width=8, n=2, space=space, device="cpu", timer=timer,
+                                   kind="fma")
     assert [(r["mode"], r["config"]["elements"]) for r in rows] == [
         ("fp32", 256), ("fp32", 512), ("tf32", 256), ("tf32", 512)]
     # T = 4 pads to 16: BN = elements / (16 * 8) columns (2, 4); then the policy's own: no FMA tiling
