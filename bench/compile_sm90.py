@@ -155,11 +155,15 @@ def spectral_cases(quick: bool):
 
 
 def s4d_cases(quick: bool):
-    """S4D at u [B, T, S, H] = [32, T, S, 128], N = 32: every method's forward and backward, the
-    convolution-kernel builders (poles and ZOH), the rollout step."""
+    """S4D at u [B, T, S, H] = [32, T, S, 128], N = 32: every method's forward and backward (the Toeplitz
+    product also on the CUDA cores, TOEPLITZ_FMA_POLICY's "use"), the convolution-kernel builders (poles and
+    ZOH), the rollout step."""
     from amg_fast.kernels import s4d_scan as k
 
     def run(u, method, gelu):
+        if method == "toeplitz-fma":
+            with _policy_entry(k.TOEPLITZ_FMA_POLICY, "cuda", dict(k.TOEPLITZ_FMA_POLICY["cuda"], use=True)):
+                return run(u, "toeplitz", gelu)
         H, T, N = u.shape[-1], u.shape[1], 32
         acc = torch.float64 if u.dtype == torch.float64 else torch.float32
         lam, c, d = _t(H, N, 2, dtype=acc), _t(H, N, 2, dtype=acc), _t(H, dtype=torch.float32)
@@ -180,7 +184,7 @@ def s4d_cases(quick: bool):
     shapes = ((25, 128),) if quick else ((25, 32), (25, 128), (25, 1024), (1, 128), (64, 32))
     for (T, S), mode in itertools.product(shapes, MODES):
         u = _t(32, T, S, 128, dtype=MODES[mode])
-        methods = [("toeplitz", True), ("toeplitz", False)]
+        methods = [("toeplitz", True), ("toeplitz", False), ("toeplitz-fma", True), ("toeplitz-fma", False)]
         if T <= 25:
             methods += [("toeplitz_loop", False), ("scan", False)]
         for method, gelu in methods:
@@ -308,9 +312,14 @@ def spectral_tile_cases(quick: bool):
 
 def ffn_cases(quick: bool):
     """The row GEMMs of the feed-forward's method="gemm" (kernels/ffn_gemm.py, fp32 mode with the weights'
-    TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, also with an fp64 residual
-    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]."""
+    TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, one program a tile and as
+    persistent programs (AMG_FAST_FFN_PERSISTENT=1), also with an fp64 residual against fp32 x (dy in fp64); the
+    epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]."""
     from amg_fast.kernels import ffn_gemm, relu_grad
+
+    def run_persistent(x):
+        with mock.patch.dict(os.environ, {"AMG_FAST_FFN_PERSISTENT": "1"}):
+            run_gemm(x)
 
     def run_gemm(x, res_dtype=None):
         H, F = x.shape[-1], 4 * x.shape[-1]
@@ -323,6 +332,7 @@ def ffn_cases(quick: bool):
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])
         yield f"ffn-gemm H128 residual {mode}", lambda x=x: run_gemm(x), mode
+        yield f"ffn-gemm H128 residual persistent {mode}", lambda x=x: run_persistent(x), mode
         g = _t(102400, 512, dtype=MODES[mode])  # the epilogue path's backward: ReLU mask, db1, db2 in one pass
         yield f"ffn-epilogue relu-grad F512 {mode}", lambda g=g, x=x: relu_grad.relu_backward_with_bias_grads(g, g, x), mode
         if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
