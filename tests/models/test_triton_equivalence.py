@@ -81,7 +81,8 @@ def test_amgfno_rollout_equals_reference(kdev, gen, poisoned):
 
 
 def test_amgfno_training_curves_agree(kdev, gen):
-    """30 Adam steps on a fixed batch: both backends lower the loss along the same curve."""
+    """15 Adam steps on a fixed batch (the loss falls below 0.1x its start by then, over seeds 0-4 of the
+    reference): both backends lower the loss along the same curve."""
     ref, fast = _twin_models("amgfno", kdev, width=16, modes=8, omega=0.3)
     x = torch.linspace(0, 1, 33)[:-1]
     u = torch.stack([torch.sin(2 * torch.pi * (x - 0.05 * t)) for t in range(6)])[None, :, :, None]
@@ -90,7 +91,7 @@ def test_amgfno_training_curves_agree(kdev, gen):
     for model in (ref, fast):
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         losses = []
-        for _ in range(30):
+        for _ in range(15):
             opt.zero_grad()
             loss = (model(u[:, :-1]) - u[:, 1:]).square().mean()
             loss.backward()
@@ -150,10 +151,13 @@ def test_encoder_and_decoder_run_their_ops_on_the_models_backend(backend, kdev, 
                                      ("multi_input_ffno", dict(in_channels=8, out_channels=8)),
                                      ("ffno", dict(width=513, modes=2))],
                          ids=["decoder-C9", "encoder-C32", "width513"])
-def test_triton_models_beyond_the_encoder_decoder_kernels_limits_still_run(name, kw, kdev, gen):
+def test_triton_models_beyond_the_encoder_decoder_kernels_limits_still_run(name, kw, kdev, gen, monkeypatch):
     """A model built with backend="triton" (--fast-kernels) whose encoder or decoder the grid_linear /
     composed_linear kernels cannot take (C + 1 > 32 encoder columns, C > 8 outputs, width > 512) ran before
-    these ops (nn.Linear) and must still run, on the reference for that layer, with the reference's values."""
+    these ops (nn.Linear) and must still run, on the reference for that layer, with the reference's values.
+    The feed-forward on its cuBLASLt path: at width 513 the interpreter's row GEMMs (fp32 mode's default) took
+    86 s here, and the feed-forward's paths have tests of their own."""
+    monkeypatch.setenv("AMG_FAST_FFN_METHOD", "epilogue")
     kw = {"width": 16, "modes": 4, **kw}
     ref, fast = _twin_models(name, kdev, **kw)
     cin = ref.in_channels

@@ -109,7 +109,9 @@ def test_gelu_activation_matches_reference(method, dtype, kdev, poisoned, gen):
     assert_matches(ref, gelu_reference_fp64(inputs, dy), RTOL[dtype])
 
 
-FMA_CASES = CASES + [(3, 25, 5, 40, 4)]  # 15 columns: tiles of 8 cross the batch entries; H 40: a partial channel block
+# CASES at H = 16 (the interpreter's time grows with the programs), and 15 columns at H = 40: column tiles across
+# batch entries, a full and a partial channel block
+FMA_CASES = [case for case in CASES if case[3] == 16] + [(3, 25, 5, 40, 4)]
 
 
 @pytest.mark.parametrize("activation", [None, "gelu"])
