@@ -313,8 +313,9 @@ def spectral_tile_cases(quick: bool):
 def ffn_cases(quick: bool):
     """The row GEMMs of the feed-forward's method="gemm" (kernels/ffn_gemm.py, fp32 mode with the weights'
     TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, one program a tile and as
-    persistent programs (AMG_FAST_FFN_PERSISTENT=1), also with an fp64 residual against fp32 x (dy in fp64); the
-    epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]."""
+    persistent programs (AMG_FAST_FFN_PERSISTENT=1), in fp32 mode also with the weight gradients of the planes
+    kernel (AMG_FAST_FFN_WGRAD_PLANES=1: the row GEMMs writing x^T's and dy^T's planes) and with an fp64 residual
+    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]."""
     from amg_fast.kernels import ffn_gemm, relu_grad
 
     def run_persistent(x):
@@ -326,8 +327,11 @@ def ffn_cases(quick: bool):
         w1, b1, w2, b2 = (_t(*shape, dtype=x.dtype) for shape in ((F, H), (F,), (H, F), (H,)))
         res = _t(*x.shape, dtype=res_dtype or (torch.float64 if x.dtype == torch.float64 else torch.float32))
         y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
-        for cublas in (False, True):  # the weight gradients by Triton's split-K kernel or by cuBLAS (db1 in dh's epilogue)
-            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, cublas)
+        for wgrad in ("triton", "cublas"):  # Triton's split-K kernel or cuBLAS (db1 in dh's epilogue)
+            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, wgrad)
+        if ffn_gemm._splits(x.dtype):  # fp32 mode: the planes kernel, the row GEMMs writing x^T's and dy^T's planes
+            y, h, xt = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res, True)
+            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), xt, h, w1, w2, True, "planes")
 
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])

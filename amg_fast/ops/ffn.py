@@ -92,16 +92,20 @@ class GemmFeedForwardFn(torch.autograd.Function):
     (+ residual), in the residual's dtype when there is one, else x's. Four Triton row GEMMs with the bias,
     ReLU, the ReLU's backward mask and the residual in their epilogues (kernels/ffn_gemm.py; in fp32 mode
     3xTF32 dots against the weights' TF32 planes, made once per pass), the weight gradients by
-    kernels.limits.wgrad_method (cuBLAS for fp32 activations). Saves x, the hidden activation and the weights;
-    the residual's gradient is dy itself."""
+    kernels.limits.wgrad_method (cuBLAS for fp32 activations), or in fp32 mode with $AMG_FAST_FFN_WGRAD_PLANES=1
+    by kernels.ffn_gemm.planes_weight_grads. Saves x (or, for the planes kernel, x^T's TF32 planes, written by
+    the forward's first GEMM), the hidden activation and the weights; the residual's gradient is dy itself."""
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, residual=None):
+        from amg_fast.kernels.ffn_gemm import wgrad_planes  # imports triton: Triton path only
+
         x, w1, w2 = x.contiguous(), w1.contiguous(), w2.contiguous()
-        y, hidden = triton_ops().feed_forward_gemm_fwd(
-            x, w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous())
-        ctx.save_for_backward(x, hidden, w1, w2)
-        ctx.cublas = wgrad_method("auto", x.dtype) == "cublas"
+        planes = wgrad_planes(x.dtype)
+        y, hidden, xt = triton_ops().feed_forward_gemm_fwd(
+            x, w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous(), planes)
+        ctx.save_for_backward(xt if planes else x, hidden, w1, w2)
+        ctx.wgrad = "planes" if planes else wgrad_method("auto", x.dtype)
         return y
 
     @staticmethod
@@ -110,7 +114,7 @@ class GemmFeedForwardFn(torch.autograd.Function):
 
         x, hidden, w1, w2 = ctx.saved_tensors
         need = ctx.needs_input_grad
-        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, need[0], ctx.cublas)
+        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, need[0], ctx.wgrad)
         return _with_residual_grad(need, dy, dx, gemm_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
 
 
