@@ -30,7 +30,9 @@ launch beyond one per aten op, as modelled here:
   reduction kernel: +1 each (pass rows=R of the step, so that no other product is taken for one);
 - multi_tensor_apply: fused Adam (aten::_fused_adam_, 4 lists: params, grads, exp_avg, exp_avg_sq)
   launches one kernel per 36 tensors, the foreach ops on the step counts one per 110: +ceil(n/36)-1
-  and +ceil(n/110)-1 for n = tensor_lists (the optimizer's parameter tensors).
+  and +ceil(n/110)-1 for n = tensor_lists (the optimizer's parameter tensors);
+- reducing losses: aten::mse_loss with a reduction (the trainer's loss, reduction "sum") runs its
+  elementwise kernel, then a sum or mean over its output: +1 each.
 Checked against the H100's profile (2026-11-26, bench/results/20261126-h100): at the code it ran (commit
 ed6e4ea's Triton path) the CPU count of tests/test_kernel_count.py's step is 126, the model adds 13
 split-K reductions (the feed-forward's 8 weight gradients, the gate's 2, the readout Linear's, the
@@ -194,6 +196,7 @@ def _collect_launching(event, out: list) -> None:
 
 
 GEMMS = ("aten::mm", "aten::addmm")
+REDUCING_LOSSES = ("aten::mse_loss",)  # an elementwise kernel, then the reduction (sum / mean) over its output
 MTA_MAX_TENSORS = {"aten::_fused_adam_": 36, "aten::_fused_adamw_": 36, "aten::_foreach_add_": 110}
 
 
@@ -209,14 +212,16 @@ def estimate_cuda_kernels(fn: Callable[[], object], *, rows: int, tensor_lists: 
     """The CUDA kernels one fn() call (a training step run on CPU, Triton kernels in the interpreter)
     would launch on a GPU: {"kernels": the CPU count, "cuda_estimate": it plus the modelled library
     kernels, "cublas_split_k": GEMMs reducing over the rows activation rows, "multi_tensor_apply":
-    the extra launches for tensor_lists tensors} (see the module docstring)."""
+    the extra launches for tensor_lists tensors, "loss_reductions": the reductions inside the losses} (see
+    the module docstring)."""
     counted = _profile(fn, "cpu", record_shapes=True)
     split_k = sum(1 for name, shapes in counted.shapes
                   if name in GEMMS and _reduction_length(name, shapes) == rows)
     mta = sum(counted[name] * (_cdiv(tensor_lists, per_launch) - 1) for name, per_launch in MTA_MAX_TENSORS.items())
+    losses = sum(counted[name] for name in REDUCING_LOSSES)
     total = sum(counted.values())
-    return {"kernels": total, "cuda_estimate": total + split_k + mta, "cublas_split_k": split_k,
-            "multi_tensor_apply": mta, "kernel_count_kind": "cuda_estimate_from_cpu"}
+    return {"kernels": total, "cuda_estimate": total + split_k + mta + losses, "cublas_split_k": split_k,
+            "multi_tensor_apply": mta, "loss_reductions": losses, "kernel_count_kind": "cuda_estimate_from_cpu"}
 
 
 def _cdiv(a: int, b: int) -> int:

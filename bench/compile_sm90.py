@@ -115,9 +115,9 @@ def _spectral_fwd_bwd(x, K, variant, reduced, dim):
         bases = sc.spectral_bases(S, K, sc.work_dtype(x.dtype), META)
         planes = sc.weight_planes(weight, x.dtype)
         split = sc.row_split(x, dim)
-        y, spec = sc.spectral_conv1d_fwd(x, planes, *bases, transform == "fft", dim, split)
+        y, spec, blocks = sc.spectral_conv1d_fwd(x, planes, *bases, transform == "fft", dim, split)
         sc.spectral_conv1d_bwd(torch.empty_like(y), spec, planes, *bases, x.dtype, weight.dtype,
-                               transform == "fft", dim, split)
+                               transform == "fft", dim, split, blocks)
 
 
 def _with_x3(method: str, thunk):

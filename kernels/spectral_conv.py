@@ -800,7 +800,8 @@ def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype,
 
 
 def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool,
-         bf16_operands: bool, round_out: bool = False, for_irfft: bool = True) -> None:
+         bf16_operands: bool, round_out: bool = False, for_irfft: bool = True,
+         blocks: torch.Tensor | None = None) -> torch.Tensor | None:
     """out[p, k, q, :] = spec[p, k, q, :] @ W[k] (adjoint: @ W[k]^H) for k < K, zeros for the other modes of
     out, imaginary parts of modes 0 and S/2 zeroed. spec [P, >=K, Q, C_in, 2], out [P, modes, Q, C_out, 2]
     (real views of complex values, any strides), planes = weight_planes(...): [2, K, H_in, H_out], or fp32
@@ -808,7 +809,8 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
     rounded to TF32 when plain_tf32 (the "dft" synthesis's dots read it; not irfft's input; the Triton kernel
     only). for_irfft False (the "dft" synthesis reads out): the cuBLAS mixing leaves those imaginary parts as the
     product gives them (no zeroing launches; the synthesis basis is exactly 0 there), the kernel zeroes them at
-    no cost."""
+    no cost. The cuBLAS mixing returns W's real blocks when the backward can reuse them, else None; blocks (the
+    forward's, with adjoint): reused transposed where they fit (_mix_torch)."""
     # "auto" is resolved at each call, and the TF32 setting it reads may change between a forward and its
     # backward: split planes, which weight_planes made for our kernel, go to our kernel
     auto_split = MIX_METHOD == "auto" and planes.shape[0] != 2
@@ -816,7 +818,7 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
         if planes.shape[0] != 2:
             raise ValueError(f"the cuBLAS mixing takes W's real and imaginary planes [2, K, H_in, H_out], got "
                              f"{tuple(planes.shape)}: split planes, made by weight_planes for the mixing kernel")
-        return _mix_torch(spec, planes, out, K, S, adjoint, for_irfft)
+        return _mix_torch(spec, planes, out, K, S, adjoint, for_irfft, blocks)
     P, _, Q, C_in, _ = spec.shape
     C_out = out.shape[3]
     s_wp, s_wk, s_wi, s_wo = planes.stride()
@@ -840,6 +842,7 @@ def _mix(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S:
         ROUND_OUT=round_out and plain_tf32(out.dtype) and not bf16_operands, SPLIT=split,
         W_LO=planes.shape[0] // 2 if split else 0, **cfg,
     )
+    return None
 
 
 def _dweight(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int, weight_dtype: torch.dtype,
@@ -977,17 +980,28 @@ def _bmm_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: int, S: int, adjoint: bool,
-               for_irfft: bool) -> None:
+               for_irfft: bool, blocks: torch.Tensor | None = None) -> torch.Tensor | None:
     """_mix with MIX_METHOD "torch": one torch.bmm over the modes, rows [K, P Q, 2 C_in] x weight_blocks, written
     into out's modes < K through a view of out when its rows merge (else through a copy), its other modes zeroed.
     for_irfft: the imaginary parts of modes 0 and S/2 zeroed too, as the kernel does (irfft's input; cuFFT's C2R
     reads them, pytorch#154496); else (the "dft" synthesis, whose basis G is exactly 0 on those parts:
     spectral_bases) left as the product gives them. Computes in spec's dtype (autocast is off inside the ops:
-    amg_fast.ops._backend.run_op)."""
+    amg_fast.ops._backend.run_op).
+
+    Rows and out both laid out as all real parts, then all imaginary parts (the "dft" path): W^H's blocks are
+    W's transposed, so the forward returns its blocks and the backward, given them as blocks, multiplies by
+    their transpose (cuBLAS's transposed operand; no launch, 4 (K H)^2 bytes kept a layer). Else None, and the
+    blocks are built here (the "fft" path: rfft's rows are not paired, the irfft buffer is)."""
     rows, paired_in = mode_rows(spec, K)
     P, modes, Q, C_out, _ = out.shape
     paired_out = _complex_strides(out)[1]
-    blocks = weight_blocks(planes, adjoint, paired_in, paired_out, rows.dtype)
+    symmetric = not paired_in and not paired_out
+    reuse = (adjoint and symmetric and blocks is not None and blocks.numel() > 0
+             and blocks.dtype == rows.dtype and blocks.shape == (K, 2 * C_out, rows.shape[2]))
+    if reuse:
+        blocks = blocks.transpose(1, 2)
+    else:
+        blocks = weight_blocks(planes, adjoint, paired_in, paired_out, rows.dtype)
     first, second = (3 + a for a in _part_axes(paired_out))
     target = out[:, :K].permute(1, 0, 2, first, second)  # [K, P, Q, C, 2] or [K, P, Q, 2, C]
     flat = _flat_view(target, (K, P * Q, 2 * C_out)) if out.dtype == rows.dtype and not tracing() else None
@@ -997,11 +1011,11 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
         target.copy_(torch.bmm(rows, blocks).view(target.shape))
     if modes > K:
         out[:, K:].zero_()
-    if not for_irfft:
-        return
-    out[:, 0, ..., 1].zero_()  # a real signal's spectrum (irfft input)
-    if S % 2 == 0 and S // 2 < K:
-        out[:, S // 2, ..., 1].zero_()
+    if for_irfft:
+        out[:, 0, ..., 1].zero_()  # a real signal's spectrum (irfft input)
+        if S % 2 == 0 and S // 2 < K:
+            out[:, S // 2, ..., 1].zero_()
+    return blocks if symmetric and not adjoint else None
 
 
 def _dweight_torch(spec_x: torch.Tensor, spec_dy: torch.Tensor, K: int, S: int,
@@ -1022,19 +1036,22 @@ def _spectrum(x4: torch.Tensor, analysis: torch.Tensor, fft: bool) -> torch.Tens
 
 
 def _mix_and_synthesize(spec: torch.Tensor, planes: torch.Tensor, synthesis: torch.Tensor, S: int, C_out: int,
-                        adjoint: bool, out_dtype: torch.dtype, fft: bool, bf16_operands: bool) -> torch.Tensor:
-    """The mixing (W, or W^H when adjoint) of spec [P, modes, Q, C_in, 2] and the synthesis -> [P, S, Q, C_out]
-    in out_dtype. fft: the mixing writes the zero-padded complex buffer irfft takes."""
+                        adjoint: bool, out_dtype: torch.dtype, fft: bool, bf16_operands: bool,
+                        blocks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The mixing (W, or W^H when adjoint) of spec [P, modes, Q, C_in, 2] and the synthesis -> ([P, S, Q, C_out]
+    in out_dtype, the cuBLAS mixing's blocks for the backward or None: _mix). fft: the mixing writes the
+    zero-padded complex buffer irfft takes."""
     P, _, Q = spec.shape[:3]
     K = planes.shape[1]
     if fft:
         mixed = new_output((P, S // 2 + 1, Q, C_out, 2), dtype=spec.dtype, device=spec.device)
-        _mix(spec, planes, mixed, K, S, adjoint, bf16_operands)
+        kept = _mix(spec, planes, mixed, K, S, adjoint, bf16_operands, blocks=blocks)
         y = torch.fft.irfft(torch.view_as_complex(mixed), n=S, dim=1, norm="ortho")
-        return y.to(out_dtype)
+        return y.to(out_dtype), kept
     mixed = new_output((P, 2 * K, Q, C_out), dtype=spec.dtype, device=spec.device)
-    _mix(spec, planes, dft_spectrum_parts(mixed), K, S, adjoint, bf16_operands, round_out=True, for_irfft=False)
-    return _transform(synthesis, mixed, out_dtype)
+    kept = _mix(spec, planes, dft_spectrum_parts(mixed), K, S, adjoint, bf16_operands, round_out=True,
+                for_irfft=False, blocks=blocks)
+    return _transform(synthesis, mixed, out_dtype), kept
 
 
 def _bf16_operands(x_dtype: torch.dtype) -> bool:
@@ -1042,25 +1059,28 @@ def _bf16_operands(x_dtype: torch.dtype) -> bool:
 
 
 def spectral_conv1d_fwd(x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor, synthesis: torch.Tensor,
-                        fft: bool, dim: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
+                        fft: bool, dim: int, split: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """x [..., S, ..., H_in] (S at dim >= 0, any strides; rows grouped by split = row_split(x, dim)),
     planes = weight_planes(weight, x.dtype) (W as the mixing reads it), bases from spectral_bases(S, K, work
     dtype) -> (y like x with H_out channels in x.dtype, the spectrum of x [P, modes, Q, H_in, 2] kept for
-    the backward)."""
+    the backward, the cuBLAS mixing's W blocks [K, 2 H_in, 2 H_out] that the backward reuses transposed, or an
+    empty tensor)."""
     S, h_out = x.shape[dim], planes.shape[3]
     spec_x = _spectrum(as_rows(x, dim, split), analysis, fft)
-    y = _mix_and_synthesize(spec_x, planes, synthesis, S, h_out, False, x.dtype, fft, _bf16_operands(x.dtype))
-    return from_rows(y, x.shape, dim, split), spec_x
+    y, blocks = _mix_and_synthesize(spec_x, planes, synthesis, S, h_out, False, x.dtype, fft,
+                                    _bf16_operands(x.dtype))
+    return from_rows(y, x.shape, dim, split), spec_x, spec_x.new_empty((0,)) if blocks is None else blocks
 
 
 def spectral_conv1d_bwd(dy: torch.Tensor, spec_x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor,
                         synthesis: torch.Tensor, x_dtype: torch.dtype, weight_dtype: torch.dtype, fft: bool,
-                        dim: int, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """dy like y (any strides) and the forward's spectrum, planes, bases and row split -> (dx like x in
-    x_dtype, dweight [K, H_in, H_out, 2] in weight_dtype): dx = G ((A dy) W^H), dW = a_k X^H (A dy)."""
+                        dim: int, split: int, blocks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy like y (any strides) and the forward's spectrum, planes, bases, row split and W blocks (or None / empty)
+    -> (dx like x in x_dtype, dweight [K, H_in, H_out, 2] in weight_dtype): dx = G ((A dy) W^H), dW = a_k X^H
+    (A dy)."""
     S, h_in = dy.shape[dim], planes.shape[2]
     bf16 = _bf16_operands(x_dtype)
     spec_dy = _spectrum(as_rows(dy, dim, split), analysis, fft)  # rows in the forward's order (dweight pairs them)
     dweight = _dweight(spec_x, spec_dy, planes.shape[1], S, weight_dtype, bf16)
-    dx = _mix_and_synthesize(spec_dy, planes, synthesis, S, h_in, True, x_dtype, fft, bf16)
+    dx, _ = _mix_and_synthesize(spec_dy, planes, synthesis, S, h_in, True, x_dtype, fft, bf16, blocks)
     return from_rows(dx, dy.shape, dim, split), dweight

@@ -10,6 +10,7 @@ import torch
 from helpers import load_bench
 
 from amg_fast.models import get_model
+from amg_fast.train.evaluate import one_step_loss
 # Measured with torch 2.13 (CPU) on the step below (B = 2, T = 4, S = 20, width 16): 246 ops (363 in
 # bf16 autocast); 249 since the decoder's two Linears run as one (three tiny weight-side ops for one
 # fewer activation GEMM and no [rows, 128] intermediate, forward and backward); 247 since log(omega +
@@ -61,8 +62,13 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # default 116 (128), gemm 124 (136). 2026-11-30: the row GEMMs are fp32 mode's default (FFN_AUTO_METHOD, timed
 # 1.12-1.14x on the H200), the epilogue the other modes': each path is counted by name. The row GEMMs' db2 from
 # the dh kernel (was a torch sum), one launch a layer fewer: gemm 120 (132), with the Triton spectral conv 112 (124).
-TRITON_STEP_KERNEL_CEILING = {("cublas", "epilogue"): 122, ("cublas", "gemm"): 126,
-                              ("triton", "epilogue"): 114, ("triton", "gemm"): 118}
+# 2026-11-30 (late): this step takes the trainer's loss (one_step_loss), now mse_loss's sum over B T (5 launches
+# forward and backward, 6 on CUDA: mse_loss sums its output in a second kernel, which the estimate models, against
+# 9 for sub, square, sum, mean and their backward), and the cuBLAS spectral backward multiplies by the forward's W
+# blocks transposed (W^H's real form; one launch a layer fewer): default 108 (121), gemm 112 (125); with the
+# Triton spectral conv 104 (117) and 108 (121).
+TRITON_STEP_KERNEL_CEILING = {("cublas", "epilogue"): 113, ("cublas", "gemm"): 117,
+                              ("triton", "epilogue"): 109, ("triton", "gemm"): 113}
 TRITON_STEP_KERNEL_FLOOR = 60
 B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equals it
 
@@ -104,7 +110,7 @@ def amgfno_step(backend: str):
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        (model(u[:, :-1]) - u[:, 1:]).square().sum(dim=(2, 3)).mean().backward()
+        one_step_loss(model(u[:, :-1]), u[:, 1:]).backward()  # the trainer's loss
         optimizer.step()
 
     step()  # warm-up: Adam's state is created lazily
@@ -135,12 +141,15 @@ def test_amgfno_triton_train_step_kernel_count(spectral, ffn, monkeypatch):
     assert TRITON_STEP_KERNEL_FLOOR < count <= ceiling, (
         f"{count} kernels per Triton step ({spectral} spectral conv, {ffn} feed-forward); allowed: more than "
         f"{TRITON_STEP_KERNEL_FLOOR}, at most {ceiling}")
-    assert estimate["cuda_estimate"] == count + estimate["cublas_split_k"] + estimate["multi_tensor_apply"]
+    assert estimate["cuda_estimate"] == (count + estimate["cublas_split_k"] + estimate["multi_tensor_apply"]
+                                         + estimate["loss_reductions"])
+    assert estimate["loss_reductions"] == 1  # the trainer's loss: mse_loss, then its sum
 
 
-def test_gpu_estimate_models_split_k_and_multi_tensor_launches():
+def test_gpu_estimate_models_split_k_multi_tensor_launches_and_loss_reductions():
     """A GEMM reducing over the `rows` activation rows counts a second (split-K) kernel, one over
-    anything else does not; fused Adam over 40 tensors counts two launches (36 per launch)."""
+    anything else does not; fused Adam over 40 tensors counts two launches (36 per launch); a reducing
+    mse_loss two (its elementwise kernel and the sum over its output)."""
     kc = load_kernel_count()
     rows = 96
     dy, x, w, bias = torch.randn(rows, 8), torch.randn(rows, 4), torch.randn(4, 8), torch.zeros(8)
@@ -149,6 +158,9 @@ def test_gpu_estimate_models_split_k_and_multi_tensor_launches():
         return dy.t().mm(x), torch.addmm(bias, x, w), x.mm(w)  # only the first reduces over the rows
 
     assert kc.estimate_cuda_kernels(gemms, rows=rows, tensor_lists=1)["cuda_estimate"] == 4
+    loss = kc.estimate_cuda_kernels(lambda: torch.nn.functional.mse_loss(dy, dy, reduction="sum"), rows=rows,
+                                    tensor_lists=1)
+    assert (loss["kernels"], loss["loss_reductions"], loss["cuda_estimate"]) == (1, 1, 2)
     params = [torch.nn.Parameter(torch.randn(3)) for _ in range(40)]
     optimizer = torch.optim.Adam(params, lr=torch.tensor(1e-3), fused=True)
     for p in params:

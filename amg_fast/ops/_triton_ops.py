@@ -25,20 +25,21 @@ from amg_fast.kernels import spectral_conv as _spectral
 @triton_op("amg_fast::spectral_conv1d_fwd", mutates_args=())
 def _spectral_conv1d_fwd_op(x: torch.Tensor, planes: torch.Tensor, analysis: torch.Tensor,
                             synthesis: torch.Tensor, fft: bool, dim: int, split: int
-                            ) -> tuple[torch.Tensor, torch.Tensor]:
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """x [..., S, ..., H_in] (S at dim >= 0, rows grouped by split), W's planes (weight_planes: [2, K, H_in,
     H_out], fp32 mode's split planes [2 P, K, H_in, H_out]) ->
-    (y like x with H_out channels, the spectrum of x [P, modes, Q, H_in, 2])."""
+    (y like x with H_out channels, the spectrum of x [P, modes, Q, H_in, 2], the cuBLAS mixing's W blocks for
+    the backward or an empty tensor)."""
     return _spectral.spectral_conv1d_fwd(x, planes, analysis, synthesis, fft, dim, split)
 
 @triton_op("amg_fast::spectral_conv1d_bwd", mutates_args=())
 def _spectral_conv1d_bwd_op(dy: torch.Tensor, spec_x: torch.Tensor, planes: torch.Tensor,
-                            analysis: torch.Tensor, synthesis: torch.Tensor, x_like: torch.Tensor,
-                            weight_like: torch.Tensor, fft: bool, dim: int, split: int
+                            analysis: torch.Tensor, synthesis: torch.Tensor, blocks: torch.Tensor,
+                            x_like: torch.Tensor, weight_like: torch.Tensor, fft: bool, dim: int, split: int
                             ) -> tuple[torch.Tensor, torch.Tensor]:
     """dy like y -> (dx in x_like's dtype, dweight [K, H_in, H_out, 2] in weight_like's)."""
     return _spectral.spectral_conv1d_bwd(dy, spec_x, planes, analysis, synthesis, x_like.dtype, weight_like.dtype,
-                                        fft, dim, split)
+                                        fft, dim, split, blocks)
 
 
 # ----------------------------------------------------------------------------- s4d_scan, s4d_step

@@ -69,7 +69,8 @@ class SpectralConv1dFn(torch.autograd.Function):
     transform: "dft" (basis GEMM) | "fft" (torch.fft transforms, Triton mixing) | "auto"
     (kernels.limits.spectral_transform). The forward keeps the spectrum of x (as large as x at K = S/2)
     and W's planes as the mixing reads them (real and imaginary; in fp32 mode the TF32 splits of what its
-    products read, 2x (four) or 3x (Gauss) as large) for the backward. The DFT bases are computed here (cached in eager
+    products read, 2x (four) or 3x (Gauss) as large) and, from the cuBLAS mixing of the "dft" path, W's real
+    blocks [K, 2 H_in, 2 H_out], whose transpose is W^H's (the backward builds none), for the backward. The DFT bases are computed here (cached in eager
     mode) and passed to the custom ops as tensors; the fft path reads only their dtype, so it gets (and
     saves) two empty tensors of the work dtype instead (at S = 4096 the fp32 bases' planes were 256 MB).
     """
@@ -86,19 +87,19 @@ class SpectralConv1dFn(torch.autograd.Function):
                  else kernels.spectral_bases(S, weight.shape[0], work, x.device))
         split = kernels.row_split(x, dim)  # how the other axes form two strided row groups (no copy of x)
         planes = kernels.weight_planes(weight, x.dtype)  # W as the mixing reads it ([2 or 2 P, K, H_in, H_out])
-        y, spec_x = triton_ops().spectral_conv1d_fwd(x, planes, *bases, fft, dim, split)
-        ctx.save_for_backward(spec_x, planes, *bases)
+        y, spec_x, blocks = triton_ops().spectral_conv1d_fwd(x, planes, *bases, fft, dim, split)
+        ctx.save_for_backward(spec_x, planes, *bases, blocks)
         ctx.meta = (x.dtype, weight.dtype, fft, dim, split)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        spec_x, planes, *bases = ctx.saved_tensors
+        spec_x, planes, analysis, synthesis, blocks = ctx.saved_tensors
         x_dtype, weight_dtype, fft, dim, split = ctx.meta
         x_like = spec_x.new_empty((0,), dtype=x_dtype)
         weight_like = spec_x.new_empty((0,), dtype=weight_dtype)
-        dx, dweight = triton_ops().spectral_conv1d_bwd(dy, spec_x, planes, *bases, x_like, weight_like, fft, dim,
-                                                       split)
+        dx, dweight = triton_ops().spectral_conv1d_bwd(dy, spec_x, planes, analysis, synthesis, blocks, x_like,
+                                                       weight_like, fft, dim, split)
         return dx, dweight, None, None
 
 

@@ -253,6 +253,36 @@ def test_weight_blocks_kernel_equals_its_reference(paired_in, paired_out, adjoin
     assert got.dtype == dtype and got.is_contiguous() and torch.equal(got, want)
 
 
+@pytest.mark.parametrize("paired", [False, True], ids=["planes", "paired"])
+def test_adjoint_blocks_are_the_transpose_when_rows_and_outputs_share_a_layout(paired, kdev, gen):
+    """W^H's real blocks equal W's transposed, bit for bit, when the rows and the outputs are laid out alike
+    (what lets the cuBLAS mixing's backward reuse the forward's blocks): [[Wr, Wi], [-Wi, Wr]]^T is
+    [[Wr^T, -Wi^T], [Wi^T, Wr^T]], W^H's real form."""
+    planes = torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=gen).to(kdev)
+    forward = kernels.weight_blocks(planes, False, paired, paired, torch.float64)
+    assert torch.equal(kernels.weight_blocks(planes, True, paired, paired, torch.float64), forward.transpose(1, 2))
+
+
+@pytest.mark.parametrize("transform", ["dft", "fft"])
+def test_cublas_mixing_backward_reuses_the_forward_blocks(transform, monkeypatch, kdev, gen, poisoned):
+    """MIX_METHOD "torch": the "dft" path's forward keeps W's real blocks and its backward multiplies by their
+    transpose (no second weight_blocks launch); the "fft" path (rfft's rows are not paired, the irfft buffer
+    is) builds W^H's in the backward. Output and both gradients against the DFT matrix in fp64 either way."""
+    monkeypatch.setattr(kernels, "MIX_METHOD", "torch")
+    launches = []
+    record_launches(kernels, launches, monkeypatch)
+    x, w = _inputs((3,), 16, 8, 12, 20, torch.float64, kdev, gen)
+    y = SpectralConv1dFn.apply(x, w, transform)
+    saved_blocks = y.grad_fn.saved_tensors[4]
+    assert saved_blocks.shape == ((8, 24, 40) if transform == "dft" else (0,))
+    forward = [name for name, *_ in launches].count("_weight_blocks_kernel")
+    y.backward(torch.randn(y.shape, dtype=torch.float64, generator=gen).to(kdev))
+    assert (forward, [name for name, *_ in launches].count("_weight_blocks_kernel")) == (
+        (1, 1) if transform == "dft" else (1, 2))
+    x.grad = w.grad = None
+    _check(lambda a, b: SpectralConv1dFn.apply(a, b, transform), x, w, gen, 1e-12, oracle=dft_matrix_spectral_conv)
+
+
 @pytest.mark.parametrize("impl", ["dweight_parts", "dweight_parts_ref"], ids=["kernel", "ref"])
 @pytest.mark.parametrize("paired_x,paired_dy", LAYOUTS)
 @pytest.mark.parametrize("S,K", [(10, 6), (11, 6), (16, 5)], ids=["nyquist", "odd-S", "no-nyquist-mode"])
@@ -352,7 +382,7 @@ def test_fft_path_builds_no_bases(dtype, kdev, gen, poisoned, monkeypatch):
     w = (torch.randn(6, 8, 8, 2, dtype=dtype, generator=gen) / 4).to(kdev).requires_grad_()
     y = SpectralConv1dFn.apply(x, w, "fft")
     saved = y.grad_fn.saved_tensors
-    assert [t.numel() for t in saved[2:]] == [0, 0] and {t.dtype for t in saved[2:]} == {dtype}
+    assert [t.numel() for t in saved[2:4]] == [0, 0] and {t.dtype for t in saved[2:4]} == {dtype}
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, "fft"), x, w, gen, RTOL[dtype], oracle=dft_matrix_spectral_conv)
 
 
@@ -603,7 +633,7 @@ def test_plain_tf32_rounds_what_its_dots_read_where_it_is_formed(allow_tf32, mon
         assert kernels.plain_tf32(torch.float32) is tf32 and not kernels.plain_tf32(torch.float64)
         A, G = kernels.spectral_bases(64, 32, torch.float32, x.device)
         planes = kernels.weight_planes(w.detach(), torch.float32)
-        y, spec = kernels.spectral_conv1d_fwd(x.detach(), planes, A, G, False, 1, kernels.row_split(x, 1))
+        y, spec, _ = kernels.spectral_conv1d_fwd(x.detach(), planes, A, G, False, 1, kernels.row_split(x, 1))
         rounded = [not _tf32_low_bits(t).any() for t in (A, G, spec)]
         assert rounded == [tf32] * 3, (tf32, rounded)
         assert _tf32_low_bits(y).count_nonzero() > y.numel() // 2  # the output keeps fp32 precision
