@@ -246,9 +246,10 @@ def _policy_entry(policy: dict, key: str, config: dict):
         policy.update(saved)
 
 
-def _tiling_cases(label: str, space: dict, run):
-    """(name, thunk, mode) for each configuration of space in fp32 mode and under TF32: run(mode, config)."""
-    for values, mode in itertools.product(itertools.product(*space.values()), ("fp32", "tf32")):
+def _tiling_cases(label: str, space: dict, run, modes=("fp32", "tf32")):
+    """(name, thunk, mode) for each configuration of space in each of modes (fp32 mode and TF32): run(mode,
+    config)."""
+    for values, mode in itertools.product(itertools.product(*space.values()), modes):
         config = dict(zip(space, values))
         name = " ".join(f"{key}={value}" for key, value in config.items())
         yield f"{label} {mode} {name}", lambda c=config, m=mode: run(m, c), mode
@@ -274,6 +275,23 @@ def gate_tile_cases(quick: bool):
     sweep = _sweep_module()
     for kernel, space in (sweep.GATE_QUICK if quick else sweep.GATE_SPACE).items():
         yield from _tiling_cases(f"gate-tiles {kernel}", space, lambda m, c, n=kernel: run(n, m, c))
+
+
+def ffn_tile_cases(quick: bool):
+    """The feed-forward's row GEMMs (method="gemm", x [32 * 25 * 128, 128], F = 512, the residual on), forward and
+    backward, under each tiling that bench/kernel_sweep.py --only ffn times (FFN_GEMM_QUICK in fp32 mode with
+    --quick, else FFN_GEMM_SPACE in fp32 mode and under TF32) as LAUNCH_POLICY["cuda"]'s entry for the mode."""
+    from amg_fast.kernels import ffn_gemm as k
+
+    def run(mode, config):
+        with _policy_entry(k.LAUNCH_POLICY["cuda"], "x3" if mode == "fp32" else "default", config):
+            x, w1, b1, w2, b2 = _t(102400, 128), _t(512, 128), _t(512), _t(128, 512), _t(128)
+            y, h = k.feed_forward_gemm_fwd(x, w1, b1, w2, b2, x)
+            k.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, "cublas")
+
+    sweep = _sweep_module()
+    yield from _tiling_cases("ffn-tiles", sweep.FFN_GEMM_QUICK if quick else sweep.FFN_GEMM_SPACE, run,
+                             tuple(sweep.FFN_GEMM_QUICK_MODES if quick else sweep.FFN_GEMM_MODES))
 
 
 def s4d_tile_cases(quick: bool):
@@ -379,8 +397,8 @@ def encoder_cases(quick: bool):
 
 CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases, "decoder": decoder_cases,
          "encoder": encoder_cases, "gate_tiles": gate_tile_cases, "s4d_tiles": s4d_tile_cases,
-         "spectral_tiles": spectral_tile_cases}
-TILING_CASES = {"gate_tiles", "s4d_tiles", "spectral_tiles"}  # the sweeps' spaces: compiled only when named
+         "spectral_tiles": spectral_tile_cases, "ffn_tiles": ffn_tile_cases}
+TILING_CASES = {"gate_tiles", "s4d_tiles", "spectral_tiles", "ffn_tiles"}  # the sweeps' spaces: compiled only when named
 
 
 # ----------------------------------------------------------------------------- compiling
@@ -517,8 +535,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", nargs="+", choices=sorted(CASES), default=sorted(set(CASES) - TILING_CASES),
-                        help="which ops' kernels to compile (default: all; gate_tiles / s4d_tiles / spectral_tiles, "
-                             "the tilings kernel_sweep.py --only gate / s4d / configs times, only when named)")
+                        help="which ops' kernels to compile (default: all; gate_tiles / s4d_tiles / spectral_tiles / "
+                             "ffn_tiles, the tilings kernel_sweep.py --only gate / s4d / configs / ffn times, only "
+                             "when named)")
     parser.add_argument("--quick", action="store_true",
                         help="one shape per op (S = 128, H = 128, T = 25) in every precision mode")
     parser.add_argument("--kernels", nargs="+", metavar="NAME",

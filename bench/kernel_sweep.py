@@ -8,7 +8,8 @@ Prints one table per sweep (median ms by triton.testing.do_bench) and writes the
     TOEPLITZ_DOT_POLICY["cuda"] (the op was 11x its HBM floor on the H200), the CUDA-core Toeplitz
     kernels' -> TOEPLITZ_FMA_POLICY["cuda"], then "toeplitz" vs "scan" per T -> TOEPLITZ_MAX_T;
   - the feed-forward's row GEMMs (method="gemm"): tile configurations in fp32 mode (3xTF32, the
-    policy's "x3" entry) and under TF32 ("default") -> kernels.ffn_gemm.LAUNCH_POLICY["cuda"];
+    policy's "x3" entry) and under TF32 ("default"; --quick: fp32 mode only, each tiling also as persistent
+    programs) -> kernels.ffn_gemm.LAUNCH_POLICY["cuda"];
   - the gate: its four kernels' tiles at H = 128 in fp32 mode (tf32x3 dots) and under TF32 ->
     kernels.gate_fusion.TILE_POLICY, and the weight-gradient kernel's -> WGRAD_POLICY["cuda"].
 Usage: python bench/kernel_sweep.py [--out sweep.json] [--quick] [--only spectral|configs|s4d|ffn|gate ...]
@@ -159,6 +160,14 @@ def sweep_s4d(lengths, batch=32, S=128, width=128, n=32):
 
 FFN_GEMM_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[64, 128], BLOCK_K=[32, 64], num_warps=[4, 8], num_stages=[2, 3, 4])
 FFN_GEMM_MODES = {"fp32": ("x3", False), "tf32": ("default", True)}  # mode -> (policy entry, TF32 allowed)
+# --quick: fp32 mode only (the row GEMMs are its default; TF32 and bf16 run the cuBLASLt epilogue), 32-deep K steps
+# (at 64 the x3 tiles' 2 B planes and A leave room for 2 stages at most), 2 or 3 stages (4 with 128 x 128 tiles as
+# persistent programs needs 240 KB of shared memory, over an H100's 227), each tiling also as persistent programs
+# (LAUNCH_POLICY's "persistent"): 16 tilings, about 4 row-GEMM compilations each; all compile for sm_90 without
+# spills (bench/compile_sm90.py --ops ffn_tiles --quick).
+FFN_GEMM_QUICK = dict(BLOCK_M=[64, 128], BLOCK_N=[64, 128], BLOCK_K=[32], num_warps=[8], num_stages=[2, 3],
+                      persistent=[False, True])
+FFN_GEMM_QUICK_MODES = {"fp32": FFN_GEMM_MODES["fp32"]}
 # The S4D Toeplitz kernels' tiling (kernels.s4d_scan.TOEPLITZ_DOT_POLICY): "elements" bounds a program's
 # [BH, T_PAD, max(T_PAD, BN)] tile, so at T = 25 (T_PAD 32) it sets BH = elements / 1024 channels for BN <= 32
 # (2..8) and elements / 2048 for BN = 64 (1..4): 4..32 contiguous bytes a row in fp32; BN columns a dot,
@@ -207,10 +216,11 @@ def sweep_policy_entries(container: dict, entries: dict, space: dict, sizes, mak
     return results
 
 
-def sweep_ffn_gemm_configs(sizes, width=128, rows_per_s=800, space=None, device="cuda", timer=None):
+def sweep_ffn_gemm_configs(sizes, width=128, rows_per_s=800, space=None, device="cuda", timer=None, modes=None):
     """feed_forward(method="gemm") fwd + bwd (x [rows_per_s * S, width], F = 4 width, the residual on) under
     each tile configuration of space (default FFN_GEMM_SPACE) as kernels.ffn_gemm.LAUNCH_POLICY[device]'s
-    entry for the mode (FFN_GEMM_MODES), every row GEMM of the step taking it (sweep_policy_entries)."""
+    entry for the mode (modes, default FFN_GEMM_MODES), every row GEMM of the step taking it
+    (sweep_policy_entries)."""
     from amg_fast.kernels import ffn_gemm
     from amg_fast.ops.ffn import feed_forward
 
@@ -222,8 +232,8 @@ def sweep_ffn_gemm_configs(sizes, width=128, rows_per_s=800, space=None, device=
                    for shape in ((4 * width, width), (4 * width,), (width, 4 * width), (width,))]
         return fwd_bwd(lambda *a: feed_forward(*a, residual=a[0], backend="triton", method="gemm"), x, *weights)
 
-    return sweep_policy_entries(policy, FFN_GEMM_MODES, space or FFN_GEMM_SPACE, sizes, make_run, "ffn-gemm", timer,
-                                fallback="default")
+    return sweep_policy_entries(policy, modes or FFN_GEMM_MODES, space or FFN_GEMM_SPACE, sizes, make_run, "ffn-gemm",
+                                timer, fallback="default")
 
 
 def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device="cuda", timer=None, kind="dot"):
@@ -343,7 +353,9 @@ def main(argv=None) -> int:
         "s4d_method": ("s4d", lambda: sweep_s4d([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 1000])),
         "spectral_configs": ("configs", lambda: sweep_spectral_configs([128] if quick else [32, 128, 1024],
                                                                        spaces=SPECTRAL_QUICK if quick else None)),
-        "ffn_gemm_configs": ("ffn", lambda: sweep_ffn_gemm_configs([128] if quick else [32, 128])),
+        "ffn_gemm_configs": ("ffn", lambda: sweep_ffn_gemm_configs([128] if quick else [32, 128],
+                                                                   space=FFN_GEMM_QUICK if quick else None,
+                                                                   modes=FFN_GEMM_QUICK_MODES if quick else None)),
         "gate_configs": ("gate", lambda: sweep_gate_configs([128] if quick else [32, 128],
                                                             spaces=GATE_QUICK if quick else None)),
     }

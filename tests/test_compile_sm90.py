@@ -104,22 +104,24 @@ def test_global_load_kinds_from_sass():
 
 
 def test_the_tiling_cases_launch_each_configuration_the_sweeps_time():
-    """--ops gate_tiles / s4d_tiles / spectral_tiles: each configuration of bench/kernel_sweep.py's quick spaces is what the
-    swept kernel launches with in its case (in fp32 mode and under TF32), and the policies come back."""
+    """--ops gate_tiles / s4d_tiles / spectral_tiles / ffn_tiles: each configuration of bench/kernel_sweep.py's quick
+    spaces is what the swept kernel launches with in its case (in fp32 mode and under TF32; the feed-forward's in
+    fp32 mode), and the policies come back."""
     import copy
 
-    from amg_fast.kernels import gate_fusion, s4d_scan, spectral_conv
+    from amg_fast.kernels import ffn_gemm, gate_fusion, s4d_scan, spectral_conv
 
     harness = _load_harness()
     policies = (gate_fusion.TILE_POLICY, gate_fusion.WGRAD_POLICY, s4d_scan.TOEPLITZ_DOT_POLICY,
-                spectral_conv.LAUNCH_POLICY)
+                spectral_conv.LAUNCH_POLICY, ffn_gemm.LAUNCH_POLICY)
     before = copy.deepcopy(policies)
-    launches, errors = harness.capture(["gate_tiles", "s4d_tiles", "spectral_tiles"], quick=True)
+    launches, errors = harness.capture(["gate_tiles", "s4d_tiles", "spectral_tiles", "ffn_tiles"], quick=True)
     assert not errors, errors
     swept = {"fwd": "_gate_fusion_fwd_kernel", "bwd": "_gate_fusion_bwd_kernel",
              "fwd_readout": "_gate_fusion_fwd_kernel", "bwd_readout": "_gate_fusion_bwd_kernel", "wgrad": "_weight_grad_kernel",
              "s4d-tiles": "_s4d_toeplitz_dot_bwd_kernel", "transform": "_spectral_conv1d_transform_kernel",
-             "mix": "_spectral_conv1d_mix_kernel", "dweight": "_spectral_conv1d_dweight_kernel"}
+             "mix": "_spectral_conv1d_mix_kernel", "dweight": "_spectral_conv1d_dweight_kernel",
+             "ffn-tiles": "_row_gemm_kernel"}
     checked = set()
     for launch in launches:
         words = launch.case.split()
@@ -135,5 +137,6 @@ def test_the_tiling_cases_launch_each_configuration_the_sweeps_time():
     sweep = harness._sweep_module()
     cases = sum(len(list(itertools.product(*space.values()))) for space in
                 (*sweep.GATE_QUICK.values(), sweep.S4D_TOEPLITZ_QUICK, *sweep.SPECTRAL_QUICK.values()))
-    assert len(checked) == 2 * cases  # every configuration, in both modes
+    ffn_cases = len(list(itertools.product(*sweep.FFN_GEMM_QUICK.values()))) * len(sweep.FFN_GEMM_QUICK_MODES)
+    assert len(checked) == 2 * cases + ffn_cases  # every configuration, in both modes (the feed-forward's in its)
     assert policies == before
