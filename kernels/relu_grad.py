@@ -11,8 +11,12 @@ and then dh.sum(0) (read dh again): on the H200 at S = 128 (M = 102400, F = 512;
 results/gpu/20261129-1927-h200/bench, profile) 0.145 ms and ~0.15 ms a layer, against an HBM floor of
 0.131 ms for the one pass (630 MB) and 0.044 for the sum's; db2's own sum kernel read dy [M, 128]
 (the same profile: the column sums took 0.84 ms a step, 8 kernels). Here each program streams row tiles pid,
-pid + grid, ... (kernels/_rows.py) with every column in registers, sums its tiles' columns, and writes one
-partial sum a program; one torch sum of the partials (deterministic).
+pid + grid, ... (kernels/_rows.py) with every column in registers, adds its tiles elementwise, sums the rows of
+that once at the end, and writes one partial sum a program; one torch sum of the partials (deterministic).
+The H200 timed the first form, which summed each tile's rows in the loop (a cross-warp reduction with barriers
+every 16 rows), at 0.17 ms a layer in TF32 (77% of HBM's rate) and 0.20 ms in bf16 (1.6 TB/s: 19% of the bf16
+step; 2026-11-30, results/gpu/20261130-0050-h200/bench, profile); compiled for sm_90, the loop of this form has
+no shuffle and only the pipeline's barriers (untimed).
 """
 from __future__ import annotations
 
@@ -41,8 +45,10 @@ def _relu_grad_kernel(g_ptr, h_ptr, dy_ptr, dh_ptr, part_ptr, M, N, N_DY, FP64: 
     cmask = cols < N
     dy_cols = tl.arange(0, DY_PAD)
     dy_cmask = dy_cols < N_DY
-    acc = to_acc(tl.zeros((H_PAD,), dtype=tl.float32), FP64)
-    acc_dy = to_acc(tl.zeros((DY_PAD,), dtype=tl.float32), FP64)
+    # the tiles are summed elementwise and reduced over their rows once, after the loop: a sum over the rows of each
+    # tile (a cross-warp reduction through shared memory, barriers included) was 3x the HBM time in bf16
+    acc = to_acc(tl.zeros((BLOCK_M, H_PAD), dtype=tl.float32), FP64)
+    acc_dy = to_acc(tl.zeros((BLOCK_M, DY_PAD), dtype=tl.float32), FP64)
     for m0 in tl.range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M, num_stages=STAGES):
         rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
         rmask = rows < M
@@ -51,13 +57,13 @@ def _relu_grad_kernel(g_ptr, h_ptr, dy_ptr, dh_ptr, part_ptr, M, N, N_DY, FP64: 
         g = tl.load(g_ptr + off, mask=mask, other=0.0)
         dh = tl.where(tl.load(h_ptr + off, mask=mask, other=0.0) <= 0, 0.0, g)
         tl.store(dh_ptr + off, dh.to(dh_ptr.dtype.element_ty), mask=mask)
-        acc += tl.sum(to_acc(dh, FP64), axis=0)
+        acc += to_acc(dh, FP64)
         dy = tl.load(dy_ptr + rows[:, None] * N_DY + dy_cols[None, :], mask=rmask[:, None] & dy_cmask[None, :],
                      other=0.0)
-        acc_dy += tl.sum(to_acc(dy, FP64), axis=0)
+        acc_dy += to_acc(dy, FP64)
     part = part_ptr + tl.program_id(0).to(tl.int64) * (N + N_DY)
-    tl.store(part + cols, acc, mask=cmask)
-    tl.store(part + N + dy_cols, acc_dy, mask=dy_cmask)
+    tl.store(part + cols, tl.sum(acc, axis=0), mask=cmask)
+    tl.store(part + N + dy_cols, tl.sum(acc_dy, axis=0), mask=dy_cmask)
 
 
 def relu_backward_with_bias_grads(g: torch.Tensor, h: torch.Tensor, dy: torch.Tensor
