@@ -157,7 +157,9 @@ def spectral_cases(quick: bool):
 def s4d_cases(quick: bool):
     """S4D at u [B, T, S, H] = [32, T, S, 128], N = 32: every method's forward and backward (the Toeplitz
     product also on the CUDA cores, TOEPLITZ_FMA_POLICY's "use"), the convolution-kernel builders (poles and
-    ZOH), the rollout step."""
+    ZOH), the rollout step; the memory's readout GLU(Linear) backward (kernels/glu_grad.py) on its [rows, 2H]
+    pre-activation."""
+    from amg_fast.kernels import glu_grad
     from amg_fast.kernels import s4d_scan as k
 
     def run(u, method, gelu):
@@ -190,6 +192,9 @@ def s4d_cases(quick: bool):
         for method, gelu in methods:
             yield (f"s4d T{T} S{S} {method}{' gelu' if gelu else ''} {mode}",
                    lambda u=u, m=method, g=gelu: run(u, m, g), mode)
+        dz, pre = _t(u.numel() // 128, 128, dtype=u.dtype), _t(u.numel() // 128, 256, dtype=u.dtype)
+        yield (f"s4d-readout glu-grad T{T} S{S} {mode}",
+               lambda a=dz, b=pre: glu_grad.glu_backward_with_bias_grads(a, b), mode)
 
 
 def gate_cases(quick: bool):

@@ -13,7 +13,7 @@ import triton.language as tl
 
 from amg_fast.kernels._common import cdiv, next_pow2
 
-__all__ = ["to_acc", "ROW_STREAM_POLICY", "row_stream_tiling"]
+__all__ = ["to_acc", "acc_zeros", "ROW_STREAM_POLICY", "row_stream_tiling"]
 
 # "elements": the row tile's register budget (BLOCK_M = elements // H_PAD rows, at least 1); "programs": the
 # grid (about two per SM of an H100); "stages": the row loop's pipeline depth (tl.range num_stages: 2 has
@@ -36,6 +36,13 @@ def to_acc(x, FP64: tl.constexpr):
     else:
         y = x.to(tl.float32)
     return y
+
+
+@triton.jit
+def acc_zeros(ROWS: tl.constexpr, COLS: tl.constexpr, FP64: tl.constexpr):
+    """A [ROWS, COLS] tile of zeros in the accumulation dtype: the streaming kernels add their row tiles into it
+    elementwise and reduce its rows once after the loop (a reduction every tile costs a cross-warp exchange)."""
+    return to_acc(tl.zeros((ROWS, COLS), dtype=tl.float32), FP64)
 
 
 def row_stream_tiling(M: int, width: int, policy: dict, device: torch.device) -> dict:

@@ -341,9 +341,9 @@ def planes_weight_grads(products, size: int) -> torch.Tensor:
                 or bt.shape[2] != R or bt.dtype != torch.float32 or not bt.is_contiguous():
             raise ValueError(f"planes_weight_grads: a must be contiguous float32 [{R}, M] and bt float32 [2, N, "
                              f"{R}] planes, got a {a.dtype} {tuple(a.shape)}, bt {bt.dtype} {tuple(bt.shape)}")
-    if sum(a.shape[1] * bt.shape[1] for a, bt, _, _ in products) != size:
-        raise ValueError(f"planes_weight_grads: the products' {[(a.shape[1], bt.shape[1]) for a, bt, _, _ in products]} "
-                         f"elements must cover size = {size}")
+    shapes = [(a.shape[1], bt.shape[1]) for a, bt, _, _ in products]
+    if sum(m * n for m, n in shapes) != size:
+        raise ValueError(f"planes_weight_grads: the products' {shapes} elements must cover size = {size}")
     policy = dict(WGRAD_PLANES_POLICY.get(a0.device.type, WGRAD_PLANES_POLICY["cuda"]))
     programs = policy.pop("programs")
     if a0.device.type == "cpu":  # the interpreter: no larger than the shapes need (tl.dot dims >= 16)

@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, new_output, next_pow2, wrap_triton
-from amg_fast.kernels._rows import ROW_STREAM_POLICY, row_stream_tiling, to_acc
+from amg_fast.kernels._rows import ROW_STREAM_POLICY, acc_zeros, row_stream_tiling, to_acc
 
 __all__ = ["relu_backward_with_bias_grads", "LAUNCH_POLICY", "MAX_WIDTH"]
 
@@ -45,10 +45,7 @@ def _relu_grad_kernel(g_ptr, h_ptr, dy_ptr, dh_ptr, part_ptr, M, N, N_DY, FP64: 
     cmask = cols < N
     dy_cols = tl.arange(0, DY_PAD)
     dy_cmask = dy_cols < N_DY
-    # the tiles are summed elementwise and reduced over their rows once, after the loop: a sum over the rows of each
-    # tile (a cross-warp reduction through shared memory, barriers included) was 3x the HBM time in bf16
-    acc = to_acc(tl.zeros((BLOCK_M, H_PAD), dtype=tl.float32), FP64)
-    acc_dy = to_acc(tl.zeros((BLOCK_M, DY_PAD), dtype=tl.float32), FP64)
+    acc, acc_dy = acc_zeros(BLOCK_M, H_PAD, FP64), acc_zeros(BLOCK_M, DY_PAD, FP64)  # rows reduced after the loop
     for m0 in tl.range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M, num_stages=STAGES):
         rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
         rmask = rows < M

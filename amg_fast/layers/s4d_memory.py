@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from amg_fast._checks import check_int_range
-from amg_fast.ops import s4d_step
+from amg_fast.ops import linear_glu, s4d_step
 from amg_fast.ops.s4d import s4d_discretize, s4d_zoh_scan
 
 __all__ = ["S4DMemory"]
@@ -57,8 +57,9 @@ class S4DMemory(nn.Module):
         return self.log_dt, self.log_A_real, self.A_imag, self.C
 
     def readout(self, a: torch.Tensor) -> torch.Tensor:
-        """z = GLU(Linear_{H->2H}(a)) of the activations a = GELU(S4D(h)): [..., H] -> [..., H]."""
-        return F.glu(self.output_linear(a), dim=-1)
+        """z = GLU(Linear_{H->2H}(a)) of the activations a = GELU(S4D(h)): [..., H] -> [..., H] (op linear_glu: on the
+        Triton backend the GLU's backward and the bias gradient in one pass)."""
+        return linear_glu(a, self.output_linear.weight, self.output_linear.bias, backend=self.backend)
 
     def activations(self, h: torch.Tensor) -> torch.Tensor:
         """a = GELU(S4D(h)), h [B, T, S, H] or [B, T, X, Y, H] -> the same shape (what the readout takes; AMGFNO hands it to

@@ -14,6 +14,7 @@ from torch.library import triton_op
 
 from amg_fast.kernels import composed_linear as _composed
 from amg_fast.kernels import ffn_gemm as _ffn_gemm
+from amg_fast.kernels import glu_grad as _glu_grad
 from amg_fast.kernels import gate_fusion as _gate
 from amg_fast.kernels import grid_linear as _grid_linear
 from amg_fast.kernels import relu_grad as _relu_grad
@@ -172,6 +173,15 @@ def _relu_backward_with_bias_grads_op(g: torch.Tensor, h: torch.Tensor, dy: torc
     """g, h [M, F], dy [M, H_out] -> (dh = g where h > 0 else 0, [db1 | db2] flat: dh's and dy's column sums,
     accumulation dtype)."""
     return _relu_grad.relu_backward_with_bias_grads(g, h, dy)
+
+
+# ----------------------------------------------------------------------------- linear_glu
+
+@triton_op("amg_fast::glu_backward_with_bias_grads", mutates_args=())
+def _glu_backward_with_bias_grads_op(dz: torch.Tensor, pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """dz [M, H], pre [M, 2H] -> (dpre = glu_backward(dz, pre, -1), its column sums [2H] in the accumulation
+    dtype)."""
+    return _glu_grad.glu_backward_with_bias_grads(dz, pre)
 
 
 # ----------------------------------------------------------------------------- composed_linear
