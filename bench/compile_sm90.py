@@ -200,7 +200,8 @@ def s4d_cases(quick: bool):
 def gate_cases(quick: bool):
     """The gate at h [B*T*S, H] (B = 32, T = 25, S = 128) for H in the tests' widths: forward and
     backward with chi 0-dim and [B], the frequency gate, the readout folded in (memory_gate, H <= 128),
-    the split-K weight-gradient kernel, the cuBLAS method's elementwise kernels (fp32, fp64)."""
+    the split-K weight-gradient kernel or cuBLAS's GEMMs and the column sums beside them, the cuBLAS method's
+    elementwise kernels (fp32, fp64)."""
     from amg_fast.kernels import gate_fusion as k
 
     def run(h, freq, readout, per_batch):
@@ -213,6 +214,7 @@ def gate_cases(quick: bool):
         k.gate_grads(h, h, w_z, w_h, b, chi, torch.empty_like(h), None, fr, ro)
         if not readout:
             k.gate_grads(h, h, w_z, w_h, b, chi, torch.empty_like(h), torch.empty_like(h), fr, ro)
+            k.gate_grads(h, h, w_z, w_h, b, chi, torch.empty_like(h), None, fr, ro, cublas=True)  # column_sums
         if not readout and h.dtype in (torch.float32, torch.float64):  # the cuBLAS method's elementwise kernels
             _, _, logits = k.gate_cublas_fwd(h, h, w_z, w_h, b, chi, fr)
             k.gate_cublas_grads(h, h, w_z, w_h, b, chi, logits, torch.empty_like(h), torch.empty_like(h), fr)

@@ -11,9 +11,9 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import cdiv, next_pow2
+from amg_fast.kernels._common import acc_dtype, cdiv, new_output, next_pow2, wrap_triton
 
-__all__ = ["to_acc", "acc_zeros", "ROW_STREAM_POLICY", "row_stream_tiling"]
+__all__ = ["to_acc", "acc_zeros", "ROW_STREAM_POLICY", "row_stream_tiling", "column_sums", "COLUMN_SUMS_POLICY"]
 
 # "elements": the row tile's register budget (BLOCK_M = elements // H_PAD rows, at least 1); "programs": the
 # grid (about two per SM of an H100); "stages": the row loop's pipeline depth (tl.range num_stages: 2 has
@@ -55,3 +55,51 @@ def row_stream_tiling(M: int, width: int, policy: dict, device: torch.device) ->
     programs = max(1, min(chosen["programs"], cdiv(M, block_m)))
     return {"grid": (programs,), "H_PAD": h_pad, "BLOCK_M": block_m, "num_warps": chosen["num_warps"],
             "STAGES": chosen["stages"]}
+
+
+COLUMN_SUMS_POLICY = {device: dict(policy) for device, policy in ROW_STREAM_POLICY.items()}
+
+
+@triton.jit
+def _column_sums_kernel(a_ptr, b_ptr, part_ptr, M, NA, NB, HAS_B: tl.constexpr, FP64: tl.constexpr,
+                        A_PAD: tl.constexpr, B_PAD: tl.constexpr, BLOCK_M: tl.constexpr, STAGES: tl.constexpr):
+    """part[pid] = [the column sums of a [M, NA] | of b [M, NB] (HAS_B)] over the row tiles pid, pid + grid, ...
+    (row-major), in the accumulation dtype."""
+    ca, cb = tl.arange(0, A_PAD), tl.arange(0, B_PAD)
+    acc_a, acc_b = acc_zeros(BLOCK_M, A_PAD, FP64), acc_zeros(BLOCK_M, B_PAD, FP64)
+    for m0 in tl.range(tl.program_id(0) * BLOCK_M, M, tl.num_programs(0) * BLOCK_M, num_stages=STAGES):
+        rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
+        rmask = rows < M
+        acc_a += to_acc(tl.load(a_ptr + rows[:, None] * NA + ca[None, :], mask=rmask[:, None] & (ca < NA)[None, :],
+                                other=0.0), FP64)
+        if HAS_B:
+            acc_b += to_acc(tl.load(b_ptr + rows[:, None] * NB + cb[None, :],
+                                    mask=rmask[:, None] & (cb < NB)[None, :], other=0.0), FP64)
+    part = part_ptr + tl.program_id(0).to(tl.int64) * (NA + NB)
+    tl.store(part + ca, tl.sum(acc_a, axis=0), mask=ca < NA)
+    if HAS_B:
+        tl.store(part + NA + cb, tl.sum(acc_b, axis=0), mask=cb < NB)
+
+
+def column_sums(a: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+    """[a's column sums | b's] for a [M, NA] and b [M, NB] or None (2-D, the same rows), in their accumulation dtype:
+    one Triton launch streaming the rows (tiles added elementwise, their rows reduced once a program) and one
+    torch sum of the partials (deterministic). torch's own sum over the rows of the gate's dlogits [rows, 128]
+    ran at 0.5 TB/s on the H200 (0.105 ms at S = 128, 2026-11-30 profile)."""
+    if a.dim() != 2 or (b is not None and (b.dim() != 2 or b.shape[0] != a.shape[0])):
+        raise ValueError(f"column_sums: a must be [M, NA] and b [M, NB] or None, got {tuple(a.shape)} and "
+                         f"{None if b is None else tuple(b.shape)}")
+    a = a.contiguous()
+    b = None if b is None else b.contiguous()
+    (M, na), nb = a.shape, 0 if b is None else b.shape[1]
+    tiling = row_stream_tiling(M, na + nb, COLUMN_SUMS_POLICY, a.device)
+    grid = tiling.pop("grid")
+    part = new_output((grid[0], na + nb), dtype=acc_dtype(a, *(() if b is None else (b,))), device=a.device)
+    if M == 0:
+        part.zero_()
+    elif na + nb:
+        wrap_triton(_column_sums_kernel)[grid](a, a if b is None else b, part, M, na, nb, HAS_B=b is not None,
+                                               FP64=part.dtype == torch.float64, A_PAD=next_pow2(na, 1),
+                                               B_PAD=next_pow2(nb, 1), BLOCK_M=tiling["BLOCK_M"],
+                                               num_warps=tiling["num_warps"], STAGES=tiling["STAGES"])
+    return part.sum(0)

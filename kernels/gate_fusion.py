@@ -53,6 +53,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._rows import column_sums
 from amg_fast.kernels._tf32 import split_dot, split_tf32
 from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_x3
 
@@ -703,9 +704,9 @@ def _weight_grad_parts(dlogits, dchi_rows, z2, h2, chi, freq, saved, cublas: boo
             raise ValueError("cublas weight gradients are for the plain gate (readout=None)")
         gemm_dtype = torch.bfloat16 if h2.dtype == torch.bfloat16 else dlogits.dtype
         dl_t = dlogits.to(gemm_dtype).T
-        parts = [(dl_t @ z2.to(gemm_dtype)).flatten(), (dl_t @ h2.to(gemm_dtype)).flatten(), dlogits.sum(0),
-                 dchi_batch if per_batch else dchi_rows.sum(0)]
-        return torch.cat([p.to(dlogits.dtype) for p in parts])
+        sums = column_sums(dlogits, None if per_batch else dchi_rows)  # [db | dchi], or [db] beside dchi_batch
+        parts = [(dl_t @ z2.to(gemm_dtype)).flatten(), (dl_t @ h2.to(gemm_dtype)).flatten(), sums]
+        return torch.cat([p.to(dlogits.dtype) for p in parts + ([dchi_batch] if per_batch else [])])
     if saved is None:
         products = [(dlogits, z2, h2)]
     else:  # z2 holds a: (dlogits; z formed and saved by the kernel, h) and (dp; a)
