@@ -250,9 +250,10 @@ def test_planes_weight_grads_name_bad_arguments(kdev):
         ffn_gemm.planes_weight_grads([], 0)
     with pytest.raises(ValueError, match=r"elements must cover size = 13"):
         ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1))], 13)
-    with pytest.raises(ValueError, match=r"bt float32 \[2, N, 8\] planes, got a torch.float32 \(8, 4\), bt "
-                                         r"torch.float32 \(3, 8\)"):
-        ffn_gemm.planes_weight_grads([(a, bt[0], 0, (3, 1))], 12)
+    for bad in (bt[0], bt[:, 0]):  # a 2-D bt, one with 2 rows too
+        with pytest.raises(ValueError, match=r"bt float32 \[2, N, 8\] planes, got a torch.float32 \(8, 4\), bt "
+                                             r"torch.float32 \((3|2), 8\)"):
+            ffn_gemm.planes_weight_grads([(a, bad, 0, (3, 1))], 12)
     with pytest.raises(ValueError, match=r"a_planes must be a contiguous float32 \[2, 4, 8\] buffer"):
         ffn_gemm.row_gemm(a, torch.zeros(5, 4, device=kdev), transpose_w=True, a_planes=bt)
 
@@ -280,6 +281,22 @@ def test_backward_with_planes_weight_grads(dy_dtype, gen, kdev, monkeypatch, poi
         assert a.dtype == torch.float32 and rel_err(a, b) <= 1e-5, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
+def test_planes_backward_takes_a_tf32_setting_changed_since_the_forward(gen, kdev, allow_tf32, tf32_mma):
+    """TF32 allowed between the forward (fp32 mode: x^T's planes written) and the backward: the backward still
+    takes the planes (its dh and dx then in plain TF32, its weight gradients 3xTF32), within TF32's error."""
+    M, h_in, hidden, h_out = 64, 16, 32, 16
+    x, w1, b1, w2, b2 = (_rand32(gen, kdev, *s) for s in ((M, h_in), (hidden, h_in), (hidden,), (h_out, hidden),
+                                                          (h_out,)))
+    allow_tf32(False)
+    y, h, xt = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
+    allow_tf32(True)
+    dy = _rand32(gen, kdev, M, h_out)
+    _, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes")
+    dh = (dy.double() @ w2.double()) * (h.double() > 0)
+    dw1, _, dw2, _ = ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out)
+    assert rel_err(dw1, dh.T @ x.double()) <= 3e-3 and rel_err(dw2, dy.double().T @ h.double()) <= 1e-5
+
+
 def test_planes_path_names_bad_arguments(gen, kdev):
     """x_planes and wgrad="planes" only where the dots split (fp32 mode); wgrad one of three."""
     x, w1, b1, w2, b2 = (torch.ones(*s, dtype=torch.float64, device=kdev) for s in ((4, 2), (3, 2), (3,), (2, 3),
@@ -287,7 +304,7 @@ def test_planes_path_names_bad_arguments(gen, kdev):
     with pytest.raises(ValueError, match="x_planes is for fp32 mode's split dots .*torch.float64 x"):
         ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
     y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
-    with pytest.raises(ValueError, match="wgrad='planes' is for fp32 mode's split dots, got torch.float64"):
+    with pytest.raises(ValueError, match=r"wgrad='planes' is for float32 activations \(fp32 mode's\), got torch.float64"):
         ffn_gemm.feed_forward_gemm_bwd(y, x, h, w1, w2, True, "planes")
     with pytest.raises(ValueError, match=r"wgrad must be one of \('triton', 'cublas', 'planes'\), got True"):
         ffn_gemm.feed_forward_gemm_bwd(y, x, h, w1, w2, True, True)
