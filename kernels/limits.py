@@ -111,8 +111,8 @@ FFN_AUTO_METHOD = {"fp32": "gemm", "tf32": "epilogue", "bf16": "epilogue", "fp16
 # spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
 KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_WGRAD_PLANES",
-                   "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_S4D_FMA", "AMG_FAST_WGRAD", "AMG_FAST_GATE_X3",
-                   "AMG_FAST_GATE_METHOD", "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM",
+                   "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_S4D_FMA", "AMG_FAST_WGRAD",
+                   "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM",
                    "AMG_FAST_SPECTRAL_MIX", "AMG_FAST_SPECTRAL_DFT_GEMM", "AMG_FAST_SPECTRAL_REDUCED_DOTS",
                    "AMG_FAST_SPECTRAL_WEIGHT_PLANES", "AMG_FAST_SPECTRAL_X3")
 _IMPORT_TIME_READERS: list = []  # each module's reader of its import-time switches (read_at_import)

@@ -990,7 +990,7 @@ def _mix_torch(spec: torch.Tensor, planes: torch.Tensor, out: torch.Tensor, K: i
 
     Rows and out both laid out as all real parts, then all imaginary parts (the "dft" path): W^H's blocks are
     W's transposed, so the forward returns its blocks and the backward, given them as blocks, multiplies by
-    their transpose (cuBLAS's transposed operand; no launch, 4 (K H)^2 bytes kept a layer). Else None, and the
+    their transpose (cuBLAS's transposed operand; no launch; 16 K H^2 bytes kept a layer in fp32). Else None, and the
     blocks are built here (the "fft" path: rfft's rows are not paired, the irfft buffer is)."""
     rows, paired_in = mode_rows(spec, K)
     P, modes, Q, C_out, _ = out.shape

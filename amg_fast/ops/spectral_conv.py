@@ -70,9 +70,10 @@ class SpectralConv1dFn(torch.autograd.Function):
     (kernels.limits.spectral_transform). The forward keeps the spectrum of x (as large as x at K = S/2)
     and W's planes as the mixing reads them (real and imaginary; in fp32 mode the TF32 splits of what its
     products read, 2x (four) or 3x (Gauss) as large) and, from the cuBLAS mixing of the "dft" path, W's real
-    blocks [K, 2 H_in, 2 H_out], whose transpose is W^H's (the backward builds none), for the backward. The DFT bases are computed here (cached in eager
-    mode) and passed to the custom ops as tensors; the fft path reads only their dtype, so it gets (and
-    saves) two empty tensors of the work dtype instead (at S = 4096 the fp32 bases' planes were 256 MB).
+    blocks [K, 2 H_in, 2 H_out], whose transpose is W^H's (the backward builds none), for the backward. The DFT
+    bases are computed here (cached in eager mode) and passed to the custom ops as tensors; the fft path reads
+    only their dtype, so it gets (and saves) two empty tensors of the work dtype instead (at S = 4096 the fp32
+    bases' planes were 256 MB).
     """
 
     @staticmethod

@@ -63,7 +63,8 @@ def test_fused_gradcheck(function, wgrad, gen, kdev, monkeypatch):
 
 
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
-@pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES[::2], ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES[::2]])
+@pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES[::2],
+                         ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES[::2]])
 def test_gemm_with_planes_weight_grads_matches_reference(lead, h_in, hidden, h_out, residual, gen, kdev, monkeypatch,
                                                           poisoned):
     """fp32 mode's row GEMMs with AMG_FAST_FFN_WGRAD_PLANES=1: the forward keeps x^T's TF32 planes, the weight

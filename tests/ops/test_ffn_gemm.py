@@ -304,7 +304,8 @@ def test_planes_path_names_bad_arguments(gen, kdev):
     with pytest.raises(ValueError, match="x_planes is for fp32 mode's split dots .*torch.float64 x"):
         ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
     y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
-    with pytest.raises(ValueError, match=r"wgrad='planes' is for float32 activations \(fp32 mode's\), got torch.float64"):
+    with pytest.raises(ValueError, match=r"wgrad='planes' is for float32 activations \(fp32 mode's\), got "
+                                         r"torch.float64"):
         ffn_gemm.feed_forward_gemm_bwd(y, x, h, w1, w2, True, "planes")
     with pytest.raises(ValueError, match=r"wgrad must be one of \('triton', 'cublas', 'planes'\), got True"):
         ffn_gemm.feed_forward_gemm_bwd(y, x, h, w1, w2, True, True)
