@@ -1,5 +1,6 @@
-"""Helpers shared by the kernels that stream activation rows against a small weight (the encoder's
-grid_linear, the decoder's composed_linear): the accumulation-dtype cast and the grid-stride row tiling.
+"""Helpers shared by the kernels that stream activation rows (the encoder's grid_linear, the decoder's
+composed_linear, relu_grad, glu_grad): the accumulation-dtype cast, the zero accumulator tile and the grid-stride
+row tiling; and column_sums, one such kernel of its own (column sums of tall tensors, where torch's are slow).
 
 Each such kernel runs a fixed number of programs, each looping over row tiles pid, pid + grid, ... so
 that what it forms from the weights once (the decoder's W2 W1) is formed once a program, and writes one
