@@ -83,16 +83,22 @@ def record_returns(monkeypatch, module, name: str) -> list:
     return returned
 
 
+def s4d_sweep_setup(monkeypatch, allow_tf32, policy: str, tiling: str):
+    """(the kernel_sweep module, kernels.s4d_scan, a copy of its policy `policy`, the spied `tiling` results) for
+    an S4D sweep test, TF32 off."""
+    from amg_fast.kernels import s4d_scan
+
+    allow_tf32(False)
+    return (load_bench("kernel_sweep"), s4d_scan, copy.deepcopy(getattr(s4d_scan, policy)),
+            record_returns(monkeypatch, s4d_scan, tiling))
+
+
 def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf32, monkeypatch):
     """The S4D Toeplitz tiling sweep: each configuration is TOEPLITZ_DOT_POLICY[device] while it is timed
     (the kernels launch with its BH, BN and grid), in fp32 mode and under TF32; the policy and the TF32
     setting come back."""
-    from amg_fast.kernels import s4d_scan
-
-    sweep = load_bench("kernel_sweep")
-    allow_tf32(False)
-    before = copy.deepcopy(s4d_scan.TOEPLITZ_DOT_POLICY)
-    seen, tilings = [], record_returns(monkeypatch, s4d_scan, "_dot_tiling")
+    sweep, s4d_scan, before, tilings = s4d_sweep_setup(monkeypatch, allow_tf32, "TOEPLITZ_DOT_POLICY", "_dot_tiling")
+    seen = []
 
     def timer(run):
         tilings.clear()
@@ -117,12 +123,8 @@ def test_s4d_fma_sweep_times_each_tiling_then_the_policy_and_restores(capsys, al
     """kind="fma": each configuration is TOEPLITZ_FMA_POLICY[device] while it is timed (the CUDA-core kernels
     launch with its BHH and BN), in fp32 mode and under TF32; then the policy's own (its "use" off: the
     batched dots, the default the FMA kernels are timed against); the policy and TF32 come back."""
-    from amg_fast.kernels import s4d_scan
-
-    sweep = load_bench("kernel_sweep")
-    allow_tf32(False)
-    before = copy.deepcopy(s4d_scan.TOEPLITZ_FMA_POLICY)
-    seen, tilings = [], record_returns(monkeypatch, s4d_scan, "_fma_tiling")
+    sweep, s4d_scan, before, tilings = s4d_sweep_setup(monkeypatch, allow_tf32, "TOEPLITZ_FMA_POLICY", "_fma_tiling")
+    seen = []
 
     def timer(run):
         tilings.clear()
