@@ -85,12 +85,13 @@ def sweep_spectral_transform(sizes, rows=800, width=128):
 # activations). The mixing's BLOCK_O = 64 reads each X tile twice, the second time from L2 (the grid runs a row
 # tile's output tiles next to each other).
 SPECTRAL_SPACE = {
-    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[16, 32, 64], BLOCK_N=[64, 128], num_warps=[4, 8]),
+    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[16, 32, 64], BLOCK_N=[64, 128], num_warps=[4, 8],
+                      X_LEFT=[True, False]),
     "mix": dict(BLOCK_R=[32, 64, 128], BLOCK_I=[16, 32, 64], BLOCK_O=[64, 128], num_warps=[4, 8]),
     "dweight": dict(BLOCK_R=[16, 32, 64], BLOCK_I=[32, 64, 128], BLOCK_O=[64, 128], SPLIT_R=[1, 4], num_warps=[4, 8]),
 }
-SPECTRAL_QUICK = {  # --quick: 20 configurations a mode
-    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[32], BLOCK_N=[64, 128], num_warps=[4]),
+SPECTRAL_QUICK = {  # --quick: 28 configurations a mode
+    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[32], BLOCK_N=[64, 128], num_warps=[4, 8], X_LEFT=[True, False]),
     "mix": dict(BLOCK_R=[64, 128], BLOCK_I=[16, 32], BLOCK_O=[64, 128], num_warps=[8]),
     "dweight": dict(BLOCK_R=[16, 32], BLOCK_I=[64], BLOCK_O=[64, 128], SPLIT_R=[1], num_warps=[4, 8]),
 }

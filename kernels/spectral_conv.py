@@ -154,17 +154,25 @@ VARIANTS = {
 # memory; 128 rows x 16 x 64 at 8 warps and 3 stages takes 173-177 registers and 104 KB (two programs an SM),
 # reads W half as often as 64-row tiles (176 MB of L2 reads at K = 64 against 327 MB for 64 x 16 x 128, whose
 # one output tile reads X once: 230-237 registers, 164 KB). CPU (Triton's interpreter: a cost per program and
-# loop step) the large tiles; the tests run the GPU's too.
+# loop step) the large tiles; the tests run the GPU's too. The transform's X_LEFT (its kernel's docstring) in
+# fp32 mode and under TF32 (2026-11-30, compiled for sm_90 by triton 3.6 at S = 128; untimed): the input tile
+# the MMA's register operand (HGMMA R, gdesc), loaded by 16-byte cp.async, where basis @ inp wrote the split
+# tile's two parts back to shared memory every step (fp32) or loaded it 4 bytes at a time (TF32: 96 4-byte
+# cp.async a thread a stage against 24 16-byte ones). 128 x 128 on 8 warps: one program a row reads its input
+# once, 127 / 112-126 registers, 128 / 80 KB, no spills (every tiling of SPECTRAL_QUICK compiles without).
+# bf16 keeps basis @ inp (bf16 wgmma reads an n-major tile from shared memory as it is; the timed default).
 _TRANSFORM_TILES = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
+_TRANSFORM_X_LEFT_TILES = dict(BLOCK_M=128, BLOCK_J=32, BLOCK_N=128, num_warps=8, X_LEFT=True)
 _MIX_TILES = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8)
 _DWEIGHT_TILES = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, SPLIT_R=1, num_warps=4)
 LAUNCH_POLICY = {
-    "cuda": {"transform": {"default": dict(_TRANSFORM_TILES)},
+    "cuda": {"transform": {"default": dict(_TRANSFORM_TILES, X_LEFT=False), "x3": dict(_TRANSFORM_X_LEFT_TILES),
+                           "tf32": dict(_TRANSFORM_X_LEFT_TILES)},
              "mix": {"default": dict(_MIX_TILES), "x3": dict(_MIX_TILES, BLOCK_O=64),
                      "x3split": dict(BLOCK_R=128, BLOCK_I=16, BLOCK_O=64, num_warps=8, num_stages=3)},
              "dweight": {"default": dict(_DWEIGHT_TILES, num_warps=8),
                          "x3": dict(_DWEIGHT_TILES, BLOCK_R=16, num_warps=8)}},
-    "cpu": {"transform": {"default": dict(_TRANSFORM_TILES)}, "mix": {"default": dict(_MIX_TILES)},
+    "cpu": {"transform": {"default": dict(_TRANSFORM_TILES, X_LEFT=True)}, "mix": {"default": dict(_MIX_TILES)},
             "dweight": {"default": dict(_DWEIGHT_TILES)}},
 }
 
@@ -405,13 +413,17 @@ def _spectral_conv1d_transform_kernel(
     stride_io, stride_ij, stride_iq, stride_in,
     stride_oo, stride_om, stride_oq, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    ROUND_OUT: tl.constexpr, SPLIT: tl.constexpr,
+    ROUND_OUT: tl.constexpr, SPLIT: tl.constexpr, X_LEFT: tl.constexpr,
 ):
     """out[r, m, n] = sum_j basis[m, j] * inp[r, j, n], one row r = p * INNER + q per program (grid
     axis 0); inp [P, J, Q, N] and out [P, M, Q, N] addressed by (outer, j|m, inner, n) strides. ROUND_OUT:
     out rounded to TF32 (_round_tf32; an fp32 spectrum that plain-TF32 dots read next). SPLIT (fp32 mode):
     basis_ptr is the basis's TF32 hi plane and its lo plane lo_offset elements on (spectral_bases), inp split
-    in registers (_tf32.split_dot: three TF32 products)."""
+    in registers (_tf32.split_dot: three TF32 products). X_LEFT: the transposed product out^T = inp^T basis^T
+    ([BLOCK_N, BLOCK_M] accumulator), so that the inp tile, split (SPLIT) or rounded to TF32 (plain TF32 dots)
+    in registers, is the MMA's register operand; else basis @ inp, where a TF32 wgmma takes the [j, n] inp
+    tile (n-major) only from shared memory: its split parts written back there every step (SPLIT), or (plain
+    TF32) the tile loaded 4 bytes at a time, transposed on the way (LAUNCH_POLICY)."""
     r = tl.program_id(0)
     n_tiles_n = tl.cdiv(N, BLOCK_N)
     pid_m = tl.program_id(1) // n_tiles_n
@@ -422,21 +434,35 @@ def _spectral_conv1d_transform_kernel(
     outer = r.to(tl.int64) // INNER
     inner = r.to(tl.int64) - outer * INNER
     inp_row = inp_ptr + outer * stride_io + inner * stride_iq
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if DOT_PRECISION == "ieee" else tl.float32)
+    acc_dtype: tl.constexpr = tl.float64 if DOT_PRECISION == "ieee" else tl.float32
+    acc = tl.zeros((BLOCK_N, BLOCK_M) if X_LEFT else (BLOCK_M, BLOCK_N), dtype=acc_dtype)
     for j0 in range(0, J, BLOCK_J):
         jj = j0 + offs_j
-        a_offs = offs_m[:, None] * stride_bm + jj[None, :] * stride_bj
-        a_mask = (offs_m[:, None] < M) & (jj[None, :] < J)
+        if X_LEFT:  # basis^T [j, m] and inp^T [n, j] tiles
+            a_offs = jj[:, None] * stride_bj + offs_m[None, :] * stride_bm
+            a_mask = (jj[:, None] < J) & (offs_m[None, :] < M)
+            b_offs = offs_n[:, None] * stride_in + jj[None, :] * stride_ij
+            b_mask = (offs_n[:, None] < N) & (jj[None, :] < J)
+        else:
+            a_offs = offs_m[:, None] * stride_bm + jj[None, :] * stride_bj
+            a_mask = (offs_m[:, None] < M) & (jj[None, :] < J)
+            b_offs = jj[:, None] * stride_ij + offs_n[None, :] * stride_in
+            b_mask = (jj[:, None] < J) & (offs_n[None, :] < N)
         a = tl.load(basis_ptr + a_offs, mask=a_mask, other=0.0)
         a_lo = tl.load(basis_ptr + lo_offset.to(tl.int64) + a_offs, mask=a_mask, other=0.0) if SPLIT else a
-        b = tl.load(inp_row + jj[:, None] * stride_ij + offs_n[None, :] * stride_in,
-                    mask=(jj[:, None] < J) & (offs_n[None, :] < N), other=0.0)
-        acc = split_dot(b.to(a.dtype), a, a_lo, acc, SPLIT, DOT_PRECISION, X_RIGHT=True)
+        b = tl.load(inp_row + b_offs, mask=b_mask, other=0.0).to(a.dtype)
+        if X_LEFT and not SPLIT and DOT_PRECISION == "tf32":
+            b = _round_tf32(b)  # rounded (not truncated by the MMA), and the dot's register operand
+        acc = split_dot(b, a, a_lo, acc, SPLIT, DOT_PRECISION, X_RIGHT=not X_LEFT)
     if ROUND_OUT:
         acc = _round_tf32(acc)
     out_row = out_ptr + outer * stride_oo + inner * stride_oq
-    tl.store(out_row + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
-             acc.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    if X_LEFT:
+        tl.store(out_row + offs_n[:, None] * stride_on + offs_m[None, :] * stride_om,
+                 acc.to(out_ptr.dtype.element_ty), mask=(offs_n[:, None] < N) & (offs_m[None, :] < M))
+    else:
+        tl.store(out_row + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
+                 acc.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
 @triton.jit

@@ -251,7 +251,7 @@ def test_spectral_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsy
     def tiles(warps):
         return dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, num_warps=warps)
 
-    policy = {"transform": {"default": dict(BLOCK_M=16, BLOCK_J=16, BLOCK_N=16, num_warps=4)},
+    policy = {"transform": {"default": dict(BLOCK_M=16, BLOCK_J=16, BLOCK_N=16, num_warps=4, X_LEFT=True)},
               "mix": {"default": tiles(8), "x3": tiles(2), "x3split": tiles(4)},
               "dweight": {"default": dict(tiles(8), SPLIT_R=1), "x3": dict(tiles(2), SPLIT_R=1)}}
     spaces = {"mix": dict(BLOCK_R=[16], BLOCK_I=[16], BLOCK_O=[16], num_warps=[1]),
