@@ -86,12 +86,13 @@ def sweep_spectral_transform(sizes, rows=800, width=128):
 # tile's output tiles next to each other).
 SPECTRAL_SPACE = {
     "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[16, 32, 64], BLOCK_N=[64, 128], num_warps=[4, 8],
-                      X_LEFT=[True, False]),
+                      num_stages=[2, 3], X_LEFT=[True, False]),
     "mix": dict(BLOCK_R=[32, 64, 128], BLOCK_I=[16, 32, 64], BLOCK_O=[64, 128], num_warps=[4, 8]),
     "dweight": dict(BLOCK_R=[16, 32, 64], BLOCK_I=[32, 64, 128], BLOCK_O=[64, 128], SPLIT_R=[1, 4], num_warps=[4, 8]),
 }
 SPECTRAL_QUICK = {  # --quick: 28 configurations a mode
-    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[32], BLOCK_N=[64, 128], num_warps=[4, 8], X_LEFT=[True, False]),
+    "transform": dict(BLOCK_M=[64, 128], BLOCK_J=[32], BLOCK_N=[64, 128], num_warps=[8], num_stages=[2, 3],
+                      X_LEFT=[True, False]),
     "mix": dict(BLOCK_R=[64, 128], BLOCK_I=[16, 32], BLOCK_O=[64, 128], num_warps=[8]),
     "dweight": dict(BLOCK_R=[16, 32], BLOCK_I=[64], BLOCK_O=[64, 128], SPLIT_R=[1], num_warps=[4, 8]),
 }

@@ -159,14 +159,17 @@ VARIANTS = {
 # the MMA's register operand (HGMMA R, gdesc), loaded by 16-byte cp.async, where basis @ inp wrote the split
 # tile's two parts back to shared memory every step (fp32) or loaded it 4 bytes at a time (TF32: 96 4-byte
 # cp.async a thread a stage against 24 16-byte ones). 128 x 128 on 8 warps: one program a row reads its input
-# once, 127 / 112-126 registers, 128 / 80 KB, no spills (every tiling of SPECTRAL_QUICK compiles without).
+# once, 127 / 112-126 registers, no spills (every tiling of SPECTRAL_QUICK compiles without); 2 stages in fp32
+# (80 KB; 3 took 128 KB, one program an SM) and 3 under TF32 (80 KB): two programs an SM, each only 4 K steps
+# long at S = 128, so one's loads overlap the other's epilogue.
 # bf16 keeps basis @ inp (bf16 wgmma reads an n-major tile from shared memory as it is; the timed default).
 _TRANSFORM_TILES = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
-_TRANSFORM_X_LEFT_TILES = dict(BLOCK_M=128, BLOCK_J=32, BLOCK_N=128, num_warps=8, X_LEFT=True)
+_TRANSFORM_X_LEFT_TILES = dict(BLOCK_M=128, BLOCK_J=32, BLOCK_N=128, num_warps=8, X_LEFT=True, num_stages=3)
 _MIX_TILES = dict(BLOCK_R=64, BLOCK_I=32, BLOCK_O=128, num_warps=8)
 _DWEIGHT_TILES = dict(BLOCK_R=32, BLOCK_I=64, BLOCK_O=64, SPLIT_R=1, num_warps=4)
 LAUNCH_POLICY = {
-    "cuda": {"transform": {"default": dict(_TRANSFORM_TILES, X_LEFT=False), "x3": dict(_TRANSFORM_X_LEFT_TILES),
+    "cuda": {"transform": {"default": dict(_TRANSFORM_TILES, X_LEFT=False),
+                           "x3": dict(_TRANSFORM_X_LEFT_TILES, num_stages=2),
                            "tf32": dict(_TRANSFORM_X_LEFT_TILES)},
              "mix": {"default": dict(_MIX_TILES), "x3": dict(_MIX_TILES, BLOCK_O=64),
                      "x3split": dict(BLOCK_R=128, BLOCK_I=16, BLOCK_O=64, num_warps=8, num_stages=3)},
