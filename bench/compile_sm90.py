@@ -229,6 +229,15 @@ def gate_cases(quick: bool):
             yield (f"gate H{H} {'freq ' if freq else ''}{'readout ' if readout else ''}"
                    f"{'chi[B] ' if per_batch else ''}{mode}",
                    lambda h=h, f=freq, r=readout, p=per_batch: run(h, f, r, p), mode)
+        if H == 128 and mode in ("fp32", "tf32"):  # the plain backward's 64-row tiles ($AMG_FAST_GATE_BWD_WGMMA)
+            yield (f"gate H{H} freq chi[B] {mode} bwd-wgmma",
+                   lambda h=h: _with_env({"AMG_FAST_GATE_BWD_WGMMA": "1"}, lambda: run(h, True, False, True)), mode)
+
+
+def _with_env(env: dict, thunk):
+    """thunk() with the environment variables env set, restored after."""
+    with mock.patch.dict(os.environ, env):
+        return thunk()
 
 
 def _sweep_module():

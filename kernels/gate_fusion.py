@@ -55,7 +55,7 @@ import triton.language as tl
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._rows import column_sums
 from amg_fast.kernels._tf32 import split_dot, split_tf32
-from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_x3
+from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_bwd_wgmma, gate_x3
 
 __all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "gate_cublas_fwd", "gate_cublas_grads", "weight_grads",
            "check_width", "WGRAD_POLICY", "TILE_POLICY"]
@@ -474,9 +474,17 @@ _PLAIN_FWD = {"BLOCK_M": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 2}
 _PLAIN_BWD = {"BLOCK_M": 32, "BLOCK_K": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
 _READOUT_FWD = {"BLOCK_M": 32, "BLOCK_K": 32, "num_warps": 8, "num_stages": 2}
 _READOUT_BWD = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 2}
+# "bwd"'s "wgmma" (2026-11-30; $AMG_FAST_GATE_BWD_WGMMA=1, fp32 activations: fp32 mode and TF32; untimed): the
+# plain gate's backward at 32 rows a program runs mma.sync (a wgmma takes 64 rows a warpgroup), 0.52 / 0.23 ms of
+# the H200's fp32 / TF32 step at S = 128 (2026-11-30: 77 TFLOP/s of TF32 MMAs in fp32 mode). 64 rows x 32 x 16 on
+# 8 warps, 2 stages: wgmma, 234-255 registers, no spills in fp32 mode (both AMG_FAST_GATE_X3 paths) and under TF32
+# (sm_90, triton 3.6), where 64 x 32 x 32 spilled 16-40 B and 4 warps 700-900 B. The campaign's variant
+# `gate_bwd_wgmma` times it; the policy keeps 32 rows until it wins.
+_PLAIN_BWD_WGMMA = {"BLOCK_M": 64, "BLOCK_K": 32, "BLOCK_N": 16, "num_warps": 8, "num_stages": 2}
 TILE_POLICY = {
     "fwd": {"fp32": dict(_PLAIN_FWD, BLOCK_K=32), "tf32": dict(_PLAIN_FWD), "bf16": dict(_PLAIN_FWD)},
-    "bwd": {"fp32": dict(_PLAIN_BWD, BLOCK_K=32, num_warps=8), "tf32": dict(_PLAIN_BWD), "bf16": dict(_PLAIN_BWD)},
+    "bwd": {"fp32": dict(_PLAIN_BWD, BLOCK_K=32, num_warps=8), "tf32": dict(_PLAIN_BWD), "bf16": dict(_PLAIN_BWD),
+            "wgmma": dict(_PLAIN_BWD_WGMMA)},
     "fwd_readout": {"fp32": dict(_READOUT_FWD, BLOCK_M=64), "fp32-dot": dict(_READOUT_FWD, BLOCK_M=64, num_stages=1),
                     "tf32": dict(_READOUT_FWD), "bf16": dict(_READOUT_FWD)},
     "bwd_readout": {"fp32": dict(_READOUT_BWD, BLOCK_M=64, BLOCK_K=16, num_stages=1),
@@ -528,10 +536,13 @@ def _config(kind: str, H: int, dtype: torch.dtype, readout: bool) -> dict:
     """Launch options of the forward (kind "fwd": BLOCK_M rows per program, BLOCK_K reduction chunk, with the
     readout also the chunk of z's columns formed at a time) or backward ("bwd": also BLOCK_N, the column
     chunk of dlogits @ W) kernel for width H, with the readout folded in or not: TILE_POLICY's entry at the
-    paper's width, _width_config's elsewhere."""
+    paper's width (the plain backward's "wgmma" for fp32 activations with $AMG_FAST_GATE_BWD_WGMMA=1),
+    _width_config's elsewhere."""
     block_h = next_pow2(H)
     if block_h == TILED_BLOCK_H and dtype != torch.float64:
         entries, mode = TILE_POLICY[kind + ("_readout" if readout else "")], _tile_mode(dtype)
+        if kind == "bwd" and not readout and dtype == torch.float32 and gate_bwd_wgmma(False):
+            mode = "wgmma"
         return dict(entries[mode if mode in entries else "fp32"])  # "fp32-dot" only where it differs
     return _width_config(kind, block_h, dtype, readout)
 

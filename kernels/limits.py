@@ -15,7 +15,8 @@ __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRAN
            "READOUT_MAX_H", "WGRAD_METHODS", "WGRAD_AUTO_METHOD", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
            "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "GATE_METHODS",
-           "gate_method", "s4d_channels_first", "s4d_fma", "ffn_persistent", "ffn_wgrad_planes", "KERNEL_SWITCHES", "reread_switches"]
+           "gate_method", "gate_bwd_wgmma", "s4d_channels_first", "s4d_fma", "ffn_persistent", "ffn_wgrad_planes",
+           "KERNEL_SWITCHES", "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -112,9 +113,9 @@ FFN_AUTO_METHOD = {"fp32": "gemm", "tf32": "epilogue", "bf16": "epilogue", "fp16
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
 KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_WGRAD_PLANES",
                    "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_S4D_FMA", "AMG_FAST_WGRAD",
-                   "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_MEMORY_READOUT", "AMG_FAST_SPECTRAL_TRANSFORM",
-                   "AMG_FAST_SPECTRAL_MIX", "AMG_FAST_SPECTRAL_DFT_GEMM", "AMG_FAST_SPECTRAL_REDUCED_DOTS",
-                   "AMG_FAST_SPECTRAL_WEIGHT_PLANES", "AMG_FAST_SPECTRAL_X3")
+                   "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_GATE_BWD_WGMMA", "AMG_FAST_MEMORY_READOUT",
+                   "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX", "AMG_FAST_SPECTRAL_DFT_GEMM",
+                   "AMG_FAST_SPECTRAL_REDUCED_DOTS", "AMG_FAST_SPECTRAL_WEIGHT_PLANES", "AMG_FAST_SPECTRAL_X3")
 _IMPORT_TIME_READERS: list = []  # each module's reader of its import-time switches (read_at_import)
 
 
@@ -245,6 +246,13 @@ def gate_method(method: str = "auto", dtype: torch.dtype = torch.float32) -> str
     if _choice("method", method, GATE_METHODS) == "auto":
         method = _env_choice("AMG_FAST_GATE_METHOD", GATE_METHODS[1:]) or "fused"
     return method if dtype in (torch.float32, torch.float64) else "fused"
+
+
+def gate_bwd_wgmma(default: bool) -> bool:
+    """Whether the plain gate's fused backward at H = 128 runs on 64-row tiles (wgmma) instead of its policy's
+    32-row ones (mma.sync) for fp32 activations (fp32 mode and TF32): $AMG_FAST_GATE_BWD_WGMMA ("1" yes, "0" no)
+    when set, else default (kernels.gate_fusion.TILE_POLICY's)."""
+    return _env_flag("AMG_FAST_GATE_BWD_WGMMA", default)
 
 
 def memory_readout() -> str:

@@ -27,6 +27,7 @@ RESOLVERS = {
     "AMG_FAST_WGRAD": "L.wgrad_method('auto', torch.float32)",
     "AMG_FAST_GATE_X3": "L.gate_x3()",
     "AMG_FAST_GATE_METHOD": "L.gate_method('auto', torch.float32)",
+    "AMG_FAST_GATE_BWD_WGMMA": "L.gate_bwd_wgmma(False)",
     "AMG_FAST_MEMORY_READOUT": "L.memory_readout()",
     "AMG_FAST_SPECTRAL_TRANSFORM": "L.spectral_transform('auto', 128)",
     "AMG_FAST_SPECTRAL_MIX": "sc._mix_method(torch.float32, 'cuda')",  # auto as in the fp32 / TF32 step on a GPU

@@ -111,17 +111,26 @@ def test_gpu_tiling_of_the_weight_gradients(kdev, poisoned, gen, monkeypatch):
         assert rel_err(a, b) <= 1e-10
 
 
-@pytest.mark.parametrize("readout", [True, False], ids=["memory_gate", "gate_fusion"])
-@pytest.mark.parametrize("mode,H", [("fp32", 128), ("fp32-dot", 128), ("tf32", 128), ("fp32", 48)])
-def test_gpu_tiles(mode, H, readout, kdev, poisoned, gen, monkeypatch, allow_tf32, tf32_mma):
+GPU_TILE_CASES = [(readout, mode, H, False) for readout in (True, False)
+                  for mode, H in (("fp32", 128), ("fp32-dot", 128), ("tf32", 128), ("fp32", 48))] + [
+    (False, "fp32-dot", 128, True), (False, "tf32", 128, True)]  # the plain backward's 64-row ("wgmma") tiles
+
+
+@pytest.mark.parametrize("readout,mode,H,bwd_wgmma", GPU_TILE_CASES, ids=[
+    f"{'memory_gate' if r else 'gate_fusion'}-{m}-H{h}{'-bwd_wgmma' if w else ''}" for r, m, h, w in GPU_TILE_CASES])
+def test_gpu_tiles(mode, H, readout, bwd_wgmma, kdev, poisoned, gen, monkeypatch, allow_tf32, tf32_mma):
     """The GPU's tiles (on CPU the kernels take one z chunk and up to 256 rows) at H = 128
     (kernels.gate_fusion.TILE_POLICY in the mode: several row programs and a ragged last one; with the readout
     z formed 16-32 (forward) / 16-64 (backward) columns at a time through the out / saved-z buffers) and at
     H = 48 (a second, partial chunk), whatever device runs the test, against the fp64 reference; the plain
     gate's tiles too. fp32 mode's tf32x3 dots are fp32-accurate, on the weights' TF32 planes (split once per
     call: one more launch each way) or, with AMG_FAST_GATE_X3=dot ("fp32-dot"), Triton's tf32x3 dot; TF32
-    rounds (tf32_mma: the interpreter truncates the operands as a GPU does), and must: its dots are "tf32"."""
+    rounds (tf32_mma: the interpreter truncates the operands as a GPU does), and must: its dots are "tf32".
+    bwd_wgmma: the plain gate's backward on TILE_POLICY["bwd"]["wgmma"] ($AMG_FAST_GATE_BWD_WGMMA=1)."""
     monkeypatch.setattr(gate_kernels, "_on_cpu", lambda config, *args: config)
+    monkeypatch.setenv("AMG_FAST_GATE_BWD_WGMMA", "1" if bwd_wgmma else "0")
+    backward_rows = []
+    record_launches(gate_kernels, backward_rows, monkeypatch)
     if mode.startswith("fp32"):  # "fp32": the weights' TF32 planes; "fp32-dot": Triton's tf32x3 dot (the default)
         monkeypatch.setenv("AMG_FAST_GATE_X3", "dot" if mode == "fp32-dot" else "split")
     launches = []
@@ -138,6 +147,8 @@ def test_gpu_tiles(mode, H, readout, kdev, poisoned, gen, monkeypatch, allow_tf3
         got, want = (_plain_run(plain, gate, "triton", dout.to(kdev)),
                      _plain_run(in_float64(plain), in_float64(gate), "reference", dout))
     assert len(launches) == (2 if mode == "fp32" else 0)  # the weights split, forward and backward
+    rows = {kw["BLOCK_M"] for name, _, kw in backward_rows if name == "_gate_fusion_bwd_kernel"}
+    assert rows == {64 if bwd_wgmma or readout and mode.startswith("fp32") else 32}
     tol = 2e-5 if mode.startswith("fp32") else RTOL[torch.float32]
     names = ("out", "g", *(NAMES if readout else ("h", "z", "w_z", "w_h", "b")), "w1", "b_omega")
     for name, a, b in zip(names, (got[0], got[1], *got[2]), (want[0], want[1], *want[2]), strict=True):
