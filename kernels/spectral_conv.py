@@ -416,7 +416,7 @@ def _spectral_conv1d_transform_kernel(
     stride_io, stride_ij, stride_iq, stride_in,
     stride_oo, stride_om, stride_oq, stride_on,
     BLOCK_M: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    ROUND_OUT: tl.constexpr, SPLIT: tl.constexpr, X_LEFT: tl.constexpr,
+    ROUND_OUT: tl.constexpr, SPLIT: tl.constexpr, X_LEFT: tl.constexpr, ROUND_IN: tl.constexpr,
 ):
     """out[r, m, n] = sum_j basis[m, j] * inp[r, j, n], one row r = p * INNER + q per program (grid
     axis 0); inp [P, J, Q, N] and out [P, M, Q, N] addressed by (outer, j|m, inner, n) strides. ROUND_OUT:
@@ -426,7 +426,8 @@ def _spectral_conv1d_transform_kernel(
     ([BLOCK_N, BLOCK_M] accumulator), so that the inp tile, split (SPLIT) or rounded to TF32 (plain TF32 dots)
     in registers, is the MMA's register operand; else basis @ inp, where a TF32 wgmma takes the [j, n] inp
     tile (n-major) only from shared memory: its split parts written back there every step (SPLIT), or (plain
-    TF32) the tile loaded 4 bytes at a time, transposed on the way (LAUNCH_POLICY)."""
+    TF32) the tile loaded 4 bytes at a time, transposed on the way (LAUNCH_POLICY). ROUND_IN (X_LEFT, fp32
+    tiles at plain-TF32 dots): the inp tile rounded to TF32 in registers."""
     r = tl.program_id(0)
     n_tiles_n = tl.cdiv(N, BLOCK_N)
     pid_m = tl.program_id(1) // n_tiles_n
@@ -454,7 +455,7 @@ def _spectral_conv1d_transform_kernel(
         a = tl.load(basis_ptr + a_offs, mask=a_mask, other=0.0)
         a_lo = tl.load(basis_ptr + lo_offset.to(tl.int64) + a_offs, mask=a_mask, other=0.0) if SPLIT else a
         b = tl.load(inp_row + b_offs, mask=b_mask, other=0.0).to(a.dtype)
-        if X_LEFT and not SPLIT and DOT_PRECISION == "tf32":
+        if ROUND_IN:
             b = _round_tf32(b)  # rounded (not truncated by the MMA), and the dot's register operand
         acc = split_dot(b, a, a_lo, acc, SPLIT, DOT_PRECISION, X_RIGHT=not X_LEFT)
     if ROUND_OUT:
@@ -823,7 +824,7 @@ def _transform(basis: torch.Tensor, inp: torch.Tensor, out_dtype: torch.dtype,
     wrap_triton(_spectral_conv1d_transform_kernel)[grid](
         basis, inp, out, M, J, N, Q, basis.stride(-2), basis.stride(-1), basis.stride(0) if split else 0,
         *inp.stride(), *out.stride(), DOT_PRECISION=dots, ROUND_OUT=round_out and plain_tf32(out_dtype),
-        SPLIT=split, **cfg,
+        SPLIT=split, ROUND_IN=cfg["X_LEFT"] and not split and plain_tf32(basis.dtype), **cfg,
     )
     return out
 
