@@ -158,10 +158,10 @@ VARIANTS = {
 # fp32 mode and under TF32 (2026-11-30, compiled for sm_90 by triton 3.6 at S = 128; untimed): the input tile
 # the MMA's register operand (HGMMA R, gdesc), loaded by 16-byte cp.async, where basis @ inp wrote the split
 # tile's two parts back to shared memory every step (fp32) or loaded it 4 bytes at a time (TF32: 96 4-byte
-# cp.async a thread a stage against 24 16-byte ones). 128 x 128 on 8 warps: one program a row reads its input
-# once, 127 / 112-126 registers, no spills (every tiling of SPECTRAL_QUICK compiles without); 2 stages in fp32
-# (80 KB; 3 took 128 KB, one program an SM) and 3 under TF32 (80 KB): two programs an SM, each only 4 K steps
-# long at S = 128, so one's loads overlap the other's epilogue.
+# cp.async in its SASS; this form has 24 16-byte ones and no 4-byte one). 128 x 128 on 8 warps: one program a
+# row reads its input once, 127 / 112-126 registers, no spills (every tiling of SPECTRAL_QUICK compiles without);
+# 2 stages in fp32 (80 KB; 3 took 128 KB, one program an SM) and 3 under TF32 (80 KB): two programs an SM, each
+# only 4 K steps long at S = 128, so one's loads overlap the other's epilogue.
 # bf16 keeps basis @ inp (bf16 wgmma reads an n-major tile from shared memory as it is; the timed default).
 _TRANSFORM_TILES = dict(BLOCK_M=64, BLOCK_J=32, BLOCK_N=128, num_warps=4)
 _TRANSFORM_X_LEFT_TILES = dict(BLOCK_M=128, BLOCK_J=32, BLOCK_N=128, num_warps=8, X_LEFT=True, num_stages=3)
