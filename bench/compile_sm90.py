@@ -113,9 +113,9 @@ def _spectral_fwd_bwd(x, K, variant, reduced, dim):
         S, H = x.shape[dim], x.shape[-1]
         weight = _t(K, H, H, 2)
         bases = sc.spectral_bases(S, K, sc.work_dtype(x.dtype), META)
-        planes = sc.weight_planes(weight, x.dtype)
+        planes, forward_planes = sc.weight_planes_for_forward(weight, x.dtype)
         split = sc.row_split(x, dim)
-        y, spec, blocks = sc.spectral_conv1d_fwd(x, planes, *bases, transform == "fft", dim, split)
+        y, spec, blocks = sc.spectral_conv1d_fwd(x, forward_planes, *bases, transform == "fft", dim, split)
         sc.spectral_conv1d_bwd(torch.empty_like(y), spec, planes, *bases, x.dtype, weight.dtype,
                                transform == "fft", dim, split, blocks)
 

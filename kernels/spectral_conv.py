@@ -29,7 +29,8 @@ as real and imaginary planes [2, K, H_in, H_out] (weight_planes: with WEIGHT_PLA
 forward, made by the autograd Function and kept for the backward, so each W tile is a unit-stride
 load; else a view of weight); the sums feeding the Gauss products are formed in fp32. In fp32 mode
 (X3_METHOD "split") weight_planes instead writes, in one launch, the TF32 hi and lo planes of the values
-the products read (c, d - c, c + d; four: c, d), and the kernel splits only the activation tiles.
+the products read (c, d - c, c + d; four: c, d), and the kernel splits only the activation tiles; the forward
+reads a copy of them stored with the input channels contiguous (weight_planes_for_forward, the same launch).
 
 Backward. With dY = G^T dy = a_k (A dy), the chain rule gives dx = G ((A dy) W^H) and
 dW[k] = a_k X[k]^H (A dy)[k]: the same analysis and synthesis (or rfft / irfft) as the forward, the
@@ -310,32 +311,44 @@ def _split_complex_dot(a, b, w_tile, mask, s_wp, lo_offset, acc1, acc2, acc3, GA
 
 
 @triton.jit
-def _mix_weight_planes_kernel(w_ptr, out_ptr, n, H_IN, H_OUT, s_k, s_i, s_o, s_p, GAUSS: tl.constexpr,
-                              BLOCK: tl.constexpr):
+def _mix_weight_planes_kernel(w_ptr, out_ptr, out_t_ptr, n, H_IN, H_OUT, s_k, s_i, s_o, s_p, GAUSS: tl.constexpr,
+                              TRANSPOSED_COPY: tl.constexpr, BLOCK: tl.constexpr):
     """W's split planes (fp32 mode's mixing) from weight [K, H_in, H_out, 2] (c + i d, by strides): out [2 P, K,
     H_in, H_out] fp32, flat, n = K H_in H_out elements a plane: the hi planes (rounded to TF32) of P = 3 values
     c, d - c, c + d (GAUSS; the sums in fp32, as the "dot" path forms them) or P = 2 values c, d, then their lo
-    planes (value - hi, exact), in the same order."""
+    planes (value - hi, exact), in the same order. TRANSPOSED_COPY: the same planes also into out_t, stored
+    [2 P, K, H_out, H_in] (what the forward's products read K-major: weight_planes_for_forward)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     k = offs // (H_IN * H_OUT)
     i = (offs // H_OUT) % H_IN
-    src = w_ptr + k * s_k + i * s_i + (offs % H_OUT) * s_o
+    o = offs % H_OUT
+    src = w_ptr + k * s_k + i * s_i + o * s_o
     c = tl.load(src, mask=mask, other=0.0).to(tl.float32)
     d = tl.load(src + s_p, mask=mask, other=0.0).to(tl.float32)
+    t_offs = k * (H_IN * H_OUT) + o * H_IN + i  # the element's place in out_t
     if GAUSS:
-        _store_split_plane(out_ptr, offs, mask, n, 0, 3, c)
-        _store_split_plane(out_ptr, offs, mask, n, 1, 3, d - c)
-        _store_split_plane(out_ptr, offs, mask, n, 2, 3, c + d)
+        _store_split_planes(out_ptr, out_t_ptr, offs, t_offs, mask, n, 0, 3, c, TRANSPOSED_COPY)
+        _store_split_planes(out_ptr, out_t_ptr, offs, t_offs, mask, n, 1, 3, d - c, TRANSPOSED_COPY)
+        _store_split_planes(out_ptr, out_t_ptr, offs, t_offs, mask, n, 2, 3, c + d, TRANSPOSED_COPY)
     else:
-        _store_split_plane(out_ptr, offs, mask, n, 0, 2, c)
-        _store_split_plane(out_ptr, offs, mask, n, 1, 2, d)
+        _store_split_planes(out_ptr, out_t_ptr, offs, t_offs, mask, n, 0, 2, c, TRANSPOSED_COPY)
+        _store_split_planes(out_ptr, out_t_ptr, offs, t_offs, mask, n, 1, 2, d, TRANSPOSED_COPY)
 
 
 @triton.jit
 def _store_split_plane(out_ptr, offs, mask, n, j, NP: tl.constexpr, v):
     """Value plane j of NP: hi = round_tf32(v) at plane j, lo = v - hi at plane NP + j (planes of n elements)."""
     store_split(out_ptr + j * n + offs, out_ptr + (NP + j) * n + offs, v, mask)
+
+
+@triton.jit
+def _store_split_planes(out_ptr, out_t_ptr, offs, t_offs, mask, n, j, NP: tl.constexpr, v,
+                        TRANSPOSED_COPY: tl.constexpr):
+    """_store_split_plane into out at offs and (TRANSPOSED_COPY) into out_t at t_offs."""
+    _store_split_plane(out_ptr, offs, mask, n, j, NP, v)
+    if TRANSPOSED_COPY:
+        _store_split_plane(out_t_ptr, t_offs, mask, n, j, NP, v)
 
 
 @triton.jit
@@ -788,17 +801,33 @@ def weight_planes(weight: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
     P = 3 values c, d - c, c + d, the four products' P = 2 values c, d: hi planes, then lo planes), unless
     those would hold SPLIT_PLANES_LIMIT elements or more (the kernels' plane offsets are int32): then the
     plain planes."""
+    return weight_planes_for_forward(weight, x_dtype, forward_copy=False)[0]
+
+
+def weight_planes_for_forward(weight: torch.Tensor, x_dtype: torch.dtype,
+                              forward_copy: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weight_planes(weight, x_dtype), the planes the forward's mixing reads): with split planes and
+    forward_copy, the same values stored [2 P, K, H_out, H_in] (written by the same launch) and seen as
+    [2 P, K, H_in, H_out], so that the forward's products X W read each W tile K-major (input channels
+    contiguous: a TF32 wgmma takes its shared-memory operand only K-major, and the tile [H_in, H_out] as stored
+    was transposed through registers every step, 48 4-byte shared stores in the sm_90 SASS); the backward's
+    X W^H reads the stored planes K-major already. Else the planes twice."""
     K, h_in, h_out, _ = weight.shape
     n, gauss = K * h_in * h_out, _mix_is_gauss()
     n_planes = 2 * (3 if gauss else 2)
     if split_mixing(x_dtype, weight.device) and n_planes * n < SPLIT_PLANES_LIMIT:
         planes = new_output((n_planes, K, h_in, h_out), dtype=torch.float32, device=weight.device)
+        stored = new_output((n_planes, K, h_out, h_in), dtype=torch.float32, device=weight.device) if forward_copy \
+            else planes
         if n:
             wrap_triton(_mix_weight_planes_kernel)[(cdiv(n, WEIGHT_SPLIT_BLOCK),)](
-                weight, planes, n, h_in, h_out, *weight.stride(), GAUSS=gauss, BLOCK=WEIGHT_SPLIT_BLOCK)
-        return planes
+                weight, planes, stored, n, h_in, h_out, *weight.stride(), GAUSS=gauss, TRANSPOSED_COPY=forward_copy,
+                BLOCK=WEIGHT_SPLIT_BLOCK)
+        return planes, stored.transpose(2, 3) if forward_copy else planes
     planes = weight.permute(3, 0, 1, 2).to(acc_dtype(x_dtype))
-    return planes.contiguous() if WEIGHT_PLANES and _mix_method(work_dtype(x_dtype), weight.device) != "torch" else planes
+    if WEIGHT_PLANES and _mix_method(work_dtype(x_dtype), weight.device) != "torch":
+        planes = planes.contiguous()
+    return planes, planes
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,8 +87,9 @@ class SpectralConv1dFn(torch.autograd.Function):
         bases = ((x.new_empty((0,), dtype=work),) * 2 if fft
                  else kernels.spectral_bases(S, weight.shape[0], work, x.device))
         split = kernels.row_split(x, dim)  # how the other axes form two strided row groups (no copy of x)
-        planes = kernels.weight_planes(weight, x.dtype)  # W as the mixing reads it ([2 or 2 P, K, H_in, H_out])
-        y, spec_x, blocks = triton_ops().spectral_conv1d_fwd(x, planes, *bases, fft, dim, split)
+        # W as the mixing reads it ([2 or 2 P, K, H_in, H_out]), and as the forward's does (weight_planes_for_forward)
+        planes, forward_planes = kernels.weight_planes_for_forward(weight, x.dtype)
+        y, spec_x, blocks = triton_ops().spectral_conv1d_fwd(x, forward_planes, *bases, fft, dim, split)
         ctx.save_for_backward(spec_x, planes, *bases, blocks)
         ctx.meta = (x.dtype, weight.dtype, fft, dim, split)
         return y

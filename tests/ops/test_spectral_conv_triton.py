@@ -675,8 +675,9 @@ def test_fp32_mode_bases_are_tf32_planes(allow_tf32, tf32_mma, monkeypatch, kdev
 def test_split_weight_planes(mix, allow_tf32, monkeypatch, kdev, gen):
     """In fp32 mode weight_planes gives the mixing W's split planes in one launch: [2 P, K, H_in, H_out], the hi
     planes of (c, d - c, c + d) (Gauss) or (c, d) (four), rounded to TF32, then their lo planes, hi + lo equal to
-    each value as fp32 forms it (exactly), from a weight read through its strides; the plain planes [2, K, H_in,
-    H_out] in the other cases (TF32 allowed, fp64, bf16 operands, the "dot" path, cuBLAS's mixing)."""
+    each value as fp32 forms it (exactly), from a weight read through its strides; weight_planes_for_forward also
+    the same values stored transposed, in the same launch; the plain planes [2, K, H_in, H_out] in the other cases
+    (TF32 allowed, fp64, bf16 operands, the "dot" path, cuBLAS's mixing), once."""
     monkeypatch.setattr(kernels, "MIX_METHOD", mix)
     allow_tf32(False)
     w = torch.randn(5, 6, 3, 2, generator=gen).to(kdev).transpose(1, 2)  # [K, H_in = 3, H_out = 6, 2], strided
@@ -690,6 +691,10 @@ def test_split_weight_planes(mix, allow_tf32, monkeypatch, kdev, gen):
     assert planes.shape == (2 * n, 5, 3, 6) and planes.dtype == torch.float32 and planes.is_contiguous()
     assert not _tf32_low_bits(planes[:n]).any()
     assert torch.equal(planes[:n] + planes[n:], torch.stack(values))
+    launches.clear()  # the forward's copy, stored [2 P, K, H_out, H_in] by the same launch: input channels contiguous
+    again, forward = kernels.weight_planes_for_forward(w, torch.float32)
+    assert [name for name, _, _ in launches] == ["_mix_weight_planes_kernel"]
+    assert torch.equal(again, planes) and torch.equal(forward, planes) and forward.stride()[2:] == (1, 3)
     assert kernels.split_mixing(torch.float32)
     monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)  # bf16 inputs then take the fp32 path
     assert kernels.split_mixing(torch.bfloat16)
@@ -702,6 +707,8 @@ def test_split_weight_planes(mix, allow_tf32, monkeypatch, kdev, gen):
         setting()
         assert not kernels.split_mixing(x_dtype)
         assert kernels.weight_planes(w, x_dtype).shape == (2, 5, 3, 6)
+        plain, forward = kernels.weight_planes_for_forward(w, x_dtype)
+        assert forward is plain  # no copy of the plain planes
     spec, out = torch.zeros(2, 5, 1, 3, 2, device=kdev), torch.zeros(2, 5, 1, 6, 2, device=kdev)
     with pytest.raises(ValueError, match=r"the cuBLAS mixing takes W's real and imaginary planes \[2, K, H_in, "
                                          r"H_out\], got \(%d, 5, 3, 6\): split planes" % (2 * n)):
@@ -729,11 +736,14 @@ def test_fp32_mode_mixing_is_fp32_accurate(mix, x3, allow_tf32, tf32_mma, monkey
     monkeypatch.setitem(kernels.LAUNCH_POLICY, kdev.type, kernels.LAUNCH_POLICY["cuda"])
     allow_tf32(False)
     launches = []
-    record_launches(kernels, launches, monkeypatch)
+    record_launches(kernels, launches, monkeypatch, with_args=True)
     x, w = _inputs((5, 27), 32, 12, 24, 40, torch.float32, kdev, gen)
     _check(lambda a, b: SpectralConv1dFn.apply(a, b, "dft"), x, w, gen, 2e-5, oracle=dft_matrix_spectral_conv)
-    splits = [kw["SPLIT"] for kernel, _, kw in launches if kernel == "_spectral_conv1d_mix_kernel"]
-    assert splits == [x3 == "split"] * 2  # forward and backward
+    mixes = [(kw["SPLIT"], args[16:18]) for kernel, _, kw, args in launches if kernel == "_spectral_conv1d_mix_kernel"]
+    # forward and backward; W's (in, out) strides: the split planes read input channels contiguous both ways (the
+    # forward from weight_planes_for_forward's transposed copy), the "dot" path's plain planes only backward
+    split = x3 == "split"
+    assert mixes == [(split, (1, 24) if split else (40, 1)), (split, (1, 40))]
 
 
 @pytest.mark.exact_dots
