@@ -810,7 +810,7 @@ def weight_planes_for_forward(weight: torch.Tensor, x_dtype: torch.dtype,
     forward_copy, the same values stored [2 P, K, H_out, H_in] (written by the same launch) and seen as
     [2 P, K, H_in, H_out], so that the forward's products X W read each W tile K-major (input channels
     contiguous: a TF32 wgmma takes its shared-memory operand only K-major, and the tile [H_in, H_out] as stored
-    was transposed through registers every step, 48 4-byte shared stores in the sm_90 SASS); the backward's
+    was loaded 4 bytes at a time, transposed on the way: 72 4-byte cp.async in the sm_90 SASS); the backward's
     X W^H reads the stored planes K-major already. Else the planes twice."""
     K, h_in, h_out, _ = weight.shape
     n, gauss = K * h_in * h_out, _mix_is_gauss()
