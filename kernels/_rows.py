@@ -14,7 +14,8 @@ import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, new_output, next_pow2, wrap_triton
 
-__all__ = ["to_acc", "acc_zeros", "ROW_STREAM_POLICY", "row_stream_tiling", "column_sums", "COLUMN_SUMS_POLICY"]
+__all__ = ["to_acc", "acc_zeros", "ROW_STREAM_POLICY", "row_stream_tiling", "streamed_partial_sums",
+           "column_sums", "COLUMN_SUMS_POLICY"]
 
 # "elements": the row tile's register budget (BLOCK_M = elements // H_PAD rows, at least 1); "programs": the
 # grid (about two per SM of an H100); "stages": the row loop's pipeline depth (tl.range num_stages: 2 has
@@ -58,6 +59,22 @@ def row_stream_tiling(M: int, width: int, policy: dict, device: torch.device) ->
             "STAGES": chosen["stages"]}
 
 
+def streamed_partial_sums(M: int, width: int, n_sums: int, dtype: torch.dtype, device: torch.device, policy: dict,
+                          launch) -> torch.Tensor:
+    """The launcher side of a kernel that streams M rows (row_stream_tiling(M, width, policy, device)) and writes
+    one [n_sums] partial sum a program: allocates the partial sums [programs, n_sums] in dtype, calls
+    launch(grid, part, BLOCK_M=, num_warps=, STAGES=) unless there is nothing to sum (then zeros), and returns
+    their torch sum [n_sums] (deterministic)."""
+    tiling = row_stream_tiling(M, width, policy, device)
+    grid = tiling.pop("grid")
+    part = new_output((grid[0], n_sums), dtype=dtype, device=device)
+    if M == 0 or n_sums == 0:
+        part.zero_()
+    else:
+        launch(grid, part, BLOCK_M=tiling["BLOCK_M"], num_warps=tiling["num_warps"], STAGES=tiling["STAGES"])
+    return part.sum(0)
+
+
 COLUMN_SUMS_POLICY = {device: dict(policy) for device, policy in ROW_STREAM_POLICY.items()}
 
 
@@ -93,14 +110,9 @@ def column_sums(a: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
     a = a.contiguous()
     b = None if b is None else b.contiguous()
     (M, na), nb = a.shape, 0 if b is None else b.shape[1]
-    tiling = row_stream_tiling(M, na + nb, COLUMN_SUMS_POLICY, a.device)
-    grid = tiling.pop("grid")
-    part = new_output((grid[0], na + nb), dtype=acc_dtype(a, *(() if b is None else (b,))), device=a.device)
-    if M == 0:
-        part.zero_()
-    elif na + nb:
-        wrap_triton(_column_sums_kernel)[grid](a, a if b is None else b, part, M, na, nb, HAS_B=b is not None,
-                                               FP64=part.dtype == torch.float64, A_PAD=next_pow2(na, 1),
-                                               B_PAD=next_pow2(nb, 1), BLOCK_M=tiling["BLOCK_M"],
-                                               num_warps=tiling["num_warps"], STAGES=tiling["STAGES"])
-    return part.sum(0)
+    dtype = acc_dtype(a, *(() if b is None else (b,)))
+    return streamed_partial_sums(M, na + nb, na + nb, dtype, a.device, COLUMN_SUMS_POLICY, lambda grid, part, **tiles:
+                                 wrap_triton(_column_sums_kernel)[grid](
+                                     a, a if b is None else b, part, M, na, nb, HAS_B=b is not None,
+                                     FP64=dtype == torch.float64, A_PAD=next_pow2(na, 1), B_PAD=next_pow2(nb, 1),
+                                     **tiles))

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, new_output, next_pow2, wrap_triton
-from amg_fast.kernels._rows import ROW_STREAM_POLICY, acc_zeros, row_stream_tiling, to_acc
+from amg_fast.kernels._rows import ROW_STREAM_POLICY, acc_zeros, streamed_partial_sums, to_acc
 
 __all__ = ["glu_backward_with_bias_grads", "LAUNCH_POLICY"]
 
@@ -63,13 +63,8 @@ def glu_backward_with_bias_grads(dz: torch.Tensor, pre: torch.Tensor) -> tuple[t
     dz, pre = dz.contiguous(), pre.contiguous()
     M, H = dz.shape
     dpre = new_output((M, 2 * H), dtype=pre.dtype, device=pre.device)
-    tiling = row_stream_tiling(M, 2 * H, LAUNCH_POLICY, pre.device)  # both halves of a row in one tile
-    grid = tiling.pop("grid")
-    part = new_output((grid[0], 2 * H), dtype=acc_dtype(pre), device=pre.device)
-    if M == 0 or H == 0:
-        part.zero_()
-    else:
-        wrap_triton(_glu_grad_kernel)[grid](dz, pre, dpre, part, M, H, FP64=pre.dtype == torch.float64,
-                                            H_PAD=next_pow2(H, 1), BLOCK_M=tiling["BLOCK_M"],
-                                            num_warps=tiling["num_warps"], STAGES=tiling["STAGES"])
-    return dpre, part.sum(0)
+    # both halves of a row in one tile
+    return dpre, streamed_partial_sums(M, 2 * H, 2 * H, acc_dtype(pre), pre.device, LAUNCH_POLICY,
+                                       lambda grid, part, **tiles: wrap_triton(_glu_grad_kernel)[grid](
+                                           dz, pre, dpre, part, M, H, FP64=pre.dtype == torch.float64,
+                                           H_PAD=next_pow2(H, 1), **tiles))

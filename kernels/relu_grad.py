@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, new_output, next_pow2, wrap_triton
-from amg_fast.kernels._rows import ROW_STREAM_POLICY, acc_zeros, row_stream_tiling, to_acc
+from amg_fast.kernels._rows import ROW_STREAM_POLICY, acc_zeros, streamed_partial_sums, to_acc
 
 __all__ = ["relu_backward_with_bias_grads", "LAUNCH_POLICY", "MAX_WIDTH"]
 
@@ -79,14 +79,8 @@ def relu_backward_with_bias_grads(g: torch.Tensor, h: torch.Tensor, dy: torch.Te
         dh = torch.ops.aten.threshold_backward(g, h, 0)
         return dh, torch.cat([dh.sum(0, dtype=acc_dtype(g)), dy.sum(0, dtype=acc_dtype(g))])
     dh = new_output((M, N), dtype=g.dtype, device=g.device)
-    tiling = row_stream_tiling(M, max(N, n_dy), LAUNCH_POLICY, g.device)  # BLOCK_M from the wider of the two
-    grid = tiling.pop("grid")
-    part = new_output((grid[0], N + n_dy), dtype=acc_dtype(g), device=g.device)
-    if M == 0:
-        part.zero_()
-    else:
-        wrap_triton(_relu_grad_kernel)[grid](g, h, dy, dh, part, M, N, n_dy, FP64=g.dtype == torch.float64,
-                                             H_PAD=next_pow2(N, 1), DY_PAD=next_pow2(n_dy, 1),
-                                             BLOCK_M=tiling["BLOCK_M"], num_warps=tiling["num_warps"],
-                                             STAGES=tiling["STAGES"])
-    return dh, part.sum(0)
+    # BLOCK_M from the wider of the two
+    return dh, streamed_partial_sums(M, max(N, n_dy), N + n_dy, acc_dtype(g), g.device, LAUNCH_POLICY,
+                                     lambda grid, part, **tiles: wrap_triton(_relu_grad_kernel)[grid](
+                                         g, h, dy, dh, part, M, N, n_dy, FP64=g.dtype == torch.float64,
+                                         H_PAD=next_pow2(N, 1), DY_PAD=next_pow2(n_dy, 1), **tiles))
