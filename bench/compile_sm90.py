@@ -302,8 +302,8 @@ def ffn_tile_cases(quick: bool):
     def run(mode, config):
         with _policy_entry(k.LAUNCH_POLICY["cuda"], "x3" if mode == "fp32" else "default", config):
             x, w1, b1, w2, b2 = _t(102400, 128), _t(512, 128), _t(512), _t(128, 512), _t(128)
-            y, h = k.feed_forward_gemm_fwd(x, w1, b1, w2, b2, x)
-            k.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, "cublas")
+            y, h, _, w_planes = k.feed_forward_gemm_fwd(x, w1, b1, w2, b2, x)
+            k.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, "cublas", w_planes)
 
     sweep = _sweep_module()
     yield from _tiling_cases("ffn-tiles", sweep.FFN_GEMM_QUICK if quick else sweep.FFN_GEMM_SPACE, run,
@@ -360,12 +360,12 @@ def ffn_cases(quick: bool):
         H, F = x.shape[-1], 4 * x.shape[-1]
         w1, b1, w2, b2 = (_t(*shape, dtype=x.dtype) for shape in ((F, H), (F,), (H, F), (H,)))
         res = _t(*x.shape, dtype=res_dtype or (torch.float64 if x.dtype == torch.float64 else torch.float32))
-        y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
+        y, h, _, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
         for wgrad in ("triton", "cublas"):  # Triton's split-K kernel or cuBLAS (db1 in dh's epilogue)
-            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, wgrad)
+            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, wgrad, w_planes)
         if ffn_gemm._splits(x.dtype):  # fp32 mode: the planes kernel, the row GEMMs writing x^T's and dy^T's planes
-            y, h, xt = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res, True)
-            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), xt, h, w1, w2, True, "planes")
+            y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res, True)
+            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), xt, h, w1, w2, True, "planes", w_planes)
 
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])

@@ -70,18 +70,19 @@ def store_split(hi_ptrs, lo_ptrs, v, mask):
 
 @triton.jit
 def _weight_planes_kernel(src1_ptr, dst1_ptr, n1, rows1, src2_ptr, dst2_ptr, n2, rows2, src3_ptr, dst3_ptr, n3,
-                          rows3, SPLIT: tl.constexpr, TRANSPOSE: tl.constexpr, BLOCK: tl.constexpr):
-    """For up to three flat tensors (program axis 1 picks one) of n elements: dst[:n] = src, or with TRANSPOSE
-    src [rows, n / rows] transposed (dst [n / rows, rows] row-major); SPLIT: in TF32 parts instead, hi =
-    round_tf32 at dst[:n], lo = the rest at dst[n:2n]."""
+                          rows3, src4_ptr, dst4_ptr, n4, rows4, SPLIT: tl.constexpr, TRANSPOSE: tl.constexpr,
+                          BLOCK: tl.constexpr):
+    """For up to four flat tensors (program axis 1 picks one) of n elements: dst[:n] = src, or with TRANSPOSE
+    src [rows, n / rows] transposed (dst [n / rows, rows] row-major; rows = 1 copies as is); SPLIT: in TF32
+    parts instead, hi = round_tf32 at dst[:n], lo = the rest at dst[n:2n]."""
     which = tl.program_id(1)
-    src = tl.where(which == 0, src1_ptr, tl.where(which == 1, src2_ptr, src3_ptr))
-    dst = tl.where(which == 0, dst1_ptr, tl.where(which == 1, dst2_ptr, dst3_ptr))
-    n = tl.where(which == 0, n1, tl.where(which == 1, n2, n3))
+    src = tl.where(which == 0, src1_ptr, tl.where(which == 1, src2_ptr, tl.where(which == 2, src3_ptr, src4_ptr)))
+    dst = tl.where(which == 0, dst1_ptr, tl.where(which == 1, dst2_ptr, tl.where(which == 2, dst3_ptr, dst4_ptr)))
+    n = tl.where(which == 0, n1, tl.where(which == 1, n2, tl.where(which == 2, n3, n4)))
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if TRANSPOSE:  # dst element (c, r) of [cols, rows] is src element (r, c) of [rows, cols]
-        rows = tl.where(which == 0, rows1, tl.where(which == 1, rows2, rows3))
+        rows = tl.where(which == 0, rows1, tl.where(which == 1, rows2, tl.where(which == 2, rows3, rows4)))
         src_offs = (offs % rows) * (n // rows) + offs // rows
     else:
         src_offs = offs
@@ -92,12 +93,20 @@ def _weight_planes_kernel(src1_ptr, dst1_ptr, n1, rows1, src2_ptr, dst2_ptr, n2,
         tl.store(dst + offs, v, mask=mask)
 
 
-def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bool, name: str) -> torch.Tensor:
-    """split_tf32's and transposed_weights' one launch: the weights (transposed) one after another in one flat
-    buffer, as TF32 planes [hi | lo] each (fp32) with split, else in their common dtype."""
-    if not 1 <= len(weights) <= 3:
-        raise ValueError(f"{name} takes 1 to 3 weights, got {len(weights)}")
-    if transpose and any(w.dim() != 2 for w in weights):
+MAX_WEIGHTS = 4  # slots of _weight_planes_kernel
+
+
+def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bool | tuple[bool, ...],
+                   name: str) -> torch.Tensor:
+    """split_tf32's and transposed_weights' one launch: the weights (each transposed where transpose says: one
+    flag for all, or one a weight) one after another in one flat buffer, as TF32 planes [hi | lo] each (fp32)
+    with split, else in their common dtype."""
+    if not 1 <= len(weights) <= MAX_WEIGHTS:
+        raise ValueError(f"{name} takes 1 to {MAX_WEIGHTS} weights, got {len(weights)}")
+    flags = (transpose,) * len(weights) if isinstance(transpose, bool) else tuple(transpose)
+    if len(flags) != len(weights) or not all(isinstance(f, bool) for f in flags):
+        raise ValueError(f"{name}: transpose must be a bool or one bool a weight ({len(weights)}), got {transpose!r}")
+    if any(f and w.dim() != 2 for f, w in zip(flags, weights)):
         raise ValueError(f"{name}(transpose) takes 2-D weights, got shapes {[tuple(w.shape) for w in weights]}")
     dtype = torch.float32 if split else weights[0].dtype
     sizes = [w.numel() for w in weights]
@@ -108,26 +117,27 @@ def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bo
         # under torch.compile, functionalization copies every written argument back in order, so two slots
         # aliasing one view would overwrite the first's planes with the second's untouched copy.
         args, offset = [], 0
-        for w, n in zip(weights, sizes):
-            args += [w.contiguous().to(dtype), out[offset:offset + per * n], n, max(1, w.shape[0]) if transpose else 1]
+        for w, n, flag in zip(weights, sizes, flags):
+            args += [w.contiguous().to(dtype), out[offset:offset + per * n], n, max(1, w.shape[0]) if flag else 1]
             offset += per * n
-        for _ in range(3 - len(weights)):
+        for _ in range(MAX_WEIGHTS - len(weights)):
             args += [out.new_empty(0), out.new_empty(0), 0, 1]
         wrap_triton(_weight_planes_kernel)[(cdiv(max(sizes), SPLIT_BLOCK), len(weights))](
-            *args, SPLIT=split, TRANSPOSE=transpose, BLOCK=SPLIT_BLOCK)
+            *args, SPLIT=split, TRANSPOSE=any(flags), BLOCK=SPLIT_BLOCK)
     return out
 
 
-def split_tf32(*weights: torch.Tensor, transpose: bool = False) -> torch.Tensor:
-    """Up to three weights' TF32 planes in one flat fp32 buffer, [hi1 | lo1 | hi2 | lo2 | ...] (hi = w rounded
+def split_tf32(*weights: torch.Tensor, transpose: bool | tuple[bool, ...] = False) -> torch.Tensor:
+    """Up to four weights' TF32 planes in one flat fp32 buffer, [hi1 | lo1 | hi2 | lo2 | ...] (hi = w rounded
     to TF32, lo = w - hi: hi + lo == w exactly; weight i's hi plane starts at 2 (n_1 + ... + n_{i-1})), in one
     launch; a weight of another dtype is cast to fp32 first (as the kernels cast a weight tile to the
-    activations' dtype). transpose: the planes of each (2-D) weight's transpose, w^T made row-major."""
+    activations' dtype). transpose: the planes of each (2-D) weight's transpose, w^T made row-major; or one flag
+    a weight (a weight twice, as is and transposed: the feed-forward's forward and backward operands)."""
     return _weight_planes(weights, True, transpose, "split_tf32")
 
 
 def transposed_weights(*weights: torch.Tensor) -> torch.Tensor:
-    """Up to three 2-D weights' transposes, each row-major, one after another in one flat buffer of the first
+    """Up to four 2-D weights' transposes, each row-major, one after another in one flat buffer of the first
     weight's dtype ([w1^T | w2^T | ...]), in one launch."""
     return _weight_planes(weights, False, True, "transposed_weights")
 

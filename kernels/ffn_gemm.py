@@ -224,25 +224,38 @@ def _splits(dtype: torch.dtype) -> bool:
 
 
 def _operands(w1: torch.Tensor, w2: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The forward's weight operands: each weight's [2, *shape] TF32 planes in split_tf32(w1, w2)'s buffer, or
-    the weights themselves when planes is empty (no split: outside fp32 mode)."""
+    """The forward's weight operands: each weight's [2, *shape] TF32 planes at the start of the forward's planes
+    buffer (_forward_planes), or the weights themselves when planes is empty (no split: outside fp32 mode)."""
     if planes.numel() == 0:
         return w1, w2
     n1 = w1.numel()
-    return planes[:2 * n1].view(2, *w1.shape), planes[2 * n1:].view(2, *w2.shape)
+    return planes[:2 * n1].view(2, *w1.shape), planes[2 * n1:2 * (n1 + w2.numel())].view(2, *w2.shape)
 
 
-def _backward_operands(w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
+def _forward_planes(w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 mode's weight planes from one launch (split_tf32): (the forward's, W1's and W2's [hi | lo] each, the
+    backward's, W1^T's and W2^T's: _backward_operands), two views of one buffer; the backward so launches no
+    weight kernel of its own."""
+    n = 2 * (w1.numel() + w2.numel())
+    planes = split_tf32(w1, w2, w1, w2, transpose=(False, False, True, True))
+    return planes[:n], planes[n:]
+
+
+def _backward_operands(w1: torch.Tensor, w2: torch.Tensor, planes: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """(W1 operand, W2 operand, transposed) for the backward's dx = dh W1 and dh = dy W2. For fp32 weights
-    (TF32 and tf32x3 dots) W1^T [H_in, F] and W2^T [F, H_out] row-major, made in one launch, as TF32 planes
-    [2, ...] in fp32 mode: a TF32 wgmma reads only K-major operands from shared memory, and W itself is
-    N-major there, which triton 3.6 loads 4 bytes at a time (48-96 cp.async of 4 B in the dh and dx kernels'
-    SASS for sm_90, against 12 of 16 B in bf16; bench/compile_sm90.py). Other dtypes: the weights
+    (TF32 and tf32x3 dots) W1^T [H_in, F] and W2^T [F, H_out] row-major, as TF32 planes [2, ...] in fp32 mode:
+    the forward's (planes, from _forward_planes; any TF32 setting now: 3xTF32 products are at least as accurate
+    as it asks), else made here in one launch. A TF32 wgmma reads only K-major operands from shared memory, and W
+    itself is N-major there, which triton 3.6 loads 4 bytes at a time (48-96 cp.async of 4 B in the dh and dx
+    kernels' SASS for sm_90, against 12 of 16 B in bf16; bench/compile_sm90.py). Other dtypes: the weights
     (transposed False); 16-bit and fp64 dots take either layout."""
     if w1.dtype != torch.float32:
         return w1, w2, False
     n1 = w1.numel()
     (f, h_in), h_out = w1.shape, w2.shape[0]
+    if planes is not None and planes.numel() > 0:
+        return planes[:2 * n1].view(2, h_in, f), planes[2 * n1:].view(2, f, h_out), True
     if _splits(w1.dtype):
         planes = split_tf32(w1, w2, transpose=True)
         return planes[:2 * n1].view(2, h_in, f), planes[2 * n1:].view(2, f, h_out), True
@@ -294,22 +307,24 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
 
 
 def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None, x_planes: bool = False):
-    """(y, h) for contiguous x [M, H_in] and weights in x's dtype: y [M, H_out] = h W2^T + b2 (+ residual
-    [M, H_out]) in the residual's dtype when given, else x's; h = relu(x W1^T + b1) [M, F] in x's dtype,
-    kept for the backward. In fp32 mode (tf32x3 dots) the weights are split into TF32 planes first (one launch).
-    x_planes (fp32 mode only: wgrad_planes): (y, h, x^T's TF32 planes [2, H_in, M]), written by h's kernel as
-    it reads x, which the backward's weight gradients take instead of x (planes_weight_grads)."""
+    """(y, h, x^T's TF32 planes or None, the backward's weight planes or None) for contiguous x [M, H_in] and
+    weights in x's dtype: y [M, H_out] = h W2^T + b2 (+ residual [M, H_out]) in the residual's dtype when given,
+    else x's; h = relu(x W1^T + b1) [M, F] in x's dtype, kept for the backward. In fp32 mode (tf32x3 dots) the
+    weights are split into TF32 planes first, in one launch with the planes of their transposes, which the
+    backward takes (feed_forward_gemm_bwd's w_planes). x_planes (fp32 mode only: wgrad_planes): x^T's TF32
+    planes [2, H_in, M], written by h's kernel as it reads x, which the backward's weight gradients take instead
+    of x (planes_weight_grads)."""
     split = _splits(x.dtype)
     if x_planes and not split:
         raise ValueError(f"feed_forward_gemm_fwd: x_planes is for fp32 mode's split dots (float32 x with TF32 "
                          f"off), got {x.dtype} x with dot precision {dot_precision(x.dtype)!r}")
-    planes = split_tf32(w1, w2) if split else x.new_empty((0,))
+    planes, backward_planes = _forward_planes(w1, w2) if split else (x.new_empty((0,)), None)
     w1_op, w2_op = _operands(w1, w2, planes)
     xt = new_output((2, x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device) if x_planes else None
     h = row_gemm(x, w1_op, transpose_w=True, bias=b1, relu=True, a_planes=xt)
     y = row_gemm(h, w2_op, transpose_w=True, bias=b2, residual=residual,
                  out_dtype=x.dtype if residual is None else residual.dtype)
-    return (y, h) if xt is None else (y, h, xt)
+    return y, h, xt, backward_planes
 
 
 def wgrad_planes(dtype: torch.dtype) -> bool:
@@ -376,7 +391,7 @@ def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) ->
 WGRAD_KINDS = ("triton", "cublas", "planes")
 
 
-def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "triton"
+def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "triton", w_planes=None
                           ) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, flat) from dy [M, H_out] (any float dtype: cast to x's first, _common.dot_operand; e.g. fp32 through
     an fp32 residual under autocast) and the forward's x, h: dx [M, H_in] in x's dtype (empty, not computed,
@@ -395,7 +410,7 @@ def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "
     if planes and x_dtype != torch.float32:  # (any TF32 setting: it may change between a forward and its backward)
         raise ValueError(f"feed_forward_gemm_bwd: wgrad='planes' is for float32 activations (fp32 mode's), got "
                          f"{x_dtype}")
-    w1_op, w2_op, transposed = _backward_operands(w1, w2)
+    w1_op, w2_op, transposed = _backward_operands(w1, w2, w_planes)
     dy = dot_operand(dy, x_dtype)
     sums = wgrad != "triton"
     dyt = new_output((2, dy.shape[1], dy.shape[0]), dtype=torch.float32, device=dy.device) if planes else None

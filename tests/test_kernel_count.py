@@ -66,9 +66,11 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # forward and backward, 6 on CUDA: mse_loss sums its output in a second kernel, which the estimate models, against
 # 9 for sub, square, sum, mean and their backward), and the cuBLAS spectral backward multiplies by the forward's W
 # blocks transposed (W^H's real form; one launch a layer fewer): default 108 (121), gemm 112 (125); with the
-# Triton spectral conv 104 (117) and 108 (121).
-TRITON_STEP_KERNEL_CEILING = {("cublas", "epilogue"): 113, ("cublas", "gemm"): 117,
-                              ("triton", "epilogue"): 109, ("triton", "gemm"): 113}
+# Triton spectral conv 104 (117) and 108 (121). 2026-11-30 (night): the row GEMMs' forward splits the
+# backward's transposed weight planes in its own launch (fp32 mode), one launch a layer fewer: gemm 108 (121),
+# with the Triton spectral conv 104 (117).
+TRITON_STEP_KERNEL_CEILING = {("cublas", "epilogue"): 113, ("cublas", "gemm"): 113,
+                              ("triton", "epilogue"): 109, ("triton", "gemm"): 109}
 TRITON_STEP_KERNEL_FLOOR = 60
 B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equals it
 

@@ -94,7 +94,8 @@ class GemmFeedForwardFn(torch.autograd.Function):
     3xTF32 dots against the weights' TF32 planes, made once per pass), the weight gradients by
     kernels.limits.wgrad_method (cuBLAS for fp32 activations), or in fp32 mode with $AMG_FAST_FFN_WGRAD_PLANES=1
     by kernels.ffn_gemm.planes_weight_grads. Saves x (or, for the planes kernel, x^T's TF32 planes, written by
-    the forward's first GEMM), the hidden activation and the weights; the residual's gradient is dy itself."""
+    the forward's first GEMM), the hidden activation, the weights and in fp32 mode the TF32 planes of their
+    transposes (split in the forward's launch); the residual's gradient is dy itself."""
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, residual=None):
@@ -102,9 +103,9 @@ class GemmFeedForwardFn(torch.autograd.Function):
 
         x, w1, w2 = x.contiguous(), w1.contiguous(), w2.contiguous()
         planes = wgrad_planes(x.dtype)
-        y, hidden, xt = triton_ops().feed_forward_gemm_fwd(
+        y, hidden, xt, w_planes = triton_ops().feed_forward_gemm_fwd(
             x, w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous(), planes)
-        ctx.save_for_backward(xt if planes else x, hidden, w1, w2)
+        ctx.save_for_backward(xt if planes else x, hidden, w1, w2, w_planes)
         ctx.wgrad = "planes" if planes else wgrad_method("auto", x.dtype)
         return y
 
@@ -112,9 +113,10 @@ class GemmFeedForwardFn(torch.autograd.Function):
     def backward(ctx, dy):
         from amg_fast.kernels.ffn_gemm import gemm_weight_grads  # imports triton: Triton path only
 
-        x, hidden, w1, w2 = ctx.saved_tensors
+        x, hidden, w1, w2, w_planes = ctx.saved_tensors
         need = ctx.needs_input_grad
-        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, need[0], ctx.wgrad)
+        dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, need[0], ctx.wgrad,
+                                                      w_planes)
         return _with_residual_grad(need, dy, dx, gemm_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
 
 

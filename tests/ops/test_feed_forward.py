@@ -181,7 +181,7 @@ def test_bf16_x_hands_the_backward_dots_a_bf16_dy(gen, kdev, monkeypatch):
     x, w1, b1, w2, b2 = (t.detach().to(torch.bfloat16) for t in inputs)
     dy = torch.randn(40, 16, generator=gen).to(kdev)
     launches = []
-    y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    y, h, _, _ = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
     record_launches(ffn_gemm, launches, monkeypatch, with_args=True)
     ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2)
     assert launches[0][3][0].dtype == torch.bfloat16  # dh = dy W2: the first row GEMM's a

@@ -5,18 +5,19 @@ import pytest
 import torch
 from helpers import record_launches, rel_err
 
-from amg_fast.kernels import ffn_gemm
+from amg_fast.kernels import _tf32, ffn_gemm
 from amg_fast.kernels._tf32 import round_to_tf32, split_tf32, transposed_weights
 
 
-@pytest.mark.parametrize("count", [1, 2, 3])
+@pytest.mark.parametrize("count", [1, 2, 3, 4])
 def test_split_tf32_planes_are_exact_and_rounded(count, gen, kdev):
-    """[hi1 | lo1 | hi2 | lo2 | ...] of one to three weights of different sizes (the largest over several
-    programs; the feed-forward splits two, the gate kernels three): hi is the weight rounded to TF32
+    """[hi1 | lo1 | hi2 | lo2 | ...] of one to four weights of different sizes (the largest over several
+    programs; the gate kernels split up to three): hi is the weight rounded to TF32
     (round_to_tf32, itself checked against an independent formula in test_spectral_conv_triton.py), hi + lo is
     the weight exactly, |lo| <= 2^-11 |w|."""
     big = torch.randn(3000, generator=gen).to(kdev) * 10.0 ** torch.randint(-20, 20, (3000,), generator=gen).to(kdev)
-    weights = [torch.randn(17, 3, generator=gen).to(kdev), big, torch.randn(5, generator=gen).to(kdev)][:count]
+    weights = [torch.randn(17, 3, generator=gen).to(kdev), big, torch.randn(5, generator=gen).to(kdev),
+               torch.randn(2, 9, generator=gen).to(kdev)][:count]
     planes = split_tf32(*weights)
     assert planes.shape == (2 * sum(w.numel() for w in weights),) and planes.dtype == torch.float32
     offset = 0
@@ -46,15 +47,32 @@ def test_transposed_planes_and_copies_are_exact(gen, kdev):
         offset += w.numel()
 
 
+def test_split_tf32_transposes_the_weights_flagged(gen, kdev, monkeypatch):
+    """split_tf32 with one transpose flag a weight (the feed-forward's forward splits W1, W2 and their
+    transposes in one launch): each slot as is or transposed, as split_tf32 of that weight alone makes it."""
+    w1, w2 = (torch.randn(*shape, generator=gen).to(kdev) for shape in ((48, 40), (40, 48)))
+    launches = []
+    record_launches(_tf32, launches, monkeypatch)
+    planes = split_tf32(w1, w2, w1, w2, transpose=(False, False, True, True))
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel"]
+    want = torch.cat([split_tf32(w1), split_tf32(w2), split_tf32(w1, transpose=True), split_tf32(w2, transpose=True)])
+    assert torch.equal(planes, want)
+
+
 def test_weight_planes_name_bad_arguments():
     w = torch.ones(4)
-    for weights in ((), (w,) * 4):
-        with pytest.raises(ValueError, match="split_tf32 takes 1 to 3 weights, got"):
+    for weights in ((), (w,) * 5):
+        with pytest.raises(ValueError, match="split_tf32 takes 1 to 4 weights, got"):
             split_tf32(*weights)
-        with pytest.raises(ValueError, match="transposed_weights takes 1 to 3 weights, got"):
+        with pytest.raises(ValueError, match="transposed_weights takes 1 to 4 weights, got"):
             transposed_weights(*weights)
     with pytest.raises(ValueError, match=r"transposed_weights\(transpose\) takes 2-D weights, got shapes \[\(4,\)\]"):
         transposed_weights(w)
+    with pytest.raises(ValueError, match=r"split_tf32\(transpose\) takes 2-D weights, got shapes \[\(2, 2\), \(4,\)\]"):
+        split_tf32(torch.ones(2, 2), w, transpose=(False, True))
+    with pytest.raises(ValueError, match=r"split_tf32: transpose must be a bool or one bool a weight \(2\), got "
+                                         r"\(True,\)"):
+        split_tf32(w, w, transpose=(True,))
 
 
 EPILOGUES = [dict(), dict(bias=True), dict(bias=True, relu=True), dict(mask=True), dict(residual=True),
@@ -169,9 +187,9 @@ def test_backward_takes_dy_of_another_dtype(x_dtype, dy_dtype, cublas, gen, kdev
         return torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, dtype)
 
     x, w1, b1, w2, b2 = rand(M, h_in), rand(hidden, h_in), rand(hidden), rand(h_out, hidden), rand(h_out)
-    y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    y, h, _, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
     dy = rand(M, h_out, dtype=dy_dtype)
-    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, True, "cublas" if cublas else "triton")
+    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, True, "cublas" if cublas else "triton", w_planes)
     got = (dx, *ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out))
     dy64, h64 = dy.double(), h.double()
     dh = (dy64 @ w2.double()) * (h64 > 0)
@@ -199,6 +217,27 @@ def test_backward_operands_are_k_major_for_fp32_weights(mode, gen, kdev, allow_t
         assert torch.equal(w1_op[0] + w1_op[1], w1.t()) and torch.equal(w2_op[0], round_to_tf32(w2.t()))
     else:
         assert torch.equal(w1_op, w1.t()) and torch.equal(w2_op, w2.t())
+
+
+def test_fp32_forward_splits_the_backward_weights_too(gen, kdev, monkeypatch):
+    """fp32 mode: the forward's one weight launch also writes the planes of W1^T and W2^T, which the backward
+    takes as its operands (the same as it would make) and so launches no weight kernel; TF32 or fp64: the
+    forward returns none."""
+    M, h_in, hidden, h_out = 24, 16, 32, 8
+    x, w1, b1, w2, b2 = (_rand32(gen, kdev, *s) for s in ((M, h_in), (hidden, h_in), (hidden,), (h_out, hidden),
+                                                          (h_out,)))
+    launches = []
+    record_launches(_tf32, launches, monkeypatch)
+    record_launches(ffn_gemm, launches, monkeypatch)
+    y, h, _, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel", "_row_gemm_kernel", "_row_gemm_kernel"]
+    own = ffn_gemm._backward_operands(w1, w2)
+    for got, want in zip(ffn_gemm._backward_operands(w1, w2, w_planes), own):
+        assert torch.equal(got, want) if isinstance(got, torch.Tensor) else got == want
+    launches.clear()
+    ffn_gemm.feed_forward_gemm_bwd(_rand32(gen, kdev, M, h_out), x, h, w1, w2, True, "cublas", w_planes)
+    assert "_weight_planes_kernel" not in [name for name, *_ in launches]
+    assert ffn_gemm.feed_forward_gemm_fwd(x.double(), *(t.double() for t in (w1, b1, w2, b2)))[3] is None
 
 
 
@@ -268,11 +307,11 @@ def test_backward_with_planes_weight_grads(dy_dtype, gen, kdev, monkeypatch, poi
     M, h_in, hidden, h_out = 200, 40, 136, 24
     x, w1, b1, w2, b2 = (_rand32(gen, kdev, *s) for s in ((M, h_in), (hidden, h_in), (hidden,), (h_out, hidden),
                                                           (h_out,)))
-    y, h, xt = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
+    y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
     assert rel_err(y, torch.relu(x.double() @ w1.double().T + b1.double()) @ w2.double().T + b2.double()) <= 1e-5
     assert torch.equal(xt[0].double() + xt[1].double(), x.t().double())
     dy = torch.randn(M, h_out, generator=gen, dtype=torch.float64).to(kdev, dy_dtype)
-    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes")
+    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes", w_planes)
     got = (dx, *ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out))
     dy64, h64 = dy.double(), h.double()
     dh = (dy64 @ w2.double()) * (h64 > 0)
@@ -288,10 +327,10 @@ def test_planes_backward_takes_a_tf32_setting_changed_since_the_forward(gen, kde
     x, w1, b1, w2, b2 = (_rand32(gen, kdev, *s) for s in ((M, h_in), (hidden, h_in), (hidden,), (h_out, hidden),
                                                           (h_out,)))
     allow_tf32(False)
-    y, h, xt = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
+    y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
     allow_tf32(True)
     dy = _rand32(gen, kdev, M, h_out)
-    _, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes")
+    _, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes", w_planes)
     dh = (dy.double() @ w2.double()) * (h.double() > 0)
     dw1, _, dw2, _ = ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out)
     assert rel_err(dw1, dh.T @ x.double()) <= 3e-3 and rel_err(dw2, dy.double().T @ h.double()) <= 1e-5
@@ -303,7 +342,7 @@ def test_planes_path_names_bad_arguments(gen, kdev):
                                                                                       (2,)))
     with pytest.raises(ValueError, match="x_planes is for fp32 mode's split dots .*torch.float64 x"):
         ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
-    y, h = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    y, h, _, _ = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
     with pytest.raises(ValueError, match=r"wgrad='planes' is for float32 activations \(fp32 mode's\), got "
                                          r"torch.float64"):
         ffn_gemm.feed_forward_gemm_bwd(y, x, h, w1, w2, True, "planes")
