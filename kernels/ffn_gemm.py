@@ -27,8 +27,8 @@ fp32-accurate: the dropped A_lo B_lo is ~2^-22 relative, and the MMA's truncatio
 Outside fp32 mode the same kernels run one dot (TF32, bf16 operands, fp64 "ieee"); no weight split.
 A TF32 wgmma (Hopper) reads its shared-memory operands K-major only. The forward's W^T is (W's rows are
 its K); the backward's W is not, and triton 3.6 then loads it 4 bytes at a time; so for fp32 weights the
-backward first writes W1^T and W2^T row-major (their TF32 planes in fp32 mode; one launch), and every dot
-operand is K-major: bench/compile_sm90.py --ops ffn --quick shows 16-byte cp.async only. The weight
+backward reads W1^T and W2^T row-major (one launch; in fp32 mode their TF32 planes, split by the forward's
+launch with W1's and W2's and kept), and every dot operand is K-major: bench/compile_sm90.py --ops ffn --quick shows 16-byte cp.async only. The weight
 gradients' operands dh, x, dy, h cannot be (the reduction runs over their rows), hence cuBLAS for them.
 The H200's step with method="gemm" (2026-11-29, before the transposed weights and cuBLAS weight gradients)
 was 0.97x / 0.66x / 0.98x the epilogue's in fp32 / TF32 / bf16 at S = 128.
