@@ -1,7 +1,8 @@
 """Time kernel launch configurations and method crossovers on a GPU (CUDA only).
 
 Prints one table per sweep (median ms by triton.testing.do_bench) and writes them as JSON:
-  - spectral conv: transform "dft" (basis GEMM) vs "fft" (torch.fft) per S -> TRANSFORM_FFT_MIN_S,
+  - spectral conv: transform "dft" (basis GEMM) vs "fft" (torch.fft) per S, in fp32 mode and under TF32 ->
+    TRANSFORM_FFT_MIN_S (and a mode's own: TRANSFORM_FFT_MIN_S_BY_MODE),
     and the tiles of its three kernels at the paper's shapes in fp32 mode (tf32x3 dots) and under TF32 ->
     kernels.spectral_conv.LAUNCH_POLICY["cuda"];
   - S4D: the Toeplitz kernels' tiling at T = 25 in fp32 mode and under TF32 -> kernels.s4d_scan.
@@ -59,22 +60,35 @@ def time_configs(space: dict, apply, run, label: str, timer=None, keep=lambda cf
     return timed
 
 
-def sweep_spectral_transform(sizes, rows=800, width=128):
+TRANSFORM_MODES = {"fp32": False, "tf32": True}  # mode -> TF32 allowed: each has its own crossover
+
+
+def sweep_spectral_transform(sizes, rows=800, width=128, modes=None, device="cuda", timer=None):
+    """The spectral conv's "dft" and "fft" paths (and the reference) per S of sizes and precision mode of modes
+    (mode -> TF32 allowed; default TRANSFORM_MODES), forward alone and fwd + bwd at K = S/2 modes ->
+    [{"S", "mode", "<path>_fwd_ms", "<path>_fwdbwd_ms"}]: each mode's crossover, TRANSFORM_FFT_MIN_S(_BY_MODE).
+    The TF32 setting is restored after, also when interrupted."""
     from amg_fast.ops.spectral_conv import SpectralConv1dFn, spectral_conv1d_ref
 
-    out = []
-    for S in sizes:
-        x = torch.randn(rows, S, width, device="cuda", requires_grad=True)
-        w = torch.randn(S // 2, width, width, 2, device="cuda", requires_grad=True)
-        row = {"S": S}
-        for name, fn in (("reference", lambda a, b: spectral_conv1d_ref(a, b)),
-                         ("dft", lambda a, b: SpectralConv1dFn.apply(a, b, "dft")),
-                         ("fft", lambda a, b: SpectralConv1dFn.apply(a, b, "fft"))):
-            with torch.no_grad():
-                row[f"{name}_fwd_ms"] = bench(lambda: fn(x, w))
-            row[f"{name}_fwdbwd_ms"] = bench(fwd_bwd(fn, x, w))
-        out.append(row)
-        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    timer = timer or bench
+    allowed, out = torch.backends.cuda.matmul.allow_tf32, []
+    try:
+        for S, (mode, tf32) in itertools.product(sizes, (modes or TRANSFORM_MODES).items()):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            x = torch.randn(rows, S, width, device=device, requires_grad=True)
+            w = torch.randn(S // 2, width, width, 2, device=device, requires_grad=True)
+            row = {"S": S, "mode": mode}
+            for name, fn in (("reference", lambda a, b: spectral_conv1d_ref(a, b)),
+                             ("dft", lambda a, b: SpectralConv1dFn.apply(a, b, "dft")),
+                             ("fft", lambda a, b: SpectralConv1dFn.apply(a, b, "fft"))):
+                with torch.no_grad():
+                    row[f"{name}_fwd_ms"] = timer(lambda: fn(x, w))
+                row[f"{name}_fwdbwd_ms"] = timer(fwd_bwd(fn, x, w))
+            out.append(row)
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                  flush=True)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
     return out
 
 

@@ -11,7 +11,8 @@ import os
 
 import torch
 
-__all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S", "GATE_MAX_H",
+__all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRANSFORMS", "TRANSFORM_FFT_MIN_S",
+           "TRANSFORM_FFT_MIN_S_BY_MODE", "GATE_MAX_H",
            "READOUT_MAX_H", "WGRAD_METHODS", "WGRAD_AUTO_METHOD", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
            "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "GATE_METHODS",
@@ -42,6 +43,11 @@ TOEPLITZ_DOT_MAX_T = 64
 # training step on either path.
 SPECTRAL_TRANSFORMS = ("auto", "dft", "fft")
 TRANSFORM_FFT_MIN_S = 512
+# A precision mode's own crossover (precision_mode() -> the S from which "auto" takes fft), where a measurement
+# found one; a mode not listed takes TRANSFORM_FFT_MIN_S. In fp32 mode the "dft" path's cuBLAS GEMMs run on the
+# CUDA cores and torch.fft's transforms are fp32-exact at HBM speed, so its crossover may lie far lower (the
+# campaign's variant spectral_fft times the step there; untimed, 2026-11-30).
+TRANSFORM_FFT_MIN_S_BY_MODE: dict[str, int] = {}
 
 # gate_fusion: one program holds all H output columns of a row tile in registers (two [BLOCK_M,
 # BLOCK_H] accumulators in the backward), so the Triton kernels take H <= GATE_MAX_H. With the S4D
@@ -165,16 +171,18 @@ def s4d_method(method: str, T: int) -> str:
     return "toeplitz" if T <= TOEPLITZ_MAX_T else "scan"
 
 
-def spectral_transform(transform: str, S: int) -> str:
+def spectral_transform(transform: str, S: int, dtype: torch.dtype | None = None) -> str:
     """The spectral conv's transform, "dft" or "fft", for transform ("auto": SPECTRAL_TRANSFORM_AUTO when
-    that names one, else resolved by S)."""
+    that names one, else resolved by S: fft from the crossover of dtype's precision mode on,
+    TRANSFORM_FFT_MIN_S_BY_MODE, or TRANSFORM_FFT_MIN_S for a mode not listed or no dtype)."""
     if _choice("transform", transform, SPECTRAL_TRANSFORMS) != "auto":
         return transform
     chosen = _choice("AMG_FAST_SPECTRAL_TRANSFORM (kernels.limits.SPECTRAL_TRANSFORM_AUTO)",
                      SPECTRAL_TRANSFORM_AUTO, SPECTRAL_TRANSFORMS)
     if chosen != "auto":
         return chosen
-    return "fft" if S >= TRANSFORM_FFT_MIN_S else "dft"
+    mode = None if dtype is None else precision_mode(dtype)
+    return "fft" if S >= TRANSFORM_FFT_MIN_S_BY_MODE.get(mode, TRANSFORM_FFT_MIN_S) else "dft"
 
 
 def precision_mode(dtype: torch.dtype) -> str:

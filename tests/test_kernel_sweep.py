@@ -281,3 +281,32 @@ def test_spectral_sweep_times_each_kernels_tiles_in_each_mode_and_restores(capsy
     assert (spectral_conv.MIX_METHOD, spectral_conv.REDUCED_PRECISION_DOTS) == ("torch", False)
     monkeypatch.undo()
     assert spectral_conv.LAUNCH_POLICY == before
+
+
+def test_transform_sweep_times_both_paths_in_each_mode_and_restores(capsys, allow_tf32):
+    """The transform crossover sweep: "dft", "fft" and the reference, forward and fwd + bwd, for each S in fp32
+    mode (TF32 off) and under TF32, each run under its mode's setting; the setting comes back, also when the
+    timer is interrupted."""
+    sweep = load_bench("kernel_sweep")
+    allow_tf32(False)
+    seen = []
+
+    def timer(run):
+        run()
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        return float(len(seen))
+
+    rows = sweep.sweep_spectral_transform([8, 16], rows=3, width=4, device="cpu", timer=timer)
+    assert [(r["S"], r["mode"]) for r in rows] == [(8, "fp32"), (8, "tf32"), (16, "fp32"), (16, "tf32")]
+    assert all(set(r) == {"S", "mode"} | {f"{p}_{t}_ms" for p in ("reference", "dft", "fft") for t in ("fwd", "fwdbwd")}
+               for r in rows)
+    assert seen == ([False] * 6 + [True] * 6) * 2 and torch.backends.cuda.matmul.allow_tf32 is False
+    assert "S=16 mode=tf32 reference_fwd_ms=" in capsys.readouterr().out
+
+    def interrupted(run):
+        raise KeyboardInterrupt
+
+    allow_tf32(False)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.sweep_spectral_transform([8], rows=3, width=4, modes={"tf32": True}, device="cpu", timer=interrupted)
+    assert torch.backends.cuda.matmul.allow_tf32 is False

@@ -82,7 +82,7 @@ class SpectralConv1dFn(torch.autograd.Function):
 
         dim %= x.dim()
         S = x.shape[dim]
-        fft = spectral_transform(transform, S) == "fft"
+        fft = spectral_transform(transform, S, x.dtype) == "fft"
         work = kernels.work_dtype(x.dtype)
         bases = ((x.new_empty((0,), dtype=work),) * 2 if fft
                  else kernels.spectral_bases(S, weight.shape[0], work, x.device))
@@ -116,7 +116,8 @@ def spectral_conv1d(x: torch.Tensor, weight: torch.Tensor, *, dim: int = -2, bac
     transform (Triton backend only; the reference always uses torch.fft): "auto" | "dft" | "fft":
     "dft" runs the truncated transforms as GEMMs against cached cos/sin bases (fastest at small S),
     "fft" runs them through torch.fft with only the mode mixing in Triton; "auto" = fft from
-    S = TRANSFORM_FFT_MIN_S on (kernels/limits.py, measured; AMG_FAST_SPECTRAL_TRANSFORM overrides).
+    S = TRANSFORM_FFT_MIN_S on, or the precision mode's own crossover (TRANSFORM_FFT_MIN_S_BY_MODE;
+    kernels/limits.py, measured; AMG_FAST_SPECTRAL_TRANSFORM overrides).
     Results agree to rounding.
     """
     dim = check_spectral_conv1d_args(x, weight, dim)
@@ -127,6 +128,6 @@ def spectral_conv1d(x: torch.Tensor, weight: torch.Tensor, *, dim: int = -2, bac
         if x_.dtype == torch.float16 or weight.dtype == torch.float16:
             raise TypeError("spectral_conv1d with backend='triton' takes float32, float64 or bfloat16 "
                             f"tensors, got x {x_.dtype}, weight {weight.dtype}")
-        return SpectralConv1dFn.apply(x_, weight, spectral_transform(transform, x_.shape[dim]), dim)
+        return SpectralConv1dFn.apply(x_, weight, spectral_transform(transform, x_.shape[dim], x_.dtype), dim)
 
     return run_op("spectral_conv1d", backend, x, lambda: spectral_conv1d_ref(x, weight, dim), triton)

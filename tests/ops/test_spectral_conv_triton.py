@@ -517,6 +517,28 @@ def test_transform_switch_overrides_auto(monkeypatch):
         limits.spectral_transform("auto", 32)
 
 
+def test_transform_crossover_per_precision_mode(monkeypatch, allow_tf32, gen, kdev):
+    """TRANSFORM_FFT_MIN_S_BY_MODE: a precision mode listed takes its own crossover (fp32 mode apart from TF32,
+    the TF32 setting read when the op runs), the others TRANSFORM_FFT_MIN_S; the public op follows it (its
+    Function's forward saves the fft path's empty bases, the dft path's filled ones)."""
+    from amg_fast.kernels import limits
+
+    monkeypatch.setattr(limits, "TRANSFORM_FFT_MIN_S_BY_MODE", {"fp32": 32})
+    allow_tf32(False)
+    assert [limits.spectral_transform("auto", S, torch.float32) for S in (16, 32)] == ["dft", "fft"]
+    assert limits.spectral_transform("auto", 32, torch.float64) == "dft"
+    assert limits.spectral_transform("auto", 32) == "dft"  # no dtype: TRANSFORM_FFT_MIN_S
+    assert limits.spectral_transform("dft", 32, torch.float32) == "dft"
+    x = torch.randn(2, 32, 8, generator=gen, dtype=torch.float64).to(kdev)
+    w = torch.randn(5, 8, 8, 2, generator=gen, dtype=torch.float64).to(kdev)
+    for dtype, want_fft in ((torch.float32, True), (torch.float64, False)):
+        y = spectral_conv1d(x.to(dtype).requires_grad_(), w.to(dtype), backend="triton")
+        assert (y.grad_fn.saved_tensors[2].numel() == 0) == want_fft
+        assert rel_err(y, spectral_conv1d_ref(x, w)) <= (1e-5 if dtype == torch.float32 else 1e-12)
+    allow_tf32(True)
+    assert limits.spectral_transform("auto", 32, torch.float32) == "dft"
+
+
 def test_fp32_dot_precision_follows_torch_tf32_setting(allow_tf32):
     """fp32 dots are fp32-accurate (tf32x3) unless the user allowed TF32 matmuls; fp64 is IEEE."""
     from amg_fast.kernels._common import dot_precision
