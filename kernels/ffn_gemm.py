@@ -153,12 +153,16 @@ def _planes_wgrad_kernel(
     a1_ptr, bt1_ptr, a2_ptr, bt2_ptr,  # product p: A_p [R, M_p] row-major (fp32), B_p^T's TF32 planes [2, N_p, R]
     part_ptr, part_stride,             # part[group]: product p's partial C_p = A_p^T B_p at off_p, strides (s_m, s_n)
     R, M1, N1, M2, N2, off1, off2, s_m1, s_n1, s_m2, s_n2, tiles1, rows_per_group,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    sa1, sb1, sa2, sb2,                # SUMS: product p's column sums of A_p at sa_p, of B_p at sb_p (-1: none)
+    SUMS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """One [BLOCK_M, BLOCK_N] tile of C_p = A_p^T B_p summed over the rows [group * rows_per_group, +rows_per_group)
     of R, 3xTF32: A's [BLOCK_K, BLOCK_M] tiles split in registers, B's planes read K-major (R contiguous), the
     operand layout a TF32 wgmma takes from shared memory (row-major B would not be). Grid (tiles1 + tiles of
-    product 2, groups): a group's tiles launch next to each other, so the rows they share come from L2."""
+    product 2, groups): a group's tiles launch next to each other, so the rows they share come from L2. With SUMS
+    the first tile of each tile row (column) also sums its A (B) tiles over the group's rows, at part offset sa_p
+    (sb_p) when that is >= 0: a bias gradient from the operand the product reads anyway (B's planes summed as
+    hi + lo, exactly B)."""
     pid, group = tl.program_id(0), tl.program_id(1)
     second = pid >= tiles1
     a_ptr, bt_ptr = tl.where(second, a2_ptr, a1_ptr), tl.where(second, bt2_ptr, bt1_ptr)
@@ -170,6 +174,11 @@ def _planes_wgrad_kernel(
     ns = (tile % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
     m_mask, n_mask = ms < M, ns < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    sa, sb = tl.where(second, sa2, sa1), tl.where(second, sb2, sb1)
+    a_sums = SUMS and sa >= 0 and tile % n_tiles == 0   # this tile row's first tile sums A's columns
+    b_sums = SUMS and sb >= 0 and tile // n_tiles == 0  # this tile column's first tile sums B's
+    a_acc = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    b_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     first = group * rows_per_group
     last = tl.minimum(first + rows_per_group, R)
     lo = bt_ptr + N.to(tl.int64) * R
@@ -179,9 +188,19 @@ def _planes_wgrad_kernel(
         a = _tile(a_ptr, rs, r_mask, ms, m_mask, M, 1)                              # [BLOCK_K, BLOCK_M]
         b_hi = _tile(bt_ptr, ns, n_mask, rs, r_mask, R, 1)                          # [BLOCK_N, BLOCK_K]
         b_lo = _tile(lo, ns, n_mask, rs, r_mask, R, 1)
+        if SUMS:
+            if a_sums:
+                a_acc += tl.sum(a, axis=0)
+            if b_sums:
+                b_acc += tl.sum(b_hi + b_lo, axis=1)
         acc = split_dot(tl.trans(a), tl.trans(b_hi), tl.trans(b_lo), acc, True, "tf32")
-    part = part_ptr + group.to(tl.int64) * part_stride + off
-    tl.store(part + ms[:, None] * s_m + ns[None, :] * s_n, acc, mask=m_mask[:, None] & n_mask[None, :])
+    part = part_ptr + group.to(tl.int64) * part_stride
+    tl.store(part + off + ms[:, None] * s_m + ns[None, :] * s_n, acc, mask=m_mask[:, None] & n_mask[None, :])
+    if SUMS:
+        if a_sums:
+            tl.store(part + sa + ms, a_acc, mask=m_mask)
+        if b_sums:
+            tl.store(part + sb + ns, b_acc, mask=n_mask)
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -345,20 +364,26 @@ WGRAD_PLANES_POLICY = {
 def planes_weight_grads(products, size: int) -> torch.Tensor:
     """flat [size] fp32 = the sum over rows of one or two products C = a^T b, each (a [R, M] fp32 contiguous,
     bt [2, N, R]: b^T's TF32 planes, offset, (stride over M, stride over N)) written at flat[offset + m s_m +
-    n s_n] (a transposed C by its strides): between them the products must cover flat's size entries once.
-    3xTF32 dots (fp32-accurate); partial sums over row groups in one launch, then one torch sum."""
+    n s_n] (a transposed C by its strides), optionally followed by (a_sums, b_sums): offsets of a's column sums
+    [M] and of b's [N] in flat, or None (bias gradients from the operands read anyway); between them the
+    products must cover flat's size entries once. 3xTF32 dots (fp32-accurate); partial sums over row groups in
+    one launch, then one torch sum."""
     if not 1 <= len(products) <= 2:
         raise ValueError(f"planes_weight_grads takes 1 or 2 products, got {len(products)}")
+    products = [tuple(p) + (None, None) * (len(p) == 4) for p in products]
     a0 = products[0][0]
     R = a0.shape[0]
-    for a, bt, _, _ in products:
+    for a, bt, *_ in products:
         if a.dim() != 2 or a.dtype != torch.float32 or not a.is_contiguous() or a.shape[0] != R or bt.dim() != 3 \
                 or bt.shape[0] != 2 or bt.shape[2] != R or bt.dtype != torch.float32 or not bt.is_contiguous():
             raise ValueError(f"planes_weight_grads: a must be contiguous float32 [{R}, M] and bt float32 [2, N, "
                              f"{R}] planes, got a {a.dtype} {tuple(a.shape)}, bt {bt.dtype} {tuple(bt.shape)}")
-    shapes = [(a.shape[1], bt.shape[1]) for a, bt, _, _ in products]
-    if sum(m * n for m, n in shapes) != size:
-        raise ValueError(f"planes_weight_grads: the products' {shapes} elements must cover size = {size}")
+    shapes = [(a.shape[1], bt.shape[1]) for a, bt, *_ in products]
+    covered = sum(m * n + (m if a_sums is not None else 0) + (n if b_sums is not None else 0)
+                  for (m, n), (*_, a_sums, b_sums) in zip(shapes, products))
+    if covered != size:
+        raise ValueError(f"planes_weight_grads: the products' {shapes} elements (and their sums) must cover size = "
+                         f"{size}, cover {covered}")
     policy = dict(WGRAD_PLANES_POLICY.get(a0.device.type, WGRAD_PLANES_POLICY["cuda"]))
     programs = policy.pop("programs")
     if a0.device.type == "cpu":  # the interpreter: no larger than the shapes need (tl.dot dims >= 16)
@@ -366,7 +391,7 @@ def planes_weight_grads(products, size: int) -> torch.Tensor:
                         ("BLOCK_N", max(bt.shape[1] for _, bt, *_ in products)), ("BLOCK_K", R)):
             policy[name] = min(policy[name], next_pow2(n, 16))
     full = list(products) + [products[0]] * (2 - len(products))
-    tiles = [cdiv(a.shape[1], policy["BLOCK_M"]) * cdiv(bt.shape[1], policy["BLOCK_N"]) for a, bt, _, _ in full]
+    tiles = [cdiv(a.shape[1], policy["BLOCK_M"]) * cdiv(bt.shape[1], policy["BLOCK_N"]) for a, bt, *_ in full]
     tiles[1] *= len(products) - 1
     groups = max(1, min(cdiv(R, policy["BLOCK_K"]), programs // sum(tiles)))
     rows_per_group = cdiv(cdiv(R, groups), policy["BLOCK_K"]) * policy["BLOCK_K"]
@@ -374,10 +399,11 @@ def planes_weight_grads(products, size: int) -> torch.Tensor:
     part = new_output((groups, size), dtype=torch.float32, device=a0.device)
     if R == 0:
         return part.zero_().sum(0)
-    (a1, bt1, off1, (sm1, sn1)), (a2, bt2, off2, (sm2, sn2)) = full
+    (a1, bt1, off1, (sm1, sn1), sa1, sb1), (a2, bt2, off2, (sm2, sn2), sa2, sb2) = full
+    sums = [-1 if s is None else s for s in (sa1, sb1, sa2, sb2)]
     wrap_triton(_planes_wgrad_kernel)[(sum(tiles), groups)](
         a1, bt1, a2, bt2, part, size, R, a1.shape[1], bt1.shape[1], a2.shape[1], bt2.shape[1], off1, off2,
-        sm1, sn1, sm2, sn2, tiles[0], rows_per_group, **policy)
+        sm1, sn1, sm2, sn2, tiles[0], rows_per_group, *sums, SUMS=max(sums) >= 0, **policy)
     return part.sum(0)
 
 
@@ -400,8 +426,8 @@ def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "
     split-K kernel (bias sums folded in, summed in the accumulation dtype); "cublas", two torch GEMMs, and db1 (its
     epilogue) and db2 (its dy tiles) from the dh kernel, concatenated (kernels.limits.wgrad_method); "planes"
     (fp32 mode; x is then the forward's x^T planes, feed_forward_gemm_fwd(x_planes=True)): planes_weight_grads
-    on dh against x^T's planes and on h against dy^T's, which the dh kernel writes as it reads dy; the bias sums
-    as with cublas. db2 was a torch sum over dy before: with the sum of db1's partials, 0.55 ms of the H200's fp32
+    on dh against x^T's planes and on h against dy^T's, which the dh kernel writes as it reads dy; db1 and db2 from
+    the same kernel (dh's and dy^T's planes' sums), flat from its one sum: 4 launches a backward. db2 was a torch sum over dy before: with the sum of db1's partials, 0.55 ms of the H200's fp32
     step (four layers, 2026-11-30)."""
     if wgrad not in WGRAD_KINDS:
         raise ValueError(f"feed_forward_gemm_bwd: wgrad must be one of {WGRAD_KINDS}, got {wgrad!r}")
@@ -412,21 +438,20 @@ def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "
                          f"{x_dtype}")
     w1_op, w2_op, transposed = _backward_operands(w1, w2, w_planes)
     dy = dot_operand(dy, x_dtype)
-    sums = wgrad != "triton"
+    sums = wgrad == "cublas"
     dyt = new_output((2, dy.shape[1], dy.shape[0]), dtype=torch.float32, device=dy.device) if planes else None
     dh = row_gemm(dy, w2_op, transpose_w=transposed, mask=h, out_dtype=x_dtype, column_sums=sums, input_sums=sums,
                   a_planes=dyt)
     dh, bias_sums = dh if sums else (dh, None)
     dx = row_gemm(dh, w1_op, transpose_w=transposed) if need_dx else h.new_empty((0,))
+    if planes:  # [dW1 = dh^T x [F, H_in] | db1 = dh's sums | dW2 = dy^T h [H_out, F], formed as h^T dy and stored
+        (hidden, h_in), h_out = w1.shape, w2.shape[0]  # transposed | db2 = dy's sums, from its planes], one sum
+        n1, n2 = hidden * h_in, h_out * hidden
+        return dx, planes_weight_grads([(dh, x, 0, (h_in, 1), n1, None),
+                                        (h, dyt, n1 + hidden, (1, hidden), None, n1 + hidden + n2)],
+                                       n1 + hidden + n2 + h_out)
     if not sums:
         return dx, weight_grads([(dh, x, None), (dy, h, None)]).to(w1.dtype)
     db1, db2 = bias_sums.split((h.shape[1], dy.shape[1]))
-    if planes:  # dW1 = dh^T x [F, H_in]; dW2 = dy^T h [H_out, F], formed as h^T dy and stored transposed
-        (hidden, h_in), h_out = w1.shape, w2.shape[0]
-        n1 = hidden * h_in
-        flat = planes_weight_grads([(dh, x, 0, (h_in, 1)), (h, dyt, n1, (1, hidden))], n1 + h_out * hidden)
-        dw1, dw2 = flat.split((n1, h_out * hidden))
-        parts = (dw1, db1, dw2, db2)
-    else:
-        parts = (dh.t().mm(x), db1, dy.t().mm(h), db2)  # out-of-place: torch.compile traces this body
+    parts = (dh.t().mm(x), db1, dy.t().mm(h), db2)  # out-of-place: torch.compile traces this body
     return dx, torch.cat([p.flatten().to(w1.dtype) for p in parts])

@@ -283,12 +283,37 @@ def test_planes_weight_grads_match_the_formula(gen, kdev, monkeypatch, poisoned,
     assert rel_err(one.view(m2, n2), a2.double().T @ b2.double()) <= 1e-5
 
 
+def test_planes_weight_grads_sum_the_operands_columns(gen, kdev, monkeypatch, poisoned, tf32_mma):
+    """(a_sums, b_sums): the planes kernel also writes a's and b's column sums (the feed-forward's db1 and db2) at
+    their offsets, from the first tile of each tile row / column only (2 x 2 tiles of the first product, 2 x 1
+    of the second), over 2 row groups, summed with the products in the one torch sum; every entry of flat
+    written (poisoned buffers), the sums to fp32 rounding, the products 3xTF32."""
+    monkeypatch.setitem(ffn_gemm.WGRAD_PLANES_POLICY, kdev.type, dict(ffn_gemm.WGRAD_PLANES_POLICY["cuda"], programs=12))
+    R, (m1, n1), (m2, n2) = 300, (160, 200), (140, 40)
+    a1, b1, a2, b2 = (_rand32(gen, kdev, R, n) for n in (m1, n1, m2, n2))
+    launches = []
+    record_launches(ffn_gemm, launches, monkeypatch)
+    c1, c2 = m1 * n1, m2 * n2
+    flat = ffn_gemm.planes_weight_grads(
+        [(a1, split_tf32(b1, transpose=True).view(2, n1, R), 0, (n1, 1), c1, c1 + m1),
+         (a2, split_tf32(b2, transpose=True).view(2, n2, R), c1 + m1 + n1, (1, m2), None, c1 + m1 + n1 + c2)],
+        c1 + m1 + n1 + c2 + n2)
+    assert [(name, grid) for name, grid, _ in launches] == [("_planes_wgrad_kernel", (6, 2))]
+    got = flat.split((c1, m1, n1, c2, n2))
+    want = (a1.double().T @ b1.double(), a1.double().sum(0), b1.double().sum(0), (a2.double().T @ b2.double()).T,
+            b2.double().sum(0))
+    for name, g, w in zip(("C1", "a1 sums", "b1 sums", "C2", "b2 sums"), got, want):
+        assert rel_err(g.view(w.shape), w) <= 1e-5, f"{name}: rel err {rel_err(g.view(w.shape), w):.2e}"
+
+
 def test_planes_weight_grads_name_bad_arguments(kdev):
     a, bt = torch.zeros(8, 4, device=kdev), torch.zeros(2, 3, 8, device=kdev)
     with pytest.raises(ValueError, match="takes 1 or 2 products, got 0"):
         ffn_gemm.planes_weight_grads([], 0)
-    with pytest.raises(ValueError, match=r"elements must cover size = 13"):
+    with pytest.raises(ValueError, match=r"elements \(and their sums\) must cover size = 13, cover 12"):
         ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1))], 13)
+    with pytest.raises(ValueError, match=r"must cover size = 12, cover 19"):
+        ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1), 12, 16)], 12)
     for bad in (bt[0], bt[:, 0]):  # a 2-D bt, one with 2 rows too
         with pytest.raises(ValueError, match=r"bt float32 \[2, N, 8\] planes, got a torch.float32 \(8, 4\), bt "
                                              r"torch.float32 \((3|2), 8\)"):
@@ -301,7 +326,8 @@ def test_planes_weight_grads_name_bad_arguments(kdev):
 def test_backward_with_planes_weight_grads(dy_dtype, gen, kdev, monkeypatch, poisoned, tf32_mma):
     """fp32 mode's wgrad="planes": the forward (x_planes) returns x^T's TF32 planes with y and h, the backward
     takes them for x and writes dy^T's in the dh kernel; dx and every weight gradient against the explicit
-    formula in fp64, on the GPU's tiles (the planes kernel with 8 programs: two row groups)."""
+    formula in fp64, on the GPU's tiles (the planes kernel with 8 programs: two row groups). The backward's
+    launches: dh, dx and the planes kernel, which also sums db1 and db2 (no column sums in dh's epilogue)."""
     monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, ffn_gemm.LAUNCH_POLICY["cuda"])
     monkeypatch.setitem(ffn_gemm.WGRAD_PLANES_POLICY, kdev.type, dict(ffn_gemm.WGRAD_PLANES_POLICY["cuda"], programs=8))
     M, h_in, hidden, h_out = 200, 40, 136, 24
@@ -311,7 +337,12 @@ def test_backward_with_planes_weight_grads(dy_dtype, gen, kdev, monkeypatch, poi
     assert rel_err(y, torch.relu(x.double() @ w1.double().T + b1.double()) @ w2.double().T + b2.double()) <= 1e-5
     assert torch.equal(xt[0].double() + xt[1].double(), x.t().double())
     dy = torch.randn(M, h_out, generator=gen, dtype=torch.float64).to(kdev, dy_dtype)
+    launches = []
+    record_launches(ffn_gemm, launches, monkeypatch)
     dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes", w_planes)
+    assert [(name, kw["COLUMN_SUMS"] or kw["INPUT_SUMS"]) for name, _, kw in launches[:2]] == [
+        ("_row_gemm_kernel", False)] * 2
+    assert [name for name, *_ in launches[2:]] == ["_planes_wgrad_kernel"]
     got = (dx, *ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out))
     dy64, h64 = dy.double(), h.double()
     dh = (dy64 @ w2.double()) * (h64 > 0)
