@@ -28,7 +28,8 @@ Outside fp32 mode the same kernels run one dot (TF32, bf16 operands, fp64 "ieee"
 A TF32 wgmma (Hopper) reads its shared-memory operands K-major only. The forward's W^T is (W's rows are
 its K); the backward's W is not, and triton 3.6 then loads it 4 bytes at a time; so for fp32 weights the
 backward reads W1^T and W2^T row-major (one launch; in fp32 mode their TF32 planes, split by the forward's
-launch with W1's and W2's and kept), and every dot operand is K-major: bench/compile_sm90.py --ops ffn --quick shows 16-byte cp.async only. The weight
+launch with W1's and W2's and kept), and every dot operand is K-major: bench/compile_sm90.py --ops ffn
+--quick shows 16-byte cp.async only. The weight
 gradients' operands dh, x, dy, h cannot be (the reduction runs over their rows), hence cuBLAS for them.
 The H200's step with method="gemm" (2026-11-29, before the transposed weights and cuBLAS weight gradients)
 was 0.97x / 0.66x / 0.98x the epilogue's in fp32 / TF32 / bf16 at S = 128.
@@ -153,16 +154,16 @@ def _planes_wgrad_kernel(
     a1_ptr, bt1_ptr, a2_ptr, bt2_ptr,  # product p: A_p [R, M_p] row-major (fp32), B_p^T's TF32 planes [2, N_p, R]
     part_ptr, part_stride,             # part[group]: product p's partial C_p = A_p^T B_p at off_p, strides (s_m, s_n)
     R, M1, N1, M2, N2, off1, off2, s_m1, s_n1, s_m2, s_n2, tiles1, rows_per_group,
-    sa1, sb1, sa2, sb2,                # SUMS: product p's column sums of A_p at sa_p, of B_p at sb_p (-1: none)
-    SUMS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    sa1, sb1, sa2, sb2,                # product p's column sums of A_p at sa_p, of B_p at sb_p (-1: none)
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """One [BLOCK_M, BLOCK_N] tile of C_p = A_p^T B_p summed over the rows [group * rows_per_group, +rows_per_group)
     of R, 3xTF32: A's [BLOCK_K, BLOCK_M] tiles split in registers, B's planes read K-major (R contiguous), the
     operand layout a TF32 wgmma takes from shared memory (row-major B would not be). Grid (tiles1 + tiles of
-    product 2, groups): a group's tiles launch next to each other, so the rows they share come from L2. With SUMS
-    the first tile of each tile row (column) also sums its A (B) tiles over the group's rows, at part offset sa_p
-    (sb_p) when that is >= 0: a bias gradient from the operand the product reads anyway (B's planes summed as
-    hi + lo, exactly B)."""
+    product 2, groups): a group's tiles launch next to each other, so the rows they share come from L2. The first
+    tile of each tile row (column) also sums its A (B) tiles over the group's rows, at part offset sa_p (sb_p) when
+    that is >= 0: a bias gradient from the operand the product reads anyway (B's planes summed as hi + lo, exactly
+    B). One compiled kernel either way (the sums are runtime branches: the feed-forward always takes them)."""
     pid, group = tl.program_id(0), tl.program_id(1)
     second = pid >= tiles1
     a_ptr, bt_ptr = tl.where(second, a2_ptr, a1_ptr), tl.where(second, bt2_ptr, bt1_ptr)
@@ -175,8 +176,8 @@ def _planes_wgrad_kernel(
     m_mask, n_mask = ms < M, ns < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     sa, sb = tl.where(second, sa2, sa1), tl.where(second, sb2, sb1)
-    a_sums = SUMS and sa >= 0 and tile % n_tiles == 0   # this tile row's first tile sums A's columns
-    b_sums = SUMS and sb >= 0 and tile // n_tiles == 0  # this tile column's first tile sums B's
+    a_sums = (sa >= 0) & (tile % n_tiles == 0)   # this tile row's first tile sums A's columns
+    b_sums = (sb >= 0) & (tile // n_tiles == 0)  # this tile column's first tile sums B's
     a_acc = tl.zeros((BLOCK_M,), dtype=tl.float32)
     b_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     first = group * rows_per_group
@@ -188,19 +189,17 @@ def _planes_wgrad_kernel(
         a = _tile(a_ptr, rs, r_mask, ms, m_mask, M, 1)                              # [BLOCK_K, BLOCK_M]
         b_hi = _tile(bt_ptr, ns, n_mask, rs, r_mask, R, 1)                          # [BLOCK_N, BLOCK_K]
         b_lo = _tile(lo, ns, n_mask, rs, r_mask, R, 1)
-        if SUMS:
-            if a_sums:
-                a_acc += tl.sum(a, axis=0)
-            if b_sums:
-                b_acc += tl.sum(b_hi + b_lo, axis=1)
+        if a_sums:
+            a_acc += tl.sum(a, axis=0)
+        if b_sums:
+            b_acc += tl.sum(b_hi + b_lo, axis=1)
         acc = split_dot(tl.trans(a), tl.trans(b_hi), tl.trans(b_lo), acc, True, "tf32")
     part = part_ptr + group.to(tl.int64) * part_stride
     tl.store(part + off + ms[:, None] * s_m + ns[None, :] * s_n, acc, mask=m_mask[:, None] & n_mask[None, :])
-    if SUMS:
-        if a_sums:
-            tl.store(part + sa + ms, a_acc, mask=m_mask)
-        if b_sums:
-            tl.store(part + sb + ns, b_acc, mask=n_mask)
+    if a_sums:
+        tl.store(part + sa + ms, a_acc, mask=m_mask)
+    if b_sums:
+        tl.store(part + sb + ns, b_acc, mask=n_mask)
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -403,7 +402,7 @@ def planes_weight_grads(products, size: int) -> torch.Tensor:
     sums = [-1 if s is None else s for s in (sa1, sb1, sa2, sb2)]
     wrap_triton(_planes_wgrad_kernel)[(sum(tiles), groups)](
         a1, bt1, a2, bt2, part, size, R, a1.shape[1], bt1.shape[1], a2.shape[1], bt2.shape[1], off1, off2,
-        sm1, sn1, sm2, sn2, tiles[0], rows_per_group, *sums, SUMS=max(sums) >= 0, **policy)
+        sm1, sn1, sm2, sn2, tiles[0], rows_per_group, *sums, **policy)
     return part.sum(0)
 
 
@@ -427,8 +426,9 @@ def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "
     epilogue) and db2 (its dy tiles) from the dh kernel, concatenated (kernels.limits.wgrad_method); "planes"
     (fp32 mode; x is then the forward's x^T planes, feed_forward_gemm_fwd(x_planes=True)): planes_weight_grads
     on dh against x^T's planes and on h against dy^T's, which the dh kernel writes as it reads dy; db1 and db2 from
-    the same kernel (dh's and dy^T's planes' sums), flat from its one sum: 4 launches a backward. db2 was a torch sum over dy before: with the sum of db1's partials, 0.55 ms of the H200's fp32
-    step (four layers, 2026-11-30)."""
+    the same kernel (dh's and dy^T's planes' sums), flat from its one sum: 4 launches a backward. db2 was a torch
+    sum over dy before: with the sum of db1's partials, 0.55 ms of the H200's fp32 step (four layers,
+    2026-11-30)."""
     if wgrad not in WGRAD_KINDS:
         raise ValueError(f"feed_forward_gemm_bwd: wgrad must be one of {WGRAD_KINDS}, got {wgrad!r}")
     planes = wgrad == "planes"

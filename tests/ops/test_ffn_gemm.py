@@ -288,7 +288,8 @@ def test_planes_weight_grads_sum_the_operands_columns(gen, kdev, monkeypatch, po
     their offsets, from the first tile of each tile row / column only (2 x 2 tiles of the first product, 2 x 1
     of the second), over 2 row groups, summed with the products in the one torch sum; every entry of flat
     written (poisoned buffers), the sums to fp32 rounding, the products 3xTF32."""
-    monkeypatch.setitem(ffn_gemm.WGRAD_PLANES_POLICY, kdev.type, dict(ffn_gemm.WGRAD_PLANES_POLICY["cuda"], programs=12))
+    policy = dict(ffn_gemm.WGRAD_PLANES_POLICY["cuda"], programs=12)
+    monkeypatch.setitem(ffn_gemm.WGRAD_PLANES_POLICY, kdev.type, policy)
     R, (m1, n1), (m2, n2) = 300, (160, 200), (140, 40)
     a1, b1, a2, b2 = (_rand32(gen, kdev, R, n) for n in (m1, n1, m2, n2))
     launches = []
