@@ -369,7 +369,8 @@ def main(argv=None) -> int:
         "s4d_method": ("s4d", lambda: sweep_s4d([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 1000])),
         "spectral_configs": ("configs", lambda: sweep_spectral_configs([128] if quick else [32, 128, 1024],
                                                                        spaces=SPECTRAL_QUICK if quick else None)),
-        "ffn_gemm_configs": ("ffn", lambda: sweep_ffn_gemm_configs([128] if quick else [32, 128],
+        # --quick: S = 128 first (the bench's targets), then 32 (issue 21's runs; the same kernels: timing only)
+        "ffn_gemm_configs": ("ffn", lambda: sweep_ffn_gemm_configs([128, 32] if quick else [32, 128],
                                                                    space=FFN_GEMM_QUICK if quick else None,
                                                                    modes=FFN_GEMM_QUICK_MODES if quick else None)),
         "gate_configs": ("gate", lambda: sweep_gate_configs([128] if quick else [32, 128],

@@ -310,3 +310,20 @@ def test_transform_sweep_times_both_paths_in_each_mode_and_restores(capsys, allo
     with pytest.raises(KeyboardInterrupt):
         sweep.sweep_spectral_transform([8], rows=3, width=4, modes={"tf32": True}, device="cpu", timer=interrupted)
     assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_quick_ffn_sweep_times_the_bench_size_then_the_runs(tmp_path, monkeypatch):
+    """--only ffn --quick: the row GEMMs' quick space in fp32 mode at S = 128 (the bench's targets) first, then at
+    S = 32 (issue 21's runs), in one sweep written to the JSON."""
+    import json
+
+    sweep = load_bench("kernel_sweep")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stub GPU")
+    calls = []
+    monkeypatch.setattr(sweep, "sweep_ffn_gemm_configs",
+                        lambda sizes, space=None, modes=None: calls.append((sizes, space, modes)) or [{"S": 128}])
+    out = tmp_path / "sweep.json"
+    assert sweep.main(["--only", "ffn", "--quick", "--out", str(out)]) == 0
+    assert calls == [([128, 32], sweep.FFN_GEMM_QUICK, sweep.FFN_GEMM_QUICK_MODES)]
+    assert json.loads(out.read_text())["ffn_gemm_configs"] == [{"S": 128}]
