@@ -219,10 +219,11 @@ def test_backward_operands_are_k_major_for_fp32_weights(mode, gen, kdev, allow_t
         assert torch.equal(w1_op, w1.t()) and torch.equal(w2_op, w2.t())
 
 
-def test_fp32_forward_splits_the_backward_weights_too(gen, kdev, monkeypatch):
+def test_fp32_forward_splits_the_backward_weights_too(gen, kdev, monkeypatch, allow_tf32):
     """fp32 mode: the forward's one weight launch also writes the planes of W1^T and W2^T, which the backward
     takes as its operands (the same as it would make) and so launches no weight kernel; TF32 or fp64: the
     forward returns none."""
+    allow_tf32(False)
     M, h_in, hidden, h_out = 24, 16, 32, 8
     x, w1, b1, w2, b2 = (_rand32(gen, kdev, *s) for s in ((M, h_in), (hidden, h_in), (hidden,), (h_out, hidden),
                                                           (h_out,)))
@@ -238,6 +239,8 @@ def test_fp32_forward_splits_the_backward_weights_too(gen, kdev, monkeypatch):
     ffn_gemm.feed_forward_gemm_bwd(_rand32(gen, kdev, M, h_out), x, h, w1, w2, True, "cublas", w_planes)
     assert "_weight_planes_kernel" not in [name for name, *_ in launches]
     assert ffn_gemm.feed_forward_gemm_fwd(x.double(), *(t.double() for t in (w1, b1, w2, b2)))[3] is None
+    allow_tf32(True)
+    assert ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)[3] is None
 
 
 
