@@ -213,7 +213,7 @@ def test_quick_default_reduced_variant(tmp_path):
 def test_fast_kernels_train_through_the_triton_ops(tiny_data, tmp_path):
     """--fast-kernels runs the Triton kernels (here in the interpreter) and matches the reference run."""
     logs = []
-    kw = dict(data=str(tiny_data), epochs=1, **{**TINY, "n_train": 4, "n_test": 2, "width": 16})
+    kw = dict(data=str(tiny_data), epochs=1, **{**TINY, "n_train": 4, "n_test": 2, "width": 16, "modes": 4})
     fast = train(TrainConfig(out=str(tmp_path / "fast"), fast_kernels=True, **kw), log=logs.append)
     ref = train(TrainConfig(out=str(tmp_path / "ref"), **kw), log=lambda *a: None)
     assert any("--fast-kernels: running the Triton kernels on cpu" in str(m) for m in logs)
