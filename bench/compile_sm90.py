@@ -353,8 +353,7 @@ def ffn_cases(quick: bool):
     from amg_fast.kernels import ffn_gemm, relu_grad
 
     def run_persistent(x):
-        with mock.patch.dict(os.environ, {"AMG_FAST_FFN_PERSISTENT": "1"}):
-            run_gemm(x)
+        _with_env({"AMG_FAST_FFN_PERSISTENT": "1"}, lambda: run_gemm(x))
 
     def run_gemm(x, res_dtype=None):
         H, F = x.shape[-1], 4 * x.shape[-1]

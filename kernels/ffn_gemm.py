@@ -369,6 +369,9 @@ def planes_weight_grads(products, size: int) -> torch.Tensor:
     one launch, then one torch sum."""
     if not 1 <= len(products) <= 2:
         raise ValueError(f"planes_weight_grads takes 1 or 2 products, got {len(products)}")
+    if any(len(p) not in (4, 6) for p in products):
+        raise ValueError(f"planes_weight_grads: a product is (a, bt, offset, strides) or that and (a_sums, b_sums), "
+                         f"got {[len(p) for p in products]} items")
     products = [tuple(p) + (None, None) * (len(p) == 4) for p in products]
     a0 = products[0][0]
     R = a0.shape[0]

@@ -318,6 +318,9 @@ def test_planes_weight_grads_name_bad_arguments(kdev):
         ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1))], 13)
     with pytest.raises(ValueError, match=r"must cover size = 12, cover 19"):
         ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1), 12, 16)], 12)
+    with pytest.raises(ValueError, match=r"a product is \(a, bt, offset, strides\) or that and \(a_sums, b_sums\), "
+                                         r"got \[5\] items"):
+        ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1), 12)], 15)
     for bad in (bt[0], bt[:, 0]):  # a 2-D bt, one with 2 rows too
         with pytest.raises(ValueError, match=r"bt float32 \[2, N, 8\] planes, got a torch.float32 \(8, 4\), bt "
                                              r"torch.float32 \((3|2), 8\)"):
