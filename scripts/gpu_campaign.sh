@@ -99,6 +99,8 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # at S = 32, slower at 128; the transform kernel's input tile the register operand since), the plain gate on
 # cuBLAS (1.02x / 1.01x in fp32, 0.98x in TF32 at 128) and the spectral conv's torch.fft transforms at S < 512
 # (never timed in fp32 mode, where cuBLAS runs the DFT GEMMs on the CUDA cores: ~2 of the ~4 ms it takes there),
+# those transforms with our Gauss mixing (new: in fp32 mode the mixing's 3xTF32 dots on tensor cores, where
+# cuBLAS's fp32 mixing runs 6.7 GFLOP a layer forward on the CUDA cores; 3 + 4 launches a layer against 7 + 11),
 # the plain gate's backward on 64-row wgmma tiles (new; fp32 and TF32: its 32-row tiles run mma.sync), and again
 # the spectral conv on our kernels (0.74-0.94x on 2026-11-30; since, the transform's input tile is its MMA's
 # register operand and fp32 mode's forward mixing reads W's split planes K-major).
@@ -108,7 +110,8 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue ffn_persistent:AMG_FAST_FFN_PERSISTENT=1 \
 ffn_wgrad_planes:AMG_FAST_FFN_WGRAD_PLANES=1 s4d_fma:AMG_FAST_S4D_FMA=1 wgrad_triton:AMG_FAST_WGRAD=triton \
 spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton gate_cublas:AMG_FAST_GATE_METHOD=cublas \
-spectral_fft:AMG_FAST_SPECTRAL_TRANSFORM=fft gate_bwd_wgmma:AMG_FAST_GATE_BWD_WGMMA=1 \
+spectral_fft:AMG_FAST_SPECTRAL_TRANSFORM=fft \
+spectral_fftgauss:AMG_FAST_SPECTRAL_TRANSFORM=fft,AMG_FAST_SPECTRAL_MIX=gauss gate_bwd_wgmma:AMG_FAST_GATE_BWD_WGMMA=1 \
 spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss,AMG_FAST_SPECTRAL_DFT_GEMM=triton}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
 TRUST=${CAMPAIGN_TRUST_KERNELS:-0}
