@@ -349,8 +349,9 @@ def ffn_cases(quick: bool):
     TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, one program a tile and as
     persistent programs (AMG_FAST_FFN_PERSISTENT=1), in fp32 mode also with the weight gradients of the planes
     kernel (AMG_FAST_FFN_WGRAD_PLANES=1: the row GEMMs writing x^T's and dy^T's planes) and with an fp64 residual
-    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]."""
-    from amg_fast.kernels import ffn_gemm, relu_grad
+    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]; in bf16
+    mode the weights' casts (kernels/_tf32.cast_weights: fp32 -> bf16 forward, bf16 -> fp32 gradients)."""
+    from amg_fast.kernels import _tf32, ffn_gemm, relu_grad
 
     def run_persistent(x):
         _with_env({"AMG_FAST_FFN_PERSISTENT": "1"}, lambda: run_gemm(x))
@@ -366,6 +367,11 @@ def ffn_cases(quick: bool):
             y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res, True)
             ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), xt, h, w1, w2, True, "planes", w_planes)
 
+    def run_casts():
+        weights = [_t(*shape) for shape in ((512, 128), (512,), (128, 512), (128,))]
+        flat = _tf32.cast_weights(*weights, dtype=torch.bfloat16)
+        _tf32.cast_weights(flat[:512 * 128], flat[512 * 129:512 * 257], dtype=torch.float32)
+
     for mode in MODES:
         x = _t(102400, 128, dtype=MODES[mode])
         yield f"ffn-gemm H128 residual {mode}", lambda x=x: run_gemm(x), mode
@@ -374,6 +380,8 @@ def ffn_cases(quick: bool):
         yield f"ffn-epilogue relu-grad F512 {mode}", lambda g=g, x=x: relu_grad.relu_backward_with_bias_grads(g, g, x), mode
         if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
             yield f"ffn-gemm H128 fp64-residual {mode}", lambda x=x: run_gemm(x, torch.float64), mode
+        if mode == "bf16":  # bf16 autocast's weights: the fp32 parameters cast in one launch, their gradients back
+            yield f"ffn weight casts {mode}", run_casts, mode
 
 
 def decoder_cases(quick: bool):

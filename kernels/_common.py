@@ -65,6 +65,12 @@ def dot_operand(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.to(dtype).contiguous()
 
 
+def flat_views(flat: torch.Tensor, like) -> tuple[torch.Tensor, ...]:
+    """flat [sum of the numels] -> views of it shaped like each tensor of `like`, in order (what a launch that
+    writes several tensors into one buffer, as _tf32.cast_weights, hands back)."""
+    return tuple(part.view(t.shape) for part, t in zip(flat.split([t.numel() for t in like]), like))
+
+
 def next_pow2(n: int, minimum: int = 16) -> int:
     """Smallest power of two >= max(n, minimum) (tl.arange needs powers of two, tl.dot dims >= 16).
 

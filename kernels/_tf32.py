@@ -1,6 +1,7 @@
 """TF32 rounding, on the device (inside kernels) and on the host: the one definition every kernel uses;
 and the split of fp32 weights into TF32 planes for 3xTF32 products (split_tf32), transposed on the way where
-a kernel needs the other layout (transposed_weights without the split).
+a kernel needs the other layout (transposed_weights without the split), or cast to another dtype in the same one
+launch (cast_weights: bf16 autocast's weights, formed once for a layer's GEMMs).
 
 TF32 keeps fp32's 8 exponent bits and 10 of its 23 explicit mantissa bits. A plain-TF32 MMA on Hopper
 drops an fp32 operand's low 13 bits (truncation); a value rounded here first is read exactly, and
@@ -15,9 +16,10 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import cdiv, new_output, wrap_triton
+from amg_fast.kernels._common import cdiv, dot_operand, flat_views, new_output, wrap_triton
 
-__all__ = ["round_tf32", "round_to_tf32", "split_tf32", "transposed_weights", "split_dot", "store_split"]
+__all__ = ["round_tf32", "round_to_tf32", "split_tf32", "transposed_weights", "cast_weights", "dot_operands",
+           "split_dot", "store_split"]
 
 SPLIT_BLOCK = 1024  # elements per program of the split
 
@@ -72,9 +74,10 @@ def store_split(hi_ptrs, lo_ptrs, v, mask):
 def _weight_planes_kernel(src1_ptr, dst1_ptr, n1, rows1, src2_ptr, dst2_ptr, n2, rows2, src3_ptr, dst3_ptr, n3,
                           rows3, src4_ptr, dst4_ptr, n4, rows4, SPLIT: tl.constexpr, TRANSPOSE: tl.constexpr,
                           BLOCK: tl.constexpr):
-    """For up to four flat tensors (program axis 1 picks one) of n elements: dst[:n] = src, or with TRANSPOSE
-    src [rows, n / rows] transposed (dst [n / rows, rows] row-major; rows = 1 copies as is); SPLIT: in TF32
-    parts instead, hi = round_tf32 at dst[:n], lo = the rest at dst[n:2n]."""
+    """For up to four flat tensors (program axis 1 picks one) of n elements: dst[:n] = src (converted to dst's
+    dtype by the store, rounding to nearest even), or with TRANSPOSE src [rows, n / rows] transposed (dst
+    [n / rows, rows] row-major; rows = 1 copies as is); SPLIT: in TF32 parts instead, hi = round_tf32 at dst[:n],
+    lo = the rest at dst[n:2n]."""
     which = tl.program_id(1)
     src = tl.where(which == 0, src1_ptr, tl.where(which == 1, src2_ptr, tl.where(which == 2, src3_ptr, src4_ptr)))
     dst = tl.where(which == 0, dst1_ptr, tl.where(which == 1, dst2_ptr, tl.where(which == 2, dst3_ptr, dst4_ptr)))
@@ -97,10 +100,10 @@ MAX_WEIGHTS = 4  # slots of _weight_planes_kernel
 
 
 def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bool | tuple[bool, ...],
-                   name: str) -> torch.Tensor:
-    """split_tf32's and transposed_weights' one launch: the weights (each transposed where transpose says: one
-    flag for all, or one a weight) one after another in one flat buffer, as TF32 planes [hi | lo] each (fp32)
-    with split, else in their common dtype."""
+                   name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """split_tf32's, transposed_weights' and cast_weights' one launch: the weights (each transposed where
+    transpose says: one flag for all, or one a weight) one after another in one flat buffer, as TF32 planes
+    [hi | lo] each (fp32) with split, else in dtype (None: the first weight's; the others cast to that first)."""
     if not 1 <= len(weights) <= MAX_WEIGHTS:
         raise ValueError(f"{name} takes 1 to {MAX_WEIGHTS} weights, got {len(weights)}")
     flags = (transpose,) * len(weights) if isinstance(transpose, bool) else tuple(transpose)
@@ -108,7 +111,8 @@ def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bo
         raise ValueError(f"{name}: transpose must be a bool or one bool a weight ({len(weights)}), got {transpose!r}")
     if any(f and w.dim() != 2 for f, w in zip(flags, weights)):
         raise ValueError(f"{name}(transpose) takes 2-D weights, got shapes {[tuple(w.shape) for w in weights]}")
-    dtype = torch.float32 if split else weights[0].dtype
+    source = torch.float32 if split else weights[0].dtype
+    dtype = torch.float32 if split else dtype or source
     sizes = [w.numel() for w in weights]
     per = 2 if split else 1
     out = new_output((per * sum(sizes),), dtype=dtype, device=weights[0].device)
@@ -118,10 +122,10 @@ def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bo
         # aliasing one view would overwrite the first's planes with the second's untouched copy.
         args, offset = [], 0
         for w, n, flag in zip(weights, sizes, flags):
-            args += [w.contiguous().to(dtype), out[offset:offset + per * n], n, max(1, w.shape[0]) if flag else 1]
+            args += [w.contiguous().to(source), out[offset:offset + per * n], n, max(1, w.shape[0]) if flag else 1]
             offset += per * n
         for _ in range(MAX_WEIGHTS - len(weights)):
-            args += [out.new_empty(0), out.new_empty(0), 0, 1]
+            args += [out.new_empty(0, dtype=source), out.new_empty(0), 0, 1]
         wrap_triton(_weight_planes_kernel)[(cdiv(max(sizes), SPLIT_BLOCK), len(weights))](
             *args, SPLIT=split, TRANSPOSE=any(flags), BLOCK=SPLIT_BLOCK)
     return out
@@ -140,6 +144,24 @@ def transposed_weights(*weights: torch.Tensor) -> torch.Tensor:
     """Up to four 2-D weights' transposes, each row-major, one after another in one flat buffer of the first
     weight's dtype ([w1^T | w2^T | ...]), in one launch."""
     return _weight_planes(weights, False, True, "transposed_weights")
+
+
+def cast_weights(*weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Up to four weights in dtype, one after another in one flat buffer ([w1 | w2 | ...], each row-major), in one
+    launch, rounded to nearest even as torch's .to(dtype); a weight of another dtype than the first is cast to the
+    first's on the host first. Where bf16 autocast cast a layer's fp32 weights one kernel each (and their
+    gradients back), the feed-forward casts all four, and their gradients, in one (amg_fast.ops.ffn)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"cast_weights: dtype must be a floating-point torch.dtype, got {dtype!r}")
+    return _weight_planes(weights, False, False, "cast_weights", dtype)
+
+
+def dot_operands(dtype: torch.dtype, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Up to four weights as dot operands beside activations of dtype (_common.dot_operand), the ones of another
+    dtype (fp32 weights under bf16 autocast) cast together in one launch (cast_weights), as views."""
+    if sum(w.dtype != dtype for w in weights) < 2:
+        return tuple(dot_operand(w, dtype) for w in weights)
+    return flat_views(cast_weights(*weights, dtype=dtype), weights)
 
 
 def round_to_tf32(t: torch.Tensor) -> torch.Tensor:

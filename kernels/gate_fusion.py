@@ -54,7 +54,7 @@ import triton.language as tl
 
 from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._rows import column_sums
-from amg_fast.kernels._tf32 import split_dot, split_tf32
+from amg_fast.kernels._tf32 import dot_operands, split_dot, split_tf32
 from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_bwd_wgmma, gate_x3
 
 __all__ = ["gate_fusion_fwd", "gate_fusion_bwd", "gate_grads", "gate_cublas_fwd", "gate_cublas_grads", "weight_grads",
@@ -558,7 +558,7 @@ def _prepare(h, z, w_z, w_h, b, chi, readout):
     per_batch = chi.dim() == 1
     scalars = {"M": M, "H": H, "rows_per_batch": max(M // chi.shape[0] if per_batch else M, 1),
                "chi_stride": 1 if per_batch else 0}
-    weights = (dot_operand(w_z, h.dtype), dot_operand(w_h, h.dtype), b.contiguous())
+    weights = (*dot_operands(h.dtype, w_z, w_h), b.contiguous())  # fp32 weights under bf16 autocast: one cast
     return (h2, z2, *weights, chi.reshape(-1).contiguous()), scalars
 
 

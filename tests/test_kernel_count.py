@@ -11,6 +11,7 @@ from helpers import load_bench
 
 from amg_fast.models import get_model
 from amg_fast.train.evaluate import one_step_loss
+from amg_fast.train.precision import autocast
 # Measured with torch 2.13 (CPU) on the step below (B = 2, T = 4, S = 20, width 16): 246 ops (363 in
 # bf16 autocast); 249 since the decoder's two Linears run as one (three tiny weight-side ops for one
 # fewer activation GEMM and no [rows, 128] intermediate, forward and backward); 247 since log(omega +
@@ -106,8 +107,9 @@ def test_interpreted_triton_launch_counts_once():
     assert load_kernel_count().count_kernels(lambda: s4d_conv_kernel_fwd(lam, c, 5), "cpu")["kernels"] == 1
 
 
-def amgfno_step(backend: str):
-    """(step, rows, parameter tensors) of the trainer's step: AMGFNO, teacher forcing, fused Adam."""
+def amgfno_step(backend: str, precision: str = "fp32"):
+    """(step, rows, parameter tensors) of the trainer's step: AMGFNO, teacher forcing, fused Adam; the forward
+    and loss under the precision mode's autocast (bf16: torch.autocast, as the trainer)."""
     torch.manual_seed(0)
     model = get_model("amgfno", width=16, modes=8, omega=0.1, backend=backend)
     optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(1e-3), fused=True)
@@ -115,7 +117,9 @@ def amgfno_step(backend: str):
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        one_step_loss(model(u[:, :-1]), u[:, 1:]).backward()  # the trainer's loss
+        with autocast(precision, "cpu"):
+            loss = one_step_loss(model(u[:, :-1]), u[:, 1:])  # the trainer's loss
+        loss.backward()
         optimizer.step()
 
     step()  # warm-up: Adam's state is created lazily
@@ -150,6 +154,25 @@ def test_amgfno_triton_train_step_kernel_count(spectral, ffn, monkeypatch):
     assert estimate["cuda_estimate"] == (count + estimate["cublas_split_k"] + estimate["multi_tensor_apply"]
                                          + estimate["loss_reductions"])
     assert estimate["loss_reductions"] == 1  # the trainer's loss: mse_loss, then its sum
+
+
+# bf16 mode (the step under bf16 autocast; on CPU the spectral conv runs our kernels, as bf16 work does on a GPU,
+# and the feed-forward the epilogue path, bf16's default): 152 launches, 46 of them casts -- autocast's cast of
+# each fp32 parameter to bf16 and of its gradient back (the H200 profiled 186 CUDA kernels in bf16, 2026-11-30).
+# 118 since the feed-forward casts its four weights in one launch and their gradients back in one
+# (kernels._tf32.cast_weights; its bias gradients stay fp32 sums), and the gate its w_z and w_h in one, forward and
+# backward (kernels._tf32.dot_operands). Ceiling 118 + 5%.
+BF16_STEP_KERNEL_CEILING = 124
+
+
+def test_amgfno_triton_bf16_step_kernel_count():
+    """The Triton step under bf16 autocast stays at or below its ceiling: the feed-forward's and the gate's weights
+    cast once each way a layer, not once a parameter."""
+    step, rows, tensors = amgfno_step("triton", "bf16")
+    count = load_kernel_count().estimate_cuda_kernels(step, rows=rows, tensor_lists=tensors)["kernels"]
+    assert TRITON_STEP_KERNEL_FLOOR < count <= BF16_STEP_KERNEL_CEILING, (
+        f"{count} kernels per bf16 Triton step; allowed: more than {TRITON_STEP_KERNEL_FLOOR}, at most "
+        f"{BF16_STEP_KERNEL_CEILING}")
 
 
 def test_gpu_estimate_models_split_k_multi_tensor_launches_and_loss_reductions():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch.library import triton_op
 
+from amg_fast.kernels import _tf32
 from amg_fast.kernels import composed_linear as _composed
 from amg_fast.kernels import ffn_gemm as _ffn_gemm
 from amg_fast.kernels import glu_grad as _glu_grad
@@ -175,6 +176,11 @@ def _relu_backward_with_bias_grads_op(g: torch.Tensor, h: torch.Tensor, dy: torc
     """g, h [M, F], dy [M, H_out] -> (dh = g where h > 0 else 0, [db1 | db2] flat: dh's and dy's column sums,
     accumulation dtype)."""
     return _relu_grad.relu_backward_with_bias_grads(g, h, dy)
+
+@triton_op("amg_fast::cast_weights", mutates_args=())
+def _cast_weights_op(weights: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """Up to four tensors -> one flat buffer [w1 | w2 | ...] in dtype, in one launch (kernels._tf32.cast_weights)."""
+    return _tf32.cast_weights(*weights, dtype=dtype)
 
 
 # ----------------------------------------------------------------------------- linear_glu

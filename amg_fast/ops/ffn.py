@@ -18,7 +18,10 @@ kernels.limits.wgrad_method (cuBLAS for fp32 activations). The H200's step with 
 1.12x / 1.14x in fp32 at S = 32 / 128, 0.87-0.99x in TF32 and bf16 (2026-11-30). The Triton MLP that kept the hidden activation on chip (method
 "fused") was removed on 2026-11-29: 1.2-1.9x slower than the epilogue in every mode on an H200, and a fault of
 triton 3.6's sm_90 code in fp32. residual (the FFNO block's x in x + FeedForward(...)) is added in the gemm
-kernels' epilogue (one activation pass fewer); on the epilogue path it is one add.
+kernels' epilogue (one activation pass fewer); on the epilogue path it is one add. Under bf16 autocast both
+Functions take the fp32 weights and cast all four to bf16 in one launch (kernels._tf32.cast_weights), and their
+gradients back in one, where autocast's casts ran a kernel a parameter each way (32 launches a step of the
+paper's four layers); the bias gradients stay the fp32 sums (autocast rounded them to bf16 and back).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
+from amg_fast.kernels._common import flat_views
 from amg_fast.kernels.limits import FFN_METHODS, ffn_method, wgrad_method
 from amg_fast.ops._backend import run_op, triton_ops
 
@@ -59,8 +63,29 @@ def feed_forward_ref(x, w1, b1, w2, b2, residual=None) -> torch.Tensor:
     return y if residual is None else residual + y
 
 
+def _in_dtype(dtype: torch.dtype, *params: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The parameters in dtype: as they are, or (bf16 autocast over fp32 weights) cast in one launch, views of one
+    flat buffer -- where autocast ran a cast kernel a parameter (and one a gradient back: _as_params)."""
+    if all(p.dtype == dtype for p in params):
+        return params
+    return flat_views(triton_ops().cast_weights(list(params), dtype), params)
+
+
+def _as_params(grads: tuple, dtypes: tuple) -> tuple:
+    """Gradients computed in the activations' dtype (None where not needed) in their parameters' dtypes: as they
+    are, or cast in one launch (see _in_dtype)."""
+    todo = [i for i, g in enumerate(grads) if g is not None and g.dtype != dtypes[i]]
+    if not todo:
+        return grads
+    out, todo_grads = list(grads), [grads[i] for i in todo]
+    for i, g in zip(todo, flat_views(triton_ops().cast_weights(todo_grads, dtypes[todo[0]]), todo_grads)):
+        out[i] = g.to(dtypes[i])  # a no-op but for parameters of several dtypes
+    return tuple(out)
+
+
 class FeedForwardFn(torch.autograd.Function):
-    """x [M, H_in] (2-D), weights as feed_forward's -> y [M, H_out]; all in one dtype.
+    """x [M, H_in] (2-D), weights as feed_forward's -> y [M, H_out] in x's dtype; weights of another dtype (fp32
+    under bf16 autocast) are cast to x's in one launch, and their gradients back in one.
 
     Forward: hidden = relu(x W1^T + b1) (one GEMM with the bias + ReLU epilogue), y = hidden W2^T + b2.
     Backward: dW2 = dy^T hidden; dhidden = (dy W2) masked where hidden = 0, db1 = sum dhidden and db2 = sum dy
@@ -69,6 +94,8 @@ class FeedForwardFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2):
+        ctx.param_dtypes = [t.dtype for t in (w1, b1, w2, b2)]
+        w1, b1, w2, b2 = _in_dtype(x.dtype, w1, b1, w2, b2)
         hidden = torch._addmm_activation(b1, x, w1.t())  # relu(x w1^T + b1), cuBLASLt epilogue on CUDA
         ctx.save_for_backward(x, w1, w2, hidden)
         return torch.addmm(b2, hidden, w2.t())
@@ -76,20 +103,23 @@ class FeedForwardFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         x, w1, w2, hidden = ctx.saved_tensors
-        need = ctx.needs_input_grad
+        need, (w1_dtype, b1_dtype, w2_dtype, b2_dtype) = ctx.needs_input_grad, ctx.param_dtypes
         dw2 = dy.t().mm(hidden) if need[3] else None
         if not (need[0] or need[1] or need[2]):
-            return None, None, None, dw2, dy.sum(0) if need[4] else None
-        # one pass: the ReLU's mask, db1 and db2
+            (dw2,) = _as_params((dw2,), (w2_dtype,))
+            return None, None, None, dw2, dy.sum(0, dtype=b2_dtype) if need[4] else None
+        # one pass: the ReLU's mask, db1 and db2 (summed in the accumulation dtype: cast to the biases' own)
         dhidden, bias_grads = triton_ops().relu_backward_with_bias_grads(dy.mm(w2), hidden, dy)
         db1, db2 = bias_grads.split((hidden.shape[1], dy.shape[1]))
-        return (dhidden.mm(w1) if need[0] else None, dhidden.t().mm(x) if need[1] else None,
-                db1.to(x.dtype) if need[2] else None, dw2, db2.to(x.dtype) if need[4] else None)
+        dw1, dw2 = _as_params((dhidden.t().mm(x) if need[1] else None, dw2), (w1_dtype, w2_dtype))
+        return (dhidden.mm(w1) if need[0] else None, dw1, db1.to(b1_dtype) if need[2] else None, dw2,
+                db2.to(b2_dtype) if need[4] else None)
 
 
 class GemmFeedForwardFn(torch.autograd.Function):
-    """x [M, H_in] (2-D), weights as feed_forward's in x's dtype, residual [M, H_out] or None -> y [M, H_out]
-    (+ residual), in the residual's dtype when there is one, else x's. Four Triton row GEMMs with the bias,
+    """x [M, H_in] (2-D), weights as feed_forward's (of another dtype than x's: cast to it in one launch, their
+    gradients back in one), residual [M, H_out] or None -> y [M, H_out] (+ residual), in the residual's dtype when
+    there is one, else x's. Four Triton row GEMMs with the bias,
     ReLU, the ReLU's backward mask and the residual in their epilogues (kernels/ffn_gemm.py; in fp32 mode
     3xTF32 dots against the weights' TF32 planes, made once per pass), the weight gradients by
     kernels.limits.wgrad_method (cuBLAS for fp32 activations), or in fp32 mode with $AMG_FAST_FFN_WGRAD_PLANES=1
@@ -101,6 +131,8 @@ class GemmFeedForwardFn(torch.autograd.Function):
     def forward(ctx, x, w1, b1, w2, b2, residual=None):
         from amg_fast.kernels.ffn_gemm import wgrad_planes  # imports triton: Triton path only
 
+        ctx.param_dtypes = [t.dtype for t in (w1, b1, w2, b2)]
+        w1, b1, w2, b2 = _in_dtype(x.dtype, w1, b1, w2, b2)
         x, w1, w2 = x.contiguous(), w1.contiguous(), w2.contiguous()
         planes = wgrad_planes(x.dtype)
         y, hidden, xt, w_planes = triton_ops().feed_forward_gemm_fwd(
@@ -117,7 +149,8 @@ class GemmFeedForwardFn(torch.autograd.Function):
         need = ctx.needs_input_grad
         dx, flat = triton_ops().feed_forward_gemm_bwd(dy.contiguous(), x, hidden, w1, w2, need[0], ctx.wgrad,
                                                       w_planes)
-        return _with_residual_grad(need, dy, dx, gemm_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0]))
+        grads = gemm_weight_grads(flat, w1.shape[0], w1.shape[1], w2.shape[0])
+        return _with_residual_grad(need, dy, dx, _as_params(grads, ctx.param_dtypes))
 
 
 def _with_residual_grad(need: tuple, dy: torch.Tensor, dx: torch.Tensor, weight_grads: tuple) -> tuple:
@@ -149,11 +182,11 @@ def feed_forward(x, w1, b1, w2, b2, *, residual=None, backend: str = "auto", met
         res2 = None if residual is None else residual.reshape(-1, w2.shape[0])
         if res2 is not None:  # in y's dtype, the reference's residual + y: x's and the residual's promoted
             res2 = res2.to(torch.promote_types(dtype, res2.dtype))  # (fp32 under bf16 autocast: unchanged)
+        # both Functions cast the weights to x's dtype (as nn.Linear under autocast) in one launch
         if ffn_method(method, dtype) == "gemm":
-            # weights cast to x's dtype first (as nn.Linear under autocast): the kernels take one dtype
-            y = GemmFeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)), res2)
+            y = GemmFeedForwardFn.apply(x2, w1, b1, w2, b2, res2)
         else:
-            y = FeedForwardFn.apply(x2, *(t.to(dtype) for t in (w1, b1, w2, b2)))
+            y = FeedForwardFn.apply(x2, w1, b1, w2, b2)
             y = y if res2 is None else res2 + y
         return y.reshape(*x_.shape[:-1], w2.shape[0])
 

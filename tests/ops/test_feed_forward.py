@@ -105,17 +105,37 @@ def test_fused_gradients_for_weights_only(method, gen, kdev):
     assert all(rel_err(a, b) <= 1e-12 for a, b in zip(grads, grads_ref))
 
 
-def test_fused_under_bf16_autocast_follows_nn_linear(gen, kdev):
-    """Under autocast the output is bf16 (as nn.Linear gives) and the gradients keep the fp32 weights'
-    dtype (the epilogue path: the row GEMMs' bf16 runs only on a GPU, below)."""
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+def test_fused_under_bf16_autocast_follows_nn_linear(residual, gen, kdev, monkeypatch):
+    """Under autocast the output is bf16 (as nn.Linear gives; fp32 with an fp32 residual) and the gradients keep
+    the fp32 leaves' dtypes (the epilogue path: the row GEMMs' bf16 values are checked only on a GPU, below). The
+    four fp32 weights are cast to bf16 in one launch, and their gradients back in one, where autocast ran a cast
+    kernel each way a parameter. Values: against the reference under autocast on the weights as that launch rounds
+    them (torch's .to(bf16) bit for bit on a GPU: test_ffn_gemm.py; Triton's interpreter truncates instead), within
+    bf16 rounding (the reference rounds its weight and bias gradients to bf16; these keep fp32 bias sums)."""
+    from amg_fast.kernels import _tf32
+    from amg_fast.kernels._common import flat_views
+
     inputs = make_inputs((4, 16), 16, 64, 16, gen, torch.float32, kdev)
+    res = torch.randn(4, 16, 16, generator=gen).to(kdev).requires_grad_() if residual else None
+    weights = inputs[1:]
+    flat = _tf32.cast_weights(*(w.detach() for w in weights), dtype=torch.bfloat16)
+    rounded = [w.requires_grad_() for w in flat_views(flat, weights)]
+    launches = []
+    record_launches(_tf32, launches, monkeypatch)
     with torch.autocast(kdev.type, dtype=torch.bfloat16):
-        y = feed_forward(*inputs, backend="triton", method="epilogue")
-        y_ref = feed_forward_ref(*inputs)
-    assert y.dtype == y_ref.dtype == torch.bfloat16
-    assert rel_err(y.float(), y_ref.float()) <= 2e-2
-    grads = torch.autograd.grad(y.float().sum(), inputs)
-    assert [g.dtype for g in grads] == [torch.float32] * 5
+        y = feed_forward(*inputs, residual=res, backend="triton", method="epilogue")
+        y_ref = feed_forward_ref(inputs[0], *rounded, residual=res)
+    assert y.dtype == y_ref.dtype == (torch.float32 if residual else torch.bfloat16)
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel"]
+    assert rel_err(y.float(), y_ref.float()) <= 1e-2
+    dy = torch.randn(y.shape, generator=gen).to(kdev)
+    leaves = [*inputs] + [res] * residual
+    grads = torch.autograd.grad(y.float(), leaves, dy)
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel"] * 2
+    grads_ref = torch.autograd.grad(y_ref.float(), [inputs[0], *rounded] + [res] * residual, dy)
+    assert [g.dtype for g in grads] == [torch.float32] * len(leaves)
+    assert all(rel_err(g, r.float()) <= 1e-2 for g, r in zip(grads, grads_ref))
 
 
 def test_module_runs_the_op_with_sequential_parameter_names(gen, kdev):
@@ -168,6 +188,25 @@ def test_gemm_kernels_under_bf16_autocast_gpu(residual, gen, kdev):
     grads_ref = torch.autograd.grad(feed_forward_ref(*rounded), rounded, dy)
     assert [g.dtype for g in grads] == [torch.float32] * len(leaves) and all(torch.isfinite(g).all() for g in grads)
     assert all(rel_err(g, r) <= 3e-2 for g, r in zip(grads, grads_ref))  # the residual's own gradient is dy
+
+
+def test_gemm_method_under_bf16_autocast_casts_the_weights_in_one_launch_each_way(gen, kdev, monkeypatch):
+    """The row GEMMs under bf16 autocast take the fp32 weights cast to bf16 in one launch (of kernels._tf32), and
+    hand back fp32 gradients cast in one more. Dtypes and launches only: the interpreter's bf16 arithmetic is
+    wrong (values: the GPU test above)."""
+    from amg_fast.kernels import _tf32, ffn_gemm
+
+    inputs = make_inputs((40,), 16, 64, 16, gen, torch.float32, kdev)
+    launches, gemm_launches = [], []
+    record_launches(_tf32, launches, monkeypatch)
+    record_launches(ffn_gemm, gemm_launches, monkeypatch, with_args=True)
+    with torch.autocast(kdev.type, dtype=torch.bfloat16):
+        y = feed_forward(*inputs, backend="triton", method="gemm")
+    assert y.dtype == torch.bfloat16 and [name for name, *_ in launches] == ["_weight_planes_kernel"]
+    assert all(t.dtype == torch.bfloat16 for *_, args in gemm_launches for t in args[:2])  # a, b of each GEMM
+    grads = torch.autograd.grad(y.float().sum(), inputs)
+    assert [g.dtype for g in grads] == [torch.float32] * 5 and all(torch.isfinite(g).all() for g in grads)
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel"] * 2
 
 
 def test_bf16_x_hands_the_backward_dots_a_bf16_dy(gen, kdev, monkeypatch):

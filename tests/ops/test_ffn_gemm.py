@@ -6,7 +6,7 @@ import torch
 from helpers import record_launches, rel_err
 
 from amg_fast.kernels import _tf32, ffn_gemm
-from amg_fast.kernels._tf32 import round_to_tf32, split_tf32, transposed_weights
+from amg_fast.kernels._tf32 import cast_weights, dot_operands, round_to_tf32, split_tf32, transposed_weights
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 4])
@@ -59,6 +59,46 @@ def test_split_tf32_transposes_the_weights_flagged(gen, kdev, monkeypatch):
     assert torch.equal(planes, want)
 
 
+@pytest.mark.parametrize("source, target", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
+                                            (torch.float64, torch.float32)])
+def test_cast_weights_casts_each_weight_in_one_launch(source, target, gen, kdev, monkeypatch):
+    """cast_weights: up to four weights (2-D and 1-D, one over several programs) in the target dtype, one after
+    another in one flat buffer, in one launch: as torch's .to(target) makes them -- bit for bit where the cast
+    is exact or on a GPU (round to nearest even); Triton's interpreter truncates to bf16, so on CPU within one
+    bf16 step of it. A weight of another dtype than the first is cast to the first's first."""
+    weights = [torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, source)
+               for shape in ((48, 40), (3000,), (5,))] + [torch.randn(7, 3, generator=gen).to(kdev)]
+    launches = []
+    record_launches(_tf32, launches, monkeypatch)
+    flat = cast_weights(*weights, dtype=target)
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel"]
+    assert flat.shape == (sum(w.numel() for w in weights),) and flat.dtype == target
+    want = torch.cat([w.to(source).flatten().to(target) for w in weights])
+    if target == torch.bfloat16 and kdev.type == "cpu":
+        step = 2.0 ** (torch.frexp(want.float())[1] - 8).float()  # one bf16 step at each value's binade
+        assert ((flat.float() - want.float()).abs() <= step).all()
+    else:
+        assert torch.equal(flat, want)
+
+
+def test_dot_operands_cast_weights_of_another_dtype_together(gen, kdev, monkeypatch):
+    """dot_operands: the weights in the activations' dtype, contiguous; two or more of another dtype (the gate's
+    fp32 w_z, w_h under bf16 autocast) cast in one launch, values as cast_weights makes them; one alone, or none,
+    without a kernel of this module (a torch cast or nothing)."""
+    w_z, w_h = (torch.randn(16, 16, generator=gen).to(kdev) for _ in range(2))
+    launches = []
+    record_launches(_tf32, launches, monkeypatch)
+    got = dot_operands(torch.bfloat16, w_z, w_h.t())
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel"]
+    assert all(g.dtype == torch.bfloat16 and g.is_contiguous() for g in got)
+    assert torch.equal(torch.cat([g.flatten() for g in got]), cast_weights(w_z, w_h.t(), dtype=torch.bfloat16))
+    mixed = dot_operands(torch.bfloat16, w_z.bfloat16(), w_h)
+    same = dot_operands(torch.float32, w_z, w_h.t())
+    assert len(launches) == 2  # the call to cast_weights above; none since
+    assert [g.dtype for g in mixed] == [torch.bfloat16] * 2 and torch.equal(mixed[1], w_h.bfloat16())
+    assert same[0] is w_z and torch.equal(same[1], w_h.t()) and same[1].is_contiguous()
+
+
 def test_weight_planes_name_bad_arguments():
     w = torch.ones(4)
     for weights in ((), (w,) * 5):
@@ -70,6 +110,10 @@ def test_weight_planes_name_bad_arguments():
         transposed_weights(w)
     with pytest.raises(ValueError, match=r"split_tf32\(transpose\) takes 2-D weights, got shapes \[\(2, 2\), \(4,\)\]"):
         split_tf32(torch.ones(2, 2), w, transpose=(False, True))
+    with pytest.raises(ValueError, match="cast_weights takes 1 to 4 weights, got 0"):
+        cast_weights(dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"cast_weights: dtype must be a floating-point torch.dtype, got torch.int32"):
+        cast_weights(w, dtype=torch.int32)
     with pytest.raises(ValueError, match=r"split_tf32: transpose must be a bool or one bool a weight \(2\), got "
                                          r"\(True,\)"):
         split_tf32(w, w, transpose=(True,))
