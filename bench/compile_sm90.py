@@ -349,7 +349,8 @@ def ffn_cases(quick: bool):
     TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, one program a tile and as
     persistent programs (AMG_FAST_FFN_PERSISTENT=1), in fp32 mode also with the weight gradients of the planes
     kernel (AMG_FAST_FFN_WGRAD_PLANES=1: the row GEMMs writing x^T's and dy^T's planes) and with an fp64 residual
-    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512]; in bf16
+    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512], or its
+    dh as one row GEMM (AMG_FAST_FFN_DH=triton: masked_hidden_grad); in bf16
     mode the weights' casts (kernels/_tf32.cast_weights: fp32 -> bf16 forward, bf16 -> fp32 gradients)."""
     from amg_fast.kernels import _tf32, ffn_gemm, relu_grad
 
@@ -367,6 +368,10 @@ def ffn_cases(quick: bool):
             y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res, True)
             ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), xt, h, w1, w2, True, "planes", w_planes)
 
+    def run_dh(dy, h):  # the epilogue path's dh with AMG_FAST_FFN_DH=triton: one row GEMM, mask and sums
+        H, F = dy.shape[-1], h.shape[-1]
+        ffn_gemm.masked_hidden_grad(dy, h, _t(F, H, dtype=dy.dtype), _t(H, F, dtype=dy.dtype))
+
     def run_casts():
         weights = [_t(*shape) for shape in ((512, 128), (512,), (128, 512), (128,))]
         flat = _tf32.cast_weights(*weights, dtype=torch.bfloat16)
@@ -378,6 +383,7 @@ def ffn_cases(quick: bool):
         yield f"ffn-gemm H128 residual persistent {mode}", lambda x=x: run_persistent(x), mode
         g = _t(102400, 512, dtype=MODES[mode])  # the epilogue path's backward: ReLU mask, db1, db2 in one pass
         yield f"ffn-epilogue relu-grad F512 {mode}", lambda g=g, x=x: relu_grad.relu_backward_with_bias_grads(g, g, x), mode
+        yield f"ffn-epilogue dh-gemm F512 {mode}", lambda g=g, x=x: run_dh(x, g), mode
         if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
             yield f"ffn-gemm H128 fp64-residual {mode}", lambda x=x: run_gemm(x, torch.float64), mode
         if mode == "bf16":  # bf16 autocast's weights: the fp32 parameters cast in one launch, their gradients back

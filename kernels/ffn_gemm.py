@@ -46,7 +46,7 @@ from amg_fast.kernels.gate_fusion import weight_grads
 from amg_fast.kernels.limits import ffn_persistent, ffn_wgrad_planes
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
-           "planes_weight_grads", "wgrad_planes", "WGRAD_PLANES_POLICY", "LAUNCH_POLICY"]
+           "planes_weight_grads", "wgrad_planes", "masked_hidden_grad", "WGRAD_PLANES_POLICY", "LAUNCH_POLICY"]
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -343,6 +343,19 @@ def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None, x_planes: bool = Fal
     y = row_gemm(h, w2_op, transpose_w=True, bias=b2, residual=residual,
                  out_dtype=x.dtype if residual is None else residual.dtype)
     return y, h, xt, backward_planes
+
+
+def masked_hidden_grad(dy: torch.Tensor, h: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The epilogue feed-forward's (amg_fast.ops.ffn.FeedForwardFn) dh = (dy W2) where h > 0 else 0 [M, F] in h's
+    dtype and [db1 | db2] (dh's and dy's column sums [F + H_out], accumulation dtype) -- what kernels.relu_grad's
+    pass forms from a cuBLAS dy W2 -- as one row GEMM with the mask and both sums in its epilogue
+    (kernels.limits.ffn_dh_method "triton"). dy [M, H_out] (cast to h's dtype), h [M, F] the forward's hidden
+    activation, w1, w2 as the forward's (in h's dtype): W2 as _backward_operands makes it (W2^T row-major for
+    fp32 weights, TF32 planes in fp32 mode: one launch)."""
+    _, w2_op, transposed = _backward_operands(w1, w2)
+    return row_gemm(dot_operand(dy, h.dtype), w2_op, transpose_w=transposed, mask=h.contiguous(), out_dtype=h.dtype,
+                    column_sums=True, input_sums=True)
 
 
 def wgrad_planes(dtype: torch.dtype) -> bool:

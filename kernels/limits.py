@@ -17,7 +17,7 @@ __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRAN
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
            "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "GATE_METHODS",
            "gate_method", "gate_bwd_wgmma", "s4d_channels_first", "s4d_fma", "ffn_persistent", "ffn_wgrad_planes",
-           "KERNEL_SWITCHES", "reread_switches"]
+           "FFN_DH_METHODS", "ffn_dh_method", "KERNEL_SWITCHES", "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -117,7 +117,7 @@ FFN_AUTO_METHOD = {"fp32": "gemm", "tf32": "epilogue", "bf16": "epilogue", "fp16
 # Every environment switch of the kernels (docs/kernels.md). The functions below read theirs at each call; the
 # spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
-KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_WGRAD_PLANES",
+KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_WGRAD_PLANES", "AMG_FAST_FFN_DH",
                    "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_S4D_FMA", "AMG_FAST_WGRAD",
                    "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_GATE_BWD_WGMMA", "AMG_FAST_MEMORY_READOUT",
                    "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX", "AMG_FAST_SPECTRAL_DFT_GEMM",
@@ -223,6 +223,20 @@ def ffn_wgrad_planes(default: bool) -> bool:
     (3xTF32 against K-major TF32 planes of x^T and dy^T, written by the row GEMMs that read x and dy) instead of
     by kernels.limits.wgrad_method: $AMG_FAST_FFN_WGRAD_PLANES ("1" yes, "0" no) when set, else default."""
     return _env_flag("AMG_FAST_FFN_WGRAD_PLANES", default)
+
+
+# How the epilogue feed-forward's backward forms dh = (dy W2) masked by the ReLU, and the bias gradients:
+# "cublas" (a cuBLAS GEMM writes g = dy W2 [rows, 4H], then kernels/relu_grad.py's pass reads it with h and dy
+# and writes dh and both bias sums) or "triton" (kernels.ffn_gemm.masked_hidden_grad: one Triton row GEMM with
+# the mask and both sums in its epilogue; g is neither written nor read back, 2 x 210 MB a layer at S = 128 in
+# fp32). The H200's bf16 profile (2026-11-30, before relu_grad reduced its rows once): the relu_grad pass 0.81 ms
+# of the 4.43-ms step, cuBLAS's dy W2 ~0.15, where the row-GEMM path's dh and dx kernels took 0.63 together.
+FFN_DH_METHODS = ("cublas", "triton")
+
+
+def ffn_dh_method(default: str = "cublas") -> str:
+    """The epilogue feed-forward's dh method (FFN_DH_METHODS): $AMG_FAST_FFN_DH when set, else default."""
+    return _env_choice("AMG_FAST_FFN_DH", FFN_DH_METHODS) or default
 
 
 def ffn_method(method: str, dtype: torch.dtype = torch.float32) -> str:

@@ -170,6 +170,13 @@ def _feed_forward_gemm_bwd_op(dy: torch.Tensor, x: torch.Tensor, h: torch.Tensor
     return _ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx, wgrad, w_planes)
 
 
+@triton_op("amg_fast::feed_forward_dh", mutates_args=())
+def _feed_forward_dh_op(dy: torch.Tensor, h: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """dy [M, H_out], h [M, F] -> (dh = (dy W2) where h > 0, [db1 | db2] flat, accumulation dtype): one row GEMM."""
+    return _ffn_gemm.masked_hidden_grad(dy, h, w1, w2)
+
+
 @triton_op("amg_fast::relu_backward_with_bias_grads", mutates_args=())
 def _relu_backward_with_bias_grads_op(g: torch.Tensor, h: torch.Tensor, dy: torch.Tensor
                                       ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from amg_fast._checks import check_rank, check_real_float, check_same_device, check_shape
 from amg_fast.kernels._common import flat_views
-from amg_fast.kernels.limits import FFN_METHODS, ffn_method, wgrad_method
+from amg_fast.kernels.limits import FFN_METHODS, ffn_dh_method, ffn_method, wgrad_method
 from amg_fast.ops._backend import run_op, triton_ops
 
 __all__ = ["feed_forward", "feed_forward_ref", "FeedForwardFn", "GemmFeedForwardFn",
@@ -89,7 +89,9 @@ class FeedForwardFn(torch.autograd.Function):
 
     Forward: hidden = relu(x W1^T + b1) (one GEMM with the bias + ReLU epilogue), y = hidden W2^T + b2.
     Backward: dW2 = dy^T hidden; dhidden = (dy W2) masked where hidden = 0, db1 = sum dhidden and db2 = sum dy
-    in one Triton pass (kernels/relu_grad.py); dW1 = dhidden^T x, dx = dhidden W1.
+    in one Triton pass over cuBLAS's dy W2 (kernels/relu_grad.py), or with $AMG_FAST_FFN_DH=triton in one Triton
+    row GEMM with the mask and the sums in its epilogue (kernels.ffn_gemm.masked_hidden_grad; untimed);
+    dW1 = dhidden^T x, dx = dhidden W1.
     """
 
     @staticmethod
@@ -108,8 +110,11 @@ class FeedForwardFn(torch.autograd.Function):
         if not (need[0] or need[1] or need[2]):
             (dw2,) = _as_params((dw2,), (w2_dtype,))
             return None, None, None, dw2, dy.sum(0, dtype=b2_dtype) if need[4] else None
-        # one pass: the ReLU's mask, db1 and db2 (summed in the accumulation dtype: cast to the biases' own)
-        dhidden, bias_grads = triton_ops().relu_backward_with_bias_grads(dy.mm(w2), hidden, dy)
+        # the ReLU's mask, db1 and db2 (summed in the accumulation dtype: cast to the biases' own) in one pass
+        if ffn_dh_method() == "triton":  # ... of the GEMM forming dy W2 itself
+            dhidden, bias_grads = triton_ops().feed_forward_dh(dy, hidden, w1, w2)
+        else:  # ... over cuBLAS's dy W2
+            dhidden, bias_grads = triton_ops().relu_backward_with_bias_grads(dy.mm(w2), hidden, dy)
         db1, db2 = bias_grads.split((hidden.shape[1], dy.shape[1]))
         dw1, dw2 = _as_params((dhidden.t().mm(x) if need[1] else None, dw2), (w1_dtype, w2_dtype))
         return (dhidden.mm(w1) if need[0] else None, dw1, db1.to(b1_dtype) if need[2] else None, dw2,

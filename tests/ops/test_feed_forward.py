@@ -48,18 +48,45 @@ def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, method, gen, 
         assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
-@pytest.mark.parametrize("function,wgrad", [(FeedForwardFn, None), (GemmFeedForwardFn, "triton"),
-                                            (GemmFeedForwardFn, "cublas")], ids=["epilogue", "gemm", "gemm-cublas"])
+@pytest.mark.parametrize("function,wgrad", [(FeedForwardFn, None), (FeedForwardFn, "dh"), (GemmFeedForwardFn, "triton"),
+                                            (GemmFeedForwardFn, "cublas")],
+                         ids=["epilogue", "epilogue-dh", "gemm", "gemm-cublas"])
 def test_fused_gradcheck(function, wgrad, gen, kdev, monkeypatch):
-    """gradcheck in fp64; the row GEMMs' weight gradients by the split-K kernel and by torch GEMMs (db1 then
-    from the dh kernel's epilogue: AMG_FAST_WGRAD)."""
-    if wgrad is not None:
+    """gradcheck in fp64; the epilogue path's dh also by the Triton row GEMM (AMG_FAST_FFN_DH=triton); the row
+    GEMMs' weight gradients by the split-K kernel and by torch GEMMs (db1 then from the dh kernel's epilogue:
+    AMG_FAST_WGRAD)."""
+    if wgrad == "dh":
+        monkeypatch.setenv("AMG_FAST_FFN_DH", "triton")
+    elif wgrad is not None:
         monkeypatch.setenv("AMG_FAST_WGRAD", wgrad)
     inputs = [t.reshape(-1, t.shape[-1]) if t.dim() > 2 else t for t in make_inputs((4,), 3, 6, 2, gen, device=kdev)]
     assert torch.autograd.gradcheck(function.apply, inputs)
     if function is not FeedForwardFn:  # with the residual in the epilogue
         residual = torch.randn(4, 2, generator=gen, dtype=torch.float64).to(kdev).requires_grad_()
         assert torch.autograd.gradcheck(function.apply, (*inputs, residual))
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES, ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES])
+def test_epilogue_with_triton_dh_matches_reference(lead, h_in, hidden, h_out, dtype, gen, kdev, monkeypatch, poisoned):
+    """The epilogue path with AMG_FAST_FFN_DH=triton: its backward forms dh = (dy W2) masked, db1 and db2 in one
+    row GEMM (no relu_grad pass over a cuBLAS dy W2), and the output and every gradient match the reference in
+    fp64 (fp32: 3xTF32 dots, 1e-5)."""
+    from amg_fast.kernels import ffn_gemm, relu_grad
+
+    monkeypatch.setenv("AMG_FAST_FFN_DH", "triton")
+    launches = []
+    record_launches(ffn_gemm, launches, monkeypatch)
+    record_launches(relu_grad, launches, monkeypatch)
+    inputs = make_inputs(lead, h_in, hidden, h_out, gen, dtype, kdev)
+    dy = torch.randn(*lead, h_out, generator=gen, dtype=torch.float64).to(kdev)
+    y, grads = value_and_grads(lambda *a: feed_forward(*a, backend="triton", method="epilogue"), inputs, dy)
+    assert [name for name, *_ in launches] == ["_row_gemm_kernel"]
+    y_ref, grads_ref = value_and_grads(feed_forward_ref, [t.detach().double().requires_grad_() for t in inputs], dy)
+    tol = RTOL[dtype] if dtype == torch.float64 else 1e-5
+    for name, a, b in zip(("y", "dx", "dw1", "db1", "dw2", "db2"), (y, *grads), (y_ref, *grads_ref)):
+        assert a.dtype == dtype and a.shape == b.shape, name
+        assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
@@ -168,17 +195,20 @@ def test_method_is_checked(gen, kdev):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("method,dh", [("gemm", "cublas"), ("epilogue", "triton")], ids=["gemm", "epilogue-dh"])
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
-def test_gemm_kernels_under_bf16_autocast_gpu(residual, gen, kdev):
-    """The Triton row GEMMs under bf16 autocast on a GPU (the interpreter's bf16 arithmetic is not to
+def test_gemm_kernels_under_bf16_autocast_gpu(residual, method, dh, gen, kdev, monkeypatch):
+    """The Triton row GEMMs (the gemm path's four; the epilogue path's dh with AMG_FAST_FFN_DH=triton) under bf16
+    autocast on a GPU (the interpreter's bf16 arithmetic is not to
     be trusted): bf16 output (fp32 with the FFNO block's fp32 residual, whose fp32 dy the backward then takes)
     within bf16 rounding of the reference, gradients in the fp32 leaves' dtype and within bf16 rounding of the
     fp32 reference on the bf16-rounded inputs (autocast rounds x and the weights: against the unrounded ones a
     few ReLU masks flip, ~3.8e-2 off in dx, dW1, db1 by an emulation of the kernels' arithmetic, 2.4e-3 so)."""
+    monkeypatch.setenv("AMG_FAST_FFN_DH", dh)
     inputs = make_inputs((4, 25, 32), 128, 512, 128, gen, torch.float32, kdev)
     res = torch.randn(4, 25, 32, 128, generator=gen).to(kdev).requires_grad_() if residual else None
     with torch.autocast(kdev.type, dtype=torch.bfloat16):
-        y = feed_forward(*inputs, residual=res, backend="triton", method="gemm")
+        y = feed_forward(*inputs, residual=res, backend="triton", method=method)
     assert y.dtype == (torch.float32 if residual else torch.bfloat16)
     assert rel_err(y.float(), feed_forward_ref(*inputs) + (res if residual else 0)) <= 2e-2
     leaves = [*inputs] + [res] * residual
