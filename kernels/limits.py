@@ -230,7 +230,7 @@ def ffn_wgrad_planes(default: bool) -> bool:
 # and writes dh and both bias sums) or "triton" (kernels.ffn_gemm.masked_hidden_grad: one Triton row GEMM with
 # the mask and both sums in its epilogue; g is neither written nor read back, 2 x 210 MB a layer at S = 128 in
 # fp32). The H200's bf16 profile (2026-11-30, before relu_grad reduced its rows once): the relu_grad pass 0.81 ms
-# of the 4.43-ms step, cuBLAS's dy W2 ~0.15, where the row-GEMM path's dh and dx kernels took 0.63 together.
+# of the 4.43-ms step (four layers), where the row-GEMM path's dh and dx kernels took 0.63 together.
 FFN_DH_METHODS = ("cublas", "triton")
 
 
