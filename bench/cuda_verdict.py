@@ -14,13 +14,17 @@ write: RESULTS_DIR/kernels_verdict.json (atomically; --copy-to: the same file el
 machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files the CUDA tests check),
 "sources_files", "torch", "triton", "capability" (the GPU's compute capability, "9.0"; null without CUDA),
 "gpu", "date" (UTC, ISO), "summary" (pytest's result lines from the logs), "tests" (--tests: the test paths
-when they were not the campaign's whole set, else null)}. With --run (each pytest run of the tests phase: its
+when they were not the campaign's whole set, else null), "variant_failures" ({variant: [node ids]}: the failed
+tests marked `variant`, tests/variant_report.py)}. With --run (each pytest run of the tests phase: its
 exit status and its log) the verdict is judged (judge): "pass" when every run exited 0; "fail" when a test
 failed (pytest's FAILED / ERROR lines, or F / E among the progress characters of a pytest killed before its
 summary), or a run did not run to the end (an exit but 0 and timeout's 124 / 137, or the first run -- the
 kernels' tests -- cut off before a test passed: stuck in start-up, collection or a first compile); else
 "incomplete" (cut off by the time limit with none failed: the same call's runs keep the Triton kernels then too;
-a later run -- the `-m gpu` rest, given what time is left -- may end before its first test).
+a later run -- the `-m gpu` rest, given what time is left -- may end before its first test). Failures of tests
+marked `variant` alone (kernel paths off by default: tests/variant_report.py's VARIANT FAILED lines) count as
+none: the Triton kernels the runs take passed; the failed variants are listed above the verdict line, recorded,
+and bench/adopt_variants.py --verdict does not adopt them.
 --failed-before (the tests failed on these sources before: on this machine, or a committed verdict) makes an
 "incomplete", and a pass of --tests' subset, "fail". Prints "VERDICT[ WHY]", WHY saying what failed in this call.
 
@@ -64,6 +68,10 @@ FAILURE_LINE = re.compile(r"^(FAILED|ERROR) |^[.sxX]*[FE][.sxXFE]*( +\[ *\d+%\])
 # its result line with passes, or a line of progress characters holding one (a pytest killed before its summary)
 PASSED = re.compile(r"\b\d+ passed\b|^[sxXFE]*\.[.sxXFE]*( +\[ *\d+%\])?$", re.MULTILINE)
 CUT_OFF = (124, 137)  # timeout's exit statuses: stopped at the limit (137: killed after its grace period)
+# the short summary's failed tests, a progress line's failure marks, and tests/variant_report.py's lines
+SUMMARY_FAILURE = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)
+PROGRESS_LINE = re.compile(r"^([.sxXFE]+)(?: +\[ *\d+%\])?$", re.MULTILINE)
+VARIANT_FAILURE = re.compile(r"^VARIANT FAILED (\S+) (.+)$", re.MULTILINE)
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
@@ -104,15 +112,39 @@ def pytest_summary(logs: list[Path]) -> list[str]:
             if SUMMARY_LINE.search(line) and " in " in line]
 
 
+def variant_failures(texts: list[str]) -> dict[str, list[str]]:
+    """{variant: [the node ids of its tests that failed]} from tests/variant_report.py's lines in the logs."""
+    out: dict[str, list[str]] = {}
+    for text in texts:
+        for names, node in VARIANT_FAILURE.findall(text):
+            for name in names.split(","):
+                out.setdefault(name, []).append(node.strip())
+    return {name: sorted(set(nodes)) for name, nodes in sorted(out.items())}
+
+
+def only_variants_failed(text: str) -> bool:
+    """Whether every failure in a pytest log is one of a `variant` test (an opt-in kernel path): each failed test
+    of the short summary has a VARIANT FAILED line, and there are as many such lines as failure marks (F, E)
+    in the progress lines (a log cut before its summary has only those)."""
+    variant = VARIANT_FAILURE.findall(text)
+    nodes = {node.strip() for _, node in variant}
+    marks = sum(line.count("F") + line.count("E") for line in PROGRESS_LINE.findall(text))
+    return bool(variant) and set(SUMMARY_FAILURE.findall(text)) <= nodes and marks <= len(variant)
+
+
 def judge(runs: list[tuple[int, str]], failed_before: bool = False, subset: bool = False) -> tuple[str, str]:
     """(verdict, why) of a tests phase from its pytest runs, (exit status, log text) each (the module's doc); why
-    is empty for a pass, a cut-off, and what failed_before makes a failure."""
+    is empty for a pass, a cut-off, and what failed_before makes a failure. Failures of `variant` tests only
+    (only_variants_failed: kernel paths off by default) judge as none: their variants are recorded instead
+    (variant_failures), and bench/adopt_variants.py does not adopt them."""
     if not runs:
         raise ValueError("judge needs the tests phase's pytest runs, got none")
+    failed = [rc != 0 and bool(FAILURE_LINE.search(text)) for rc, text in runs]  # (pytest's 0: all passed)
+    if any(f and not only_variants_failed(text) for f, (_, text) in zip(failed, runs)):
+        return "fail", "the CUDA tests failed"
+    runs = [(0 if f and rc == 1 else rc, text) for f, (rc, text) in zip(failed, runs)]  # 1: tests failed
     if all(rc == 0 for rc, _ in runs):  # pytest's own word: every test selected passed
         return ("fail" if failed_before and subset else "pass"), ""
-    if any(FAILURE_LINE.search(text) for _, text in runs):
-        return "fail", "the CUDA tests failed"
     (first_rc, first_text), exits = runs[0], [rc for rc, _ in runs]
     if any(rc not in (0, *CUT_OFF) for rc in exits) or (first_rc in CUT_OFF and not PASSED.search(first_text)):
         return "fail", f"the CUDA tests did not run to the end (pytest exits: {' '.join(map(str, exits))})"
@@ -128,7 +160,8 @@ def write(results: Path, verdict: str, logs: list[Path] = (), copy_to: Path | No
     digest, n = sources_digest(root)
     record = {"verdict": verdict, "sources_sha256": digest, "sources_files": n, **machine(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "summary": pytest_summary(list(logs)), "tests": tests}
+              "summary": pytest_summary(list(logs)), "tests": tests,
+              "variant_failures": variant_failures([read_log(log) for log in logs])}
     text = json.dumps(record, indent=2) + "\n"
     for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +238,9 @@ def main(argv=None) -> int:
             logs = [Path(log) for _, log in args.run]
             verdict, why = judge([(int(rc), read_log(log)) for (rc, _), log in zip(args.run, logs)],
                                  args.failed_before, args.tests is not None)
-        write(args.results, verdict, logs, args.copy_to, args.tests)
+        record = write(args.results, verdict, logs, args.copy_to, args.tests)
+        for name, nodes in record["variant_failures"].items():
+            print(f"variant {name}: {len(nodes)} of its tests failed (not adopted): {' '.join(nodes)}")
         print(f"{verdict} {why}".strip())
         return 0
     if args.command == "digest":

@@ -25,7 +25,9 @@
 #            kernels (a kernel that fails its CUDA tests must not train the sweep; CUDA graphs still on), also in
 #            a later call without the tests phase on this machine (the verdict is kept in CAMPAIGN_WORK). The
 #            tests phase records its verdict (pass; incomplete: cut off by its time limit with tests passed and none
-#            failed; else fail, also when pytest could not start, collect or finish) on the kernel sources in
+#            failed; else fail, also when pytest could not start, collect or finish; failed tests marked `variant`
+#            -- kernel paths off by default -- alone fail no kernel the runs take: their variants are named,
+#            recorded and not adopted) on the kernel sources in
 #            RESULTS_DIR/kernels_verdict.json (bench/cuda_verdict.py); a call without the tests phase
 #            and no failure on this machine keeps --fast-kernels only where a verdict on the same sources, torch,
 #            triton and compute capability passed -- this machine's, or one committed under CAMPAIGN_TREES/gpu/
@@ -232,8 +234,10 @@ phase_bench() {
     timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${VARIANT_ARGS[@]}" \
         "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" || rc=1
     if [[ -f $RESULTS/bench/summary.json ]]; then  # the switches this machine's runs take (kept in WORK)
+        # a variant whose CUDA tests failed on this machine (the tests' verdict: variant_failures) is not adopted
+        local verdict_args=(); [[ -f $WORK/$VERDICT_FILE ]] && verdict_args=(--verdict "$WORK/$VERDICT_FILE")
         "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --env-out "$ADOPTED" \
-            --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} \
+            --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} "${verdict_args[@]}" \
             || { rc=1; [[ -f $ADOPTED ]] && echo "no verdict: the switches an earlier bench adopted are dropped"
                  rm -f "$ADOPTED"; }
         # beside the results too: a later call on a fresh machine takes them with the tests' verdict (take_verdict)
@@ -393,6 +397,7 @@ for phase in install tests bench runs; do
         judged=$("$PY" bench/cuda_verdict.py write "$RESULTS" "${TESTS_RUNS[@]}" --copy-to "$WORK/$VERDICT_FILE" \
                  ${CAMPAIGN_TESTS:+--tests "${TEST_PATHS[@]}"} ${before:+--failed-before}) \
             || judged="fail the CUDA tests' verdict could not be judged (bench/cuda_verdict.py failed)"
+        [[ $judged == *$'\n'* ]] && echo "${judged%$'\n'*}"  # the variants whose tests failed (not adopted)
         read -r verdict why <<< "${judged##*$'\n'}"  # its last line
         if [[ $verdict == pass ]]; then rm -f "$KERNELS_FAILED"
         elif [[ $verdict == incomplete ]]; then :

@@ -70,6 +70,7 @@ def test_winners_on_different_ops_combine_and_on_one_op_the_fastest_is_taken():
     ("env", "only AMG_FAST_* switches with plain values are adopted"),
     ("precision", "never adopted: AMG_FAST_SPECTRAL_REDUCED_DOTS (it changes the precision a mode computes at"),
     ("warm_up", "a warm-up's summary (gpu_summary.py --warm-up: nothing timed)"),
+    ("tests", "its CUDA tests failed (1: tests/ops/test_ffn_gemm.py::test_y[persistent])"),
 ])
 def test_a_variant_that_is_not_trustworthy_is_not_adopted_however_fast(case, reason):
     mod = adopt_variants()
@@ -88,7 +89,8 @@ def test_a_variant_that_is_not_trustworthy_is_not_adopted_however_fast(case, rea
         env = {"AMG_FAST_SPECTRAL_REDUCED_DOTS": "0"}
     bench = summary(DEFAULT, v=(env, times, ok, code))
     bench["warm_up"] = case == "warm_up"  # a --warm-up summary holds no times; one with times is still refused
-    switches, rows = mod.adopt(bench)
+    failed = {"v": ["tests/ops/test_ffn_gemm.py::test_y[persistent]"], "other": ["t"]} if case == "tests" else None
+    switches, rows = mod.adopt(bench, failed=failed)
     assert switches == {} and not rows[0]["adopted"] and reason in rows[0]["why"], rows[0]["why"]
 
 
@@ -148,3 +150,22 @@ def test_bad_inputs_are_refused_by_name(tmp_path, capsys):
         with pytest.raises(SystemExit) as err:
             mod.main([str(tmp_path / "list.json"), *flags])
         assert err.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_cuda_tests_verdict_keeps_a_failed_variant_out(tmp_path, capsys):
+    """--verdict: the variants of the CUDA tests' verdict whose tests failed (variant_failures) are not adopted;
+    the others are; an unreadable verdict file is refused by name."""
+    mod = adopt_variants()
+    path, env_out, verdict = tmp_path / "summary.json", tmp_path / "adopted.env", tmp_path / "kernels_verdict.json"
+    path.write_text(json.dumps(summary(DEFAULT, ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(1.5), True, 0),
+                                       s4d_fma=({"AMG_FAST_S4D_FMA": "1"}, faster(1.2), True, 0))))
+    verdict.write_text(json.dumps({"verdict": "pass", "variant_failures": {"s4d_fma": ["tests/ops/t.py::t[fma]"]}}))
+    assert mod.main([str(path), "--env-out", str(env_out), "--verdict", str(verdict)]) == 0
+    assert env_out.read_text() == "ffn_gemm AMG_FAST_FFN_METHOD=gemm\n"
+    assert "| s4d_fma |" in capsys.readouterr().out
+    verdict.write_text(json.dumps({"verdict": "pass"}))  # a verdict written before variant_failures: none failed
+    assert mod.main([str(path), "--env-out", str(env_out), "--verdict", str(verdict)]) == 0
+    assert env_out.read_text() == "ffn_gemm AMG_FAST_FFN_METHOD=gemm\ns4d_fma AMG_FAST_S4D_FMA=1\n"
+    verdict.write_text("not json")
+    assert mod.main([str(path), "--verdict", str(verdict)]) == 2
+    assert f"cannot read the CUDA tests' verdict {verdict}" in capsys.readouterr().err

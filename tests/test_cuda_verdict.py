@@ -154,6 +154,9 @@ PASSED_LOG = "....s....\n12 passed, 1 skipped in 30.0s\n"
 FAILED_LOG = "..F.\nFAILED tests/ops/test_gate.py::test_x - assert 1 == 2\n1 failed, 3 passed in 2.0s\n"
 INTERRUPTED_LOG = "........ [ 40%]\n....\n!!! KeyboardInterrupt !!!\n12 passed in 60.0s\n"
 NOT_RUN = "the CUDA tests did not run to the end (pytest exits: "
+VARIANT_TEST = "tests/ops/test_ffn_gemm.py::test_y[persistent]"  # marked variant("ffn_persistent")
+VARIANT_LOG = (f"..F.\nVARIANT FAILED ffn_persistent {VARIANT_TEST}\n..\nFAILED {VARIANT_TEST} - assert 1 == 2\n"
+               "1 failed, 5 passed in 2.0s\n")
 
 
 @pytest.mark.parametrize("runs, before, expected", [
@@ -173,6 +176,15 @@ NOT_RUN = "the CUDA tests did not run to the end (pytest exits: "
     ([(124, "bringing up nodes...\n"), (0, PASSED_LOG)], False, ("fail", NOT_RUN + "124 0)")),  # no kernel test
     ([(124, "bringing up nodes...\n"), (124, "")], False, ("fail", NOT_RUN + "124 124)")),
     ([(0, PASSED_LOG), (124, "bringing up nodes...\n")], False, ("incomplete", "")),  # the rest's run: its time
+    # tests marked variant (kernel paths off by default) failed, and only they: no failure of the runs' kernels
+    ([(1, VARIANT_LOG), (0, PASSED_LOG)], False, ("pass", "")),
+    ([(124, f"..F.\nVARIANT FAILED s4d_fma {VARIANT_TEST}\n....\n"), (0, "")], False, ("incomplete", "")),  # cut
+    ([(1, VARIANT_LOG), (0, PASSED_LOG)], True, ("pass", "")),
+    ([(1, VARIANT_LOG.replace("..F.", "..F.F")), (0, PASSED_LOG)], False, ("fail", "the CUDA tests failed")),  # 2 F
+    ([(1, VARIANT_LOG + "FAILED tests/ops/test_gate.py::test_x - assert\n"), (0, PASSED_LOG)], False,
+     ("fail", "the CUDA tests failed")),  # a default kernel's test failed beside it
+    ([(1, VARIANT_LOG), (1, FAILED_LOG)], False, ("fail", "the CUDA tests failed")),
+    ([(139, VARIANT_LOG), (0, PASSED_LOG)], False, ("fail", NOT_RUN + "139 0)")),  # and then a crash
 ])
 def test_the_verdict_is_judged_from_each_pytest_run(runs, before, expected):
     assert verdicts.judge(runs, failed_before=before) == expected
@@ -207,3 +219,16 @@ def test_the_command_line_judges_the_verdict_it_writes(tmp_path, capsys):
     assert capsys.readouterr().out == f"fail {NOT_RUN}124)\n"  # a run that left no log showed no test passed
     assert verdicts.main(["write", str(tmp_path / "s"), "--run", "x", str(kernels)]) == 2
     assert "--run RC LOG: RC must be an exit status (0-255), got 'x'" in capsys.readouterr().err
+
+
+def test_the_command_line_names_the_failed_variants_and_records_them(tmp_path, capsys):
+    kernels = tmp_path / "tests_kernels.log"
+    kernels.write_text(VARIANT_LOG)
+    assert verdicts.main(["write", str(tmp_path / "s"), "--run", "1", str(kernels)]) == 0
+    assert capsys.readouterr().out == (f"variant ffn_persistent: 1 of its tests failed (not adopted): {VARIANT_TEST}\n"
+                                       "pass\n")
+    written = json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())
+    assert written["verdict"] == "pass" and written["variant_failures"] == {"ffn_persistent": [VARIANT_TEST]}
+    kernels.write_text(PASSED_LOG)
+    verdicts.main(["write", str(tmp_path / "s"), "--run", "0", str(kernels)])
+    assert json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())["variant_failures"] == {}

@@ -251,11 +251,12 @@ def test_the_runs_phase_passes_when_only_diverged_or_unstarted_runs_remain(tmp_p
     assert f"reproduce.py run precision: exit {run_exit} ({meaning}" in result.stdout
 
 
-@pytest.mark.parametrize("modes", ["", "fp32"])
-def test_the_bench_phase_leaves_its_winners_for_the_runs(tmp_path, modes):
+@pytest.mark.parametrize("modes,failed", [("", False), ("fp32", False), ("", True)], ids=["all", "fp32", "failed"])
+def test_the_bench_phase_leaves_its_winners_for_the_runs(tmp_path, modes, failed):
     """The bench phase judges its summary (here a canned one: spectral_cublas faster in every cell, ffn_gemm in
     the fp32 cells only) and the same call's runs train with the winners: every mode judged by default, the
-    fp32 cells alone with CAMPAIGN_ADOPT_MODES=fp32; bench/adopted.md says why."""
+    fp32 cells alone with CAMPAIGN_ADOPT_MODES=fp32; bench/adopted.md says why. A variant whose CUDA tests failed
+    on the machine (the tests' verdict in CAMPAIGN_WORK: variant_failures) is not adopted, however fast."""
     cells = {"32": 6.0, "128": 20.0}
     default = {mode: {"triton_graph": dict(cells)} for mode in ("fp32", "tf32")}
 
@@ -267,16 +268,21 @@ def test_the_bench_phase_leaves_its_winners_for_the_runs(tmp_path, modes):
     summary = {"dry_run": False, "train_step_ms": default, "variants": {
         "spectral_cublas": variant({"AMG_FAST_SPECTRAL_DFT_GEMM": "torch", "AMG_FAST_SPECTRAL_MIX": "torch"}, 1.2, 1.1),
         "ffn_gemm": variant({"AMG_FAST_FFN_METHOD": "gemm"}, 1.5, 0.8)}}
-    dump = tmp_path / "run_env.txt"
-    result = campaign(tmp_path, "bench", CAMPAIGN_PHASES="bench,runs", CAMPAIGN_WORK=str(tmp_path / "work"),
+    dump, work = tmp_path / "run_env.txt", tmp_path / "work"
+    if failed:
+        work.mkdir()
+        (work / "kernels_verdict.json").write_text(json.dumps(
+            {"verdict": "pass", "variant_failures": {"spectral_cublas": ["tests/ops/test_x.py::test_y"]}}))
+    result = campaign(tmp_path, "bench", CAMPAIGN_PHASES="bench,runs", CAMPAIGN_WORK=str(work),
                       PYTHON=str(stand_in_python(tmp_path, dump, summary)), CAMPAIGN_BUDGET_S="200",
                       CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu", CAMPAIGN_ADOPT_MODES=modes,
                       CAMPAIGN_TRUST_KERNELS="1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    adopted = ["AMG_FAST_SPECTRAL_DFT_GEMM=torch", "AMG_FAST_SPECTRAL_MIX=torch"]
+    adopted = [] if failed else ["AMG_FAST_SPECTRAL_DFT_GEMM=torch", "AMG_FAST_SPECTRAL_MIX=torch"]
     assert dump.read_text().split() == (["AMG_FAST_FFN_METHOD=gemm"] if modes else []) + adopted
     report = (tmp_path / "bench" / "results" / "bench" / "adopted.md").read_text()
     assert ("not 1.03x the default everywhere (tf32 S=32: 0.800x" in report) == (not modes)
+    assert ("its CUDA tests failed (1: tests/ops/test_x.py::test_y)" in report) == failed
 
 
 def test_a_bench_without_a_verdict_drops_the_earlier_one(tmp_path):

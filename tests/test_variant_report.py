@@ -1,0 +1,76 @@
+"""tests/variant_report.py: a failed test marked `variant` prints its VARIANT FAILED line (in the xdist
+controller's output too), from which bench/cuda_verdict.py judges a session's failures of opt-in kernel paths
+alone as none and names their variants."""
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import load_bench
+
+verdicts = load_bench("cuda_verdict", "bench_cuda_verdict")
+
+pytest_plugins = ["pytester"]
+
+TESTS = Path(__file__).parent
+INNER_CONFTEST = textwrap.dedent(f"""
+    import sys
+    sys.path.insert(0, {str(TESTS)!r})
+    from variant_report import VariantReport
+
+    def pytest_configure(config):
+        config.addinivalue_line("markers", "variant(name): an opt-in kernel path")
+        config.pluginmanager.register(VariantReport(config), "variant_report")
+""")
+INNER_TESTS = """
+import pytest
+
+@pytest.mark.variant("ffn_persistent")
+def test_opt_in_path_fails():
+    assert False, "stands for a variant's kernel that failed on the GPU"
+
+@pytest.mark.parametrize("path", ["default", pytest.param("fma", marks=pytest.mark.variant("s4d_fma", "s4d_x"))])
+def test_parametrized(path):
+    assert path == "default"
+
+@pytest.mark.variant("gate_bwd_wgmma")
+def test_opt_in_path_passes():
+    pass
+
+def test_default_path_passes():
+    pass
+"""
+EXPECTED = {"ffn_persistent": ["test_inner.py::test_opt_in_path_fails"],
+            "s4d_fma": ["test_inner.py::test_parametrized[fma]"], "s4d_x": ["test_inner.py::test_parametrized[fma]"]}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_failed_variant_tests_print_their_lines_and_judge_as_no_failure(pytester, workers):
+    pytester.makeconftest(INNER_CONFTEST)
+    pytester.makepyfile(test_inner=INNER_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-rfE", *workers)
+    assert result.ret == 1
+    log = result.stdout.str()
+    assert sorted(line for line in log.splitlines() if line.startswith("VARIANT FAILED")) == [
+        "VARIANT FAILED ffn_persistent test_inner.py::test_opt_in_path_fails",
+        "VARIANT FAILED s4d_fma,s4d_x test_inner.py::test_parametrized[fma]"]
+    assert verdicts.variant_failures([log]) == EXPECTED
+    assert verdicts.judge([(1, log), (0, "3 passed in 1.0s\n")]) == ("pass", "")
+
+
+def test_a_failed_default_test_beside_them_is_a_failure(pytester):
+    pytester.makeconftest(INNER_CONFTEST)
+    pytester.makepyfile(test_inner=INNER_TESTS + "\ndef test_default_path_fails():\n    assert False\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-rfE", "-n", "2")
+    log = result.stdout.str()
+    assert "FAILED test_inner.py::test_default_path_fails" in log
+    assert verdicts.judge([(result.ret, log)]) == ("fail", "the CUDA tests failed")
+
+
+@pytest.mark.parametrize("marker", ['@pytest.mark.variant()', '@pytest.mark.variant("two words")',
+                                    '@pytest.mark.variant(name="x")'])
+def test_a_malformed_marker_is_refused_before_any_test_runs(pytester, marker):
+    pytester.makeconftest(INNER_CONFTEST)
+    pytester.makepyfile(test_inner=f"import pytest\n\n{marker}\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "test_inner.py::test_x: " in result.stderr.str() + result.stdout.str()

@@ -1,0 +1,64 @@
+"""A pytest plugin for the GPU session's verdict on the kernels (bench/cuda_verdict.py).
+
+A test marked `@pytest.mark.variant("name", ...)` checks a kernel path that is off by default: the campaign's
+variant `name` (scripts/gpu_campaign.sh, docs/kernels.md). When such a test fails, the plugin prints
+
+    VARIANT FAILED name[,name...] NODEID
+
+on a line of its own as the report comes in (under xdist: in the controller's output), so that the verdict can
+tell a failure of an opt-in path -- it keeps that variant from being adopted -- from one of the default
+kernels, which keeps the Triton kernels out of the session's runs. tests/conftest.py registers it.
+"""
+from __future__ import annotations
+
+import pytest
+
+MARKER = "variant"
+PREFIX = "VARIANT FAILED"
+
+
+def variant_names(item: pytest.Item) -> list[str]:
+    """The variants named by the item's `variant` markers (its own, its parametrization's, its class's and
+    module's), sorted; a marker without a name, or with one that is not a plain word, is refused by name."""
+    names = set()
+    for mark in item.iter_markers(MARKER):
+        if not mark.args or mark.kwargs:
+            raise pytest.UsageError(f"{item.nodeid}: the {MARKER} marker takes the variants' names as positional "
+                                    f"arguments, e.g. @pytest.mark.{MARKER}(\"ffn_persistent\"); got args "
+                                    f"{mark.args!r}, kwargs {mark.kwargs!r}")
+        for name in mark.args:
+            if not (isinstance(name, str) and name and all(c.isalnum() or c in "_.-" for c in name)):
+                raise pytest.UsageError(f"{item.nodeid}: a {MARKER} name must be a word of letters, digits and "
+                                        f"_.- (a campaign variant's name), got {name!r}")
+            names.add(name)
+    return sorted(names)
+
+
+class VariantReport:
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            variant_names(item)  # a malformed marker is refused before any test runs
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.failed:
+            names = variant_names(item)
+            if names:  # carried to the xdist controller with the report
+                report.user_properties.append((MARKER, ",".join(names)))
+
+    def pytest_runtest_logreport(self, report):
+        if not report.failed or hasattr(self.config, "workerinput"):  # an xdist worker's output is not the log
+            return
+        names = dict(report.user_properties).get(MARKER)
+        if names:
+            line = f"{PREFIX} {names} {self.config.cwd_relative_nodeid(report.nodeid)}"
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            if terminal is not None:  # on a line of its own: -q's progress marks leave the line open
+                terminal.write(f"\n{line}\n", flush=True)
+            else:
+                print(line, flush=True)
