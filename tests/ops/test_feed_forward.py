@@ -29,6 +29,7 @@ def test_reference_matches_explicit_formula(gen):
 
 CASES = [((2, 25, 32), 16, 64, 16), ((7,), 5, 20, 3), ((3, 1, 48), 128, 512, 128)]
 METHODS = ["epilogue", "gemm"]
+DH_VARIANT = pytest.mark.variant("ffn_dh_triton")  # AMG_FAST_FFN_DH=triton: off by default
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -48,8 +49,8 @@ def test_fused_matches_reference(lead, h_in, hidden, h_out, dtype, method, gen, 
         assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
-@pytest.mark.parametrize("function,wgrad", [(FeedForwardFn, None), (FeedForwardFn, "dh"), (GemmFeedForwardFn, "triton"),
-                                            (GemmFeedForwardFn, "cublas")],
+@pytest.mark.parametrize("function,wgrad", [(FeedForwardFn, None), pytest.param(FeedForwardFn, "dh", marks=DH_VARIANT),
+                                            (GemmFeedForwardFn, "triton"), (GemmFeedForwardFn, "cublas")],
                          ids=["epilogue", "epilogue-dh", "gemm", "gemm-cublas"])
 def test_fused_gradcheck(function, wgrad, gen, kdev, monkeypatch):
     """gradcheck in fp64; the epilogue path's dh also by the Triton row GEMM (AMG_FAST_FFN_DH=triton); the row
@@ -66,6 +67,7 @@ def test_fused_gradcheck(function, wgrad, gen, kdev, monkeypatch):
         assert torch.autograd.gradcheck(function.apply, (*inputs, residual))
 
 
+@DH_VARIANT
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES, ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES])
 def test_epilogue_with_triton_dh_matches_reference(lead, h_in, hidden, h_out, dtype, gen, kdev, monkeypatch, poisoned):
@@ -89,6 +91,7 @@ def test_epilogue_with_triton_dh_matches_reference(lead, h_in, hidden, h_out, dt
         assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
+@pytest.mark.variant("ffn_wgrad_planes")
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize("lead,h_in,hidden,h_out", CASES[::2],
                          ids=[ids(lead=len(c[0]), H=c[1], F=c[2]) for c in CASES[::2]])
@@ -195,7 +198,8 @@ def test_method_is_checked(gen, kdev):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("method,dh", [("gemm", "cublas"), ("epilogue", "triton")], ids=["gemm", "epilogue-dh"])
+@pytest.mark.parametrize("method,dh", [("gemm", "cublas"), pytest.param("epilogue", "triton", marks=DH_VARIANT)],
+                         ids=["gemm", "epilogue-dh"])
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 def test_gemm_kernels_under_bf16_autocast_gpu(residual, method, dh, gen, kdev, monkeypatch):
     """The Triton row GEMMs (the gemm path's four; the epilogue path's dh with AMG_FAST_FFN_DH=triton) under bf16

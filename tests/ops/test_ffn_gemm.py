@@ -164,7 +164,8 @@ def test_row_gemm_matches_the_formula_on_gpu_tiles(epilogue, transpose_w, mode, 
     assert mode != "tf32" or err > 1e-5  # its operands truncated to TF32 (tf32_mma on CPU): the emulation bites
 
 
-@pytest.mark.parametrize("persistent", [False, True], ids=["tile-a-program", "persistent"])
+@pytest.mark.parametrize("persistent", [False, pytest.param(True, marks=pytest.mark.variant("ffn_persistent"))],
+                         ids=["tile-a-program", "persistent"])
 @pytest.mark.parametrize("sums_of", ["c", "a", "c+a"])
 @pytest.mark.parametrize("mode", ["fp32-x3", "fp64"])
 def test_row_gemm_column_sums(mode, sums_of, persistent, gen, kdev, monkeypatch, poisoned):
@@ -292,7 +293,9 @@ def _rand32(gen, kdev, *shape):
     return torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, torch.float32)
 
 
-@pytest.mark.parametrize("persistent", [False, True], ids=["tile-a-program", "persistent"])
+@pytest.mark.variant("ffn_wgrad_planes")  # a_planes: only the planes weight gradients take them
+@pytest.mark.parametrize("persistent", [False, pytest.param(True, marks=pytest.mark.variant("ffn_persistent"))],
+                         ids=["tile-a-program", "persistent"])
 def test_row_gemm_writes_the_transposed_planes_of_a(persistent, gen, kdev, monkeypatch, poisoned):
     """a_planes: the kernel fills [2, K, M] with a^T's TF32 planes, hi = round_to_tf32(a^T) and hi + lo = a^T
     bit for bit (from the first N tile of each row block: two N tiles, a partial last row block, two K steps;
@@ -309,6 +312,7 @@ def test_row_gemm_writes_the_transposed_planes_of_a(persistent, gen, kdev, monke
     assert rel_err(c, expected(a, w, True)) <= 1e-5
 
 
+@pytest.mark.variant("ffn_wgrad_planes")
 def test_planes_weight_grads_match_the_formula(gen, kdev, monkeypatch, poisoned, tf32_mma):
     """Two products C = a^T b over R = 300 rows on the GPU's tiles (128 x 128 x 32) with 8 programs: 4 tiles
     (partial M and N tiles), 2 row groups of 5 steps, the last partial; the second C stored transposed (its
@@ -330,6 +334,7 @@ def test_planes_weight_grads_match_the_formula(gen, kdev, monkeypatch, poisoned,
     assert rel_err(one.view(m2, n2), a2.double().T @ b2.double()) <= 1e-5
 
 
+@pytest.mark.variant("ffn_wgrad_planes")
 def test_planes_weight_grads_sum_the_operands_columns(gen, kdev, monkeypatch, poisoned, tf32_mma):
     """(a_sums, b_sums): the planes kernel also writes a's and b's column sums (the feed-forward's db1 and db2) at
     their offsets, from the first tile of each tile row / column only (2 x 2 tiles of the first product, 2 x 1
@@ -373,6 +378,7 @@ def test_planes_weight_grads_name_bad_arguments(kdev):
         ffn_gemm.row_gemm(a, torch.zeros(5, 4, device=kdev), transpose_w=True, a_planes=bt)
 
 
+@pytest.mark.variant("ffn_wgrad_planes")
 @pytest.mark.parametrize("dy_dtype", [torch.float32, torch.float64], ids=["dy32", "dy64"])
 def test_backward_with_planes_weight_grads(dy_dtype, gen, kdev, monkeypatch, poisoned, tf32_mma):
     """fp32 mode's wgrad="planes": the forward (x_planes) returns x^T's TF32 planes with y and h, the backward
@@ -402,6 +408,7 @@ def test_backward_with_planes_weight_grads(dy_dtype, gen, kdev, monkeypatch, poi
         assert a.dtype == torch.float32 and rel_err(a, b) <= 1e-5, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
+@pytest.mark.variant("ffn_wgrad_planes")
 def test_planes_backward_takes_a_tf32_setting_changed_since_the_forward(gen, kdev, allow_tf32, tf32_mma):
     """TF32 allowed between the forward (fp32 mode: x^T's planes written) and the backward: the backward still
     takes the planes (its dh and dx then in plain TF32, its weight gradients 3xTF32), within TF32's error."""

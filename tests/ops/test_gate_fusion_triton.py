@@ -50,7 +50,7 @@ def reference_in_float64(args, gen_seed):
     return forward_and_grads(args64, "reference", torch.Generator().manual_seed(gen_seed))
 
 
-@pytest.fixture(params=["fused", "cublas"])
+@pytest.fixture(params=["fused", pytest.param("cublas", marks=pytest.mark.variant("gate_cublas"))])
 def method(request, monkeypatch):
     """The gate's form (kernels.limits.gate_method, by its switch): the fused kernels, or cuBLAS GEMMs around one
     Triton pass each way (fp32 / fp64 activations)."""
@@ -96,6 +96,7 @@ def test_gradcheck_float64(chi_shape, kdev, gen, method):
     assert torch.autograd.gradcheck(fn, args, fast_mode=True)
 
 
+@pytest.mark.variant("gate_cublas")
 def test_cublas_method_keeps_the_logits_and_its_backward_follows_the_forward(kdev, poisoned, gen, monkeypatch):
     """AMG_FAST_GATE_METHOD=cublas: the forward keeps logits = z w_z^T + h w_h^T + b [M, H] for its backward, which
     runs the cuBLAS form even after the switch changed (and a fused forward's the fused form: the other form's

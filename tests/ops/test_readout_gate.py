@@ -116,8 +116,16 @@ GPU_TILE_CASES = [(readout, mode, H, False) for readout in (True, False)
     (False, "fp32-dot", 128, True), (False, "tf32", 128, True)]  # the plain backward's 64-row ("wgmma") tiles
 
 
-@pytest.mark.parametrize("readout,mode,H,bwd_wgmma", GPU_TILE_CASES, ids=[
-    f"{'memory_gate' if r else 'gate_fusion'}-{m}-H{h}{'-bwd_wgmma' if w else ''}" for r, m, h, w in GPU_TILE_CASES])
+def _gpu_tile_case(readout: bool, mode: str, H: int, bwd_wgmma: bool):
+    """The case as a pytest.param, marked with the variants it runs (off by default): fp32 mode's split weights
+    ("fp32": AMG_FAST_GATE_X3=split; Triton's tf32x3 dot is the default), the 64-row backward tiles."""
+    variants = ["gate_x3split"] * (mode == "fp32") + ["gate_bwd_wgmma"] * bwd_wgmma
+    name = f"{'memory_gate' if readout else 'gate_fusion'}-{mode}-H{H}{'-bwd_wgmma' if bwd_wgmma else ''}"
+    return pytest.param(readout, mode, H, bwd_wgmma, marks=[pytest.mark.variant(*variants)] if variants else [],
+                        id=name)
+
+
+@pytest.mark.parametrize("readout,mode,H,bwd_wgmma", [_gpu_tile_case(*case) for case in GPU_TILE_CASES])
 def test_gpu_tiles(mode, H, readout, bwd_wgmma, kdev, poisoned, gen, monkeypatch, allow_tf32, tf32_mma):
     """The GPU's tiles (on CPU the kernels take one z chunk and up to 256 rows) at H = 128
     (kernels.gate_fusion.TILE_POLICY in the mode: several row programs and a ragged last one; with the readout

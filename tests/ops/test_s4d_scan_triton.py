@@ -114,6 +114,7 @@ def test_gelu_activation_matches_reference(method, dtype, kdev, poisoned, gen):
 FMA_CASES = [case for case in CASES if case[3] == 16] + [(3, 25, 5, 40, 4)]
 
 
+@pytest.mark.variant("s4d_fma")
 @pytest.mark.parametrize("activation", [None, "gelu"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("B,T,S,H,N", FMA_CASES, ids=[ids(B=b, T=t, S=s, H=h, N=n) for b, t, s, h, n in FMA_CASES])
@@ -243,6 +244,7 @@ def test_gradcheck_toeplitz_fn(kind, gelu, loop, kdev, poisoned, gen):
                                     inputs, fast_mode=True)
 
 
+@pytest.mark.variant("s4d_fma")
 @pytest.mark.parametrize("gelu", [False, True], ids=["fma", "fma-gelu"])
 def test_gradcheck_toeplitz_fn_fma(gelu, kdev, poisoned, gen, monkeypatch):
     """Through S4DToeplitzFn on the CUDA-core Toeplitz kernels (AMG_FAST_S4D_FMA=1), the GPU's tiling."""
@@ -353,6 +355,7 @@ def test_rollout_of_steps_equals_scan(kdev, poisoned, gen):
 # ----------------------------------------------------------------------------- GPU tiling, on any device
 
 
+@pytest.mark.variant("s4d_channels_first")
 @pytest.mark.parametrize("activation", [None, "gelu"])
 def test_batched_dots_with_channel_blocks_along_grid_axis_0(activation, kdev, poisoned, gen, monkeypatch):
     """TOEPLITZ_DOT_POLICY's "channels_first" grid (channel blocks on axis 0, column groups on axis 1): the same

@@ -746,7 +746,9 @@ def test_split_weight_planes(mix, allow_tf32, monkeypatch, kdev, gen):
     assert kernels.weight_planes(w, torch.float32).shape == (2, 5, 3, 6)  # 90 elements a plane: the plain ones
 
 
-@pytest.mark.parametrize("x3,mix", [("split", "gauss"), ("split", "four"), ("dot", "gauss")])
+@pytest.mark.parametrize("x3,mix", [("split", "gauss"),
+                                    pytest.param("split", "four", marks=pytest.mark.variant("spectral_four")),
+                                    pytest.param("dot", "gauss", marks=pytest.mark.variant("spectral_x3dot"))])
 def test_fp32_mode_mixing_is_fp32_accurate(mix, x3, allow_tf32, tf32_mma, monkeypatch, kdev, gen, poisoned):
     """fp32 mode's mixing on W's split planes (and on Triton's tf32x3 dot, X3_METHOD "dot"), forward and adjoint
     (the backward's conj(W)^T: the split planes swapped and negated), Gauss and four products: y, dx and dweight
