@@ -7,7 +7,13 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 import torch
+
+# Tests that run the Triton kernels on CPU tensors: Triton's interpreter, which conftest turns on only where there
+# is no GPU (on a GPU machine such a test would hand a CPU pointer to a compiled kernel).
+interpreter_only = pytest.mark.skipif(torch.cuda.is_available(), reason="runs the Triton kernels on CPU tensors "
+                                      "(Triton's interpreter, which conftest turns on only without a GPU)")
 
 # Relative (norm-wise) tolerances per dtype. fp32 values allow for TF32 accumulation on a GPU.
 RTOL = {torch.float64: 1e-10, torch.float32: 2e-3}

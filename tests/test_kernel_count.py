@@ -7,7 +7,7 @@ which reproduces the H100's 140 at the code it counted (see the module docstring
 """
 import pytest
 import torch
-from helpers import load_bench
+from helpers import interpreter_only, load_bench
 
 from amg_fast.models import get_model
 from amg_fast.train.evaluate import one_step_loss
@@ -99,6 +99,7 @@ def test_rejects_other_devices():
         load_kernel_count().count_kernels(lambda: None, "meta")
 
 
+@interpreter_only
 def test_interpreted_triton_launch_counts_once():
     """A Triton launch in the interpreter counts one kernel, whatever the interpreter copies inside it."""
     from amg_fast.kernels.s4d_scan import s4d_conv_kernel_fwd
@@ -132,6 +133,7 @@ def test_amgfno_reference_train_step_kernel_count():
         f"{count} kernel-launching ops per step; allowed: more than {STEP_KERNEL_FLOOR}, at most {STEP_KERNEL_CEILING}")
 
 
+@interpreter_only
 @pytest.mark.parametrize("ffn", ["epilogue", "gemm", "gemm+planes"])
 @pytest.mark.parametrize("spectral", ["cublas", "triton"])
 def test_amgfno_triton_train_step_kernel_count(spectral, ffn, monkeypatch):
@@ -165,6 +167,7 @@ def test_amgfno_triton_train_step_kernel_count(spectral, ffn, monkeypatch):
 BF16_STEP_KERNEL_CEILING = 124
 
 
+@interpreter_only
 def test_amgfno_triton_bf16_step_kernel_count():
     """The Triton step under bf16 autocast stays at or below its ceiling: the feed-forward's and the gate's weights
     cast once each way a layer, not once a parameter."""

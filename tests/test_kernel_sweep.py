@@ -5,9 +5,11 @@ import copy
 
 import pytest
 import torch
-from helpers import load_bench, record_launches
+from helpers import interpreter_only, load_bench, record_launches
 
 from amg_fast.kernels import ffn_gemm
+
+pytestmark = interpreter_only  # the sweeps run on CPU tensors here
 
 SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], BLOCK_K=[16], num_warps=[4], num_stages=[2])
 
