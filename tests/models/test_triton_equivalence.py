@@ -105,8 +105,8 @@ def test_amgfno_training_curves_agree(kdev, gen):
 @pytest.mark.parametrize("backend", ["triton", "reference"])
 def test_amgfno_memory_readout_switch_changes_no_value(backend, kdev, gen, poisoned, monkeypatch):
     """AMG_FAST_MEMORY_READOUT=fused (the readout GLU(Linear) inside the gate op, memory_gate) and
-    =separate (Linear, GLU, gate_fusion) give the same output, gradients and mean gate; the fused
-    path is the one the model takes by default."""
+    =separate (Linear, GLU, gate_fusion) give the same output, gradients and mean gate; the separate
+    path is the one the model takes by default (kernels.limits.memory_readout)."""
     memory_gate_mod = importlib.import_module("amg_fast.ops.readout_gate")
 
     torch.manual_seed(0)
@@ -149,7 +149,7 @@ def test_encoder_and_decoder_run_their_ops_on_the_models_backend(backend, kdev, 
 
 @pytest.mark.parametrize("name,kw", [("ffno", dict(out_channels=9)),
                                      ("multi_input_ffno", dict(in_channels=8, out_channels=8)),
-                                     ("ffno", dict(width=513, modes=2))],
+                                     ("ffno", dict(width=513, modes=2, n_blocks=1))],
                          ids=["decoder-C9", "encoder-C32", "width513"])
 def test_triton_models_beyond_the_encoder_decoder_kernels_limits_still_run(name, kw, kdev, gen, monkeypatch):
     """A model built with backend="triton" (--fast-kernels) whose encoder or decoder the grid_linear /
