@@ -93,7 +93,7 @@ def gen(request):
 def pytest_configure(config):
     from variant_report import VariantReport  # "VARIANT FAILED ..." lines for a GPU session's verdict
 
-    config.pluginmanager.register(VariantReport(config), "variant_report")
+    config.pluginmanager.register(VariantReport(config, run_last=KERNEL_DEVICE == "cuda"), "variant_report")
     if KERNEL_DEVICE == "cuda":  # one faulting kernel must not fail every later test of its process
         from cuda_fault import CudaFaultGuard
 

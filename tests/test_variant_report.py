@@ -1,6 +1,6 @@
 """tests/variant_report.py: a failed test marked `variant` prints its VARIANT FAILED line (in the xdist
 controller's output too), from which bench/cuda_verdict.py judges a session's failures of opt-in kernel paths
-alone as none and names their variants."""
+alone as none and names their variants; on a GPU the variant tests run after all others."""
 import textwrap
 from pathlib import Path
 
@@ -12,15 +12,21 @@ verdicts = load_bench("cuda_verdict", "bench_cuda_verdict")
 pytest_plugins = ["pytester"]
 
 TESTS = Path(__file__).parent
-INNER_CONFTEST = textwrap.dedent(f"""
-    import sys
-    sys.path.insert(0, {str(TESTS)!r})
-    from variant_report import VariantReport
 
-    def pytest_configure(config):
-        config.addinivalue_line("markers", "variant(name): an opt-in kernel path")
-        config.pluginmanager.register(VariantReport(config), "variant_report")
-""")
+
+def inner_conftest(run_last: bool = False) -> str:
+    return textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(TESTS)!r})
+        from variant_report import VariantReport
+
+        def pytest_configure(config):
+            config.addinivalue_line("markers", "variant(name): an opt-in kernel path")
+            config.pluginmanager.register(VariantReport(config, run_last={run_last}), "variant_report")
+    """)
+
+
+INNER_CONFTEST = inner_conftest()
 INNER_TESTS = """
 import pytest
 
@@ -74,3 +80,17 @@ def test_a_malformed_marker_is_refused_before_any_test_runs(pytester, marker):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "test_inner.py::test_x: " in result.stderr.str() + result.stdout.str()
+
+
+@pytest.mark.parametrize("run_last", [False, True])
+def test_on_a_gpu_the_variant_tests_run_after_the_others(pytester, run_last):
+    """run_last (conftest: on a GPU): a tests phase cut off by its time limit leaves the opt-in paths' tests unrun,
+    not the default kernels'; the others keep their order, and so do the variant tests."""
+    pytester.makeconftest(inner_conftest(run_last))
+    pytester.makepyfile(test_inner=INNER_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "--collect-only")
+    order = [line.split("::")[1] for line in result.stdout.lines if line.startswith("test_inner.py::")]
+    written = ["test_opt_in_path_fails", "test_parametrized[default]", "test_parametrized[fma]",
+               "test_opt_in_path_passes", "test_default_path_passes"]
+    assert order == (["test_parametrized[default]", "test_default_path_passes", "test_opt_in_path_fails",
+                      "test_parametrized[fma]", "test_opt_in_path_passes"] if run_last else written)

@@ -7,7 +7,9 @@ variant `name` (scripts/gpu_campaign.sh, docs/kernels.md). When such a test fail
 
 on a line of its own as the report comes in (under xdist: in the controller's output), so that the verdict can
 tell a failure of an opt-in path -- it keeps that variant from being adopted -- from one of the default
-kernels, which keeps the Triton kernels out of the session's runs. tests/conftest.py registers it.
+kernels, which keeps the Triton kernels out of the session's runs. With run_last (tests/conftest.py sets it on a
+GPU) the variant tests run after all others, so that a tests phase cut off by its time limit leaves them, not
+tests of the default kernels, unrun. tests/conftest.py registers it.
 """
 from __future__ import annotations
 
@@ -35,12 +37,14 @@ def variant_names(item: pytest.Item) -> list[str]:
 
 
 class VariantReport:
-    def __init__(self, config: pytest.Config):
-        self.config = config
+    def __init__(self, config: pytest.Config, run_last: bool = False):
+        self.config, self.run_last = config, run_last
 
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
-        for item in items:
-            variant_names(item)  # a malformed marker is refused before any test runs
+        variant = [bool(variant_names(item)) for item in items]  # a malformed marker is refused before any test runs
+        if self.run_last:  # a stable sort: the default paths' tests first, each group in its order
+            items[:] = [item for _, item in sorted(zip(variant, items), key=lambda pair: pair[0])]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
