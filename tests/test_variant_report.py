@@ -94,3 +94,34 @@ def test_on_a_gpu_the_variant_tests_run_after_the_others(pytester, run_last):
                "test_opt_in_path_passes", "test_default_path_passes"]
     assert order == (["test_parametrized[default]", "test_default_path_passes", "test_opt_in_path_fails",
                       "test_parametrized[fma]", "test_opt_in_path_passes"] if run_last else written)
+
+
+def test_a_variant_test_that_broke_the_cuda_context_is_still_only_its_variants_failure(pytester):
+    """A CUDA fault in a variant test ends its xdist worker (tests/cuda_fault.py; faked here), and xdist reports the
+    test crashed: a second failure of the same test, which gets its VARIANT FAILED line too."""
+    pytester.makeconftest(inner_conftest() + textwrap.dedent("""
+        from cuda_fault import CudaFaultGuard
+        _configure = pytest_configure
+
+        def pytest_configure(config):
+            _configure(config)
+            config.pluginmanager.register(CudaFaultGuard(usable=lambda: False), "cuda_fault_guard")
+    """))
+    pytester.makepyfile(test_inner="""
+import pytest
+
+@pytest.mark.variant("s4d_fma")
+def test_faults():
+    assert False, "stands for a variant's kernel that faulted"
+
+def test_after_1():
+    pass
+
+def test_after_2():
+    pass
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-rfE", "-n", "1")
+    log = result.stdout.str()
+    assert "crashed" in log and log.count("VARIANT FAILED s4d_fma test_inner.py::test_faults") == 2, log
+    assert verdicts.variant_failures([log]) == {"s4d_fma": ["test_inner.py::test_faults"]}
+    assert verdicts.judge([(result.ret, log)]) == ("pass", ""), log

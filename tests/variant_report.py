@@ -39,6 +39,7 @@ def variant_names(item: pytest.Item) -> list[str]:
 class VariantReport:
     def __init__(self, config: pytest.Config, run_last: bool = False):
         self.config, self.run_last = config, run_last
+        self.failed: dict[str, str] = {}  # node id -> its variants, of the variant tests that failed
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
@@ -58,8 +59,11 @@ class VariantReport:
     def pytest_runtest_logreport(self, report):
         if not report.failed or hasattr(self.config, "workerinput"):  # an xdist worker's output is not the log
             return
-        names = dict(report.user_properties).get(MARKER)
+        # a later failed report of the same test without the property: xdist's for the worker that a CUDA fault in
+        # that test ended (tests/cuda_fault.py), one more failure mark of the same variant test
+        names = dict(report.user_properties).get(MARKER) or self.failed.get(report.nodeid)
         if names:
+            self.failed[report.nodeid] = names
             line = f"{PREFIX} {names} {self.config.cwd_relative_nodeid(report.nodeid)}"
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")
             if terminal is not None:  # on a line of its own: -q's progress marks leave the line open
