@@ -351,7 +351,8 @@ def ffn_cases(quick: bool):
     kernel (AMG_FAST_FFN_WGRAD_PLANES=1: the row GEMMs writing x^T's and dy^T's planes) and with an fp64 residual
     against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512], or its
     dh as one row GEMM (AMG_FAST_FFN_DH=triton: masked_hidden_grad); in bf16
-    mode the weights' casts (kernels/_tf32.cast_weights: fp32 -> bf16 forward, bf16 -> fp32 gradients)."""
+    mode the weights' casts (kernels/_tf32.cast_weights: fp32 -> bf16 forward, bf16 -> fp32 gradients); in fp32 mode
+    the S4D memory readout's Linear H -> 2H as row GEMMs (AMG_FAST_READOUT_GEMM=1: linear_split_fwd, _dx)."""
     from amg_fast.kernels import _tf32, ffn_gemm, relu_grad
 
     def run_persistent(x):
@@ -372,6 +373,11 @@ def ffn_cases(quick: bool):
         H, F = dy.shape[-1], h.shape[-1]
         ffn_gemm.masked_hidden_grad(dy, h, _t(F, H, dtype=dy.dtype), _t(H, F, dtype=dy.dtype))
 
+    def run_readout(x):  # fp32 mode's readout Linear: forward and dx as 3xTF32 row GEMMs
+        H = x.shape[-1]
+        pre, transposed = ffn_gemm.linear_split_fwd(x, _t(2 * H, H), _t(2 * H))
+        ffn_gemm.linear_split_dx(torch.empty_like(pre), transposed)
+
     def run_casts():
         weights = [_t(*shape) for shape in ((512, 128), (512,), (128, 512), (128,))]
         flat = _tf32.cast_weights(*weights, dtype=torch.bfloat16)
@@ -386,6 +392,8 @@ def ffn_cases(quick: bool):
         yield f"ffn-epilogue dh-gemm F512 {mode}", lambda g=g, x=x: run_dh(x, g), mode
         if not quick and mode == "fp32":  # an fp64 residual: y and dy in fp64 against fp32 x and weights
             yield f"ffn-gemm H128 fp64-residual {mode}", lambda x=x: run_gemm(x, torch.float64), mode
+        if mode == "fp32":
+            yield f"readout-gemm H128 {mode}", lambda x=x: run_readout(x), mode
         if mode == "bf16":  # bf16 autocast's weights: the fp32 parameters cast in one launch, their gradients back
             yield f"ffn weight casts {mode}", run_casts, mode
 

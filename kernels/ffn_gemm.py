@@ -46,7 +46,8 @@ from amg_fast.kernels.gate_fusion import weight_grads
 from amg_fast.kernels.limits import ffn_persistent, ffn_wgrad_planes
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
-           "planes_weight_grads", "wgrad_planes", "masked_hidden_grad", "WGRAD_PLANES_POLICY", "LAUNCH_POLICY"]
+           "planes_weight_grads", "wgrad_planes", "masked_hidden_grad", "linear_split_fwd", "linear_split_dx",
+           "WGRAD_PLANES_POLICY", "LAUNCH_POLICY"]
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -250,12 +251,12 @@ def _operands(w1: torch.Tensor, w2: torch.Tensor, planes: torch.Tensor) -> tuple
     return planes[:2 * n1].view(2, *w1.shape), planes[2 * n1:2 * (n1 + w2.numel())].view(2, *w2.shape)
 
 
-def _forward_planes(w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """fp32 mode's weight planes from one launch (split_tf32): (the forward's, W1's and W2's [hi | lo] each, the
-    backward's, W1^T's and W2^T's: _backward_operands), two views of one buffer; the backward so launches no
-    weight kernel of its own."""
-    n = 2 * (w1.numel() + w2.numel())
-    planes = split_tf32(w1, w2, w1, w2, transpose=(False, False, True, True))
+def _forward_planes(*weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 mode's weight planes from one launch (split_tf32): (the forward's, each weight's [hi | lo] -- W1's and
+    W2's for the feed-forward --, the backward's, their transposes': _backward_operands), two views of one buffer;
+    the backward so launches no weight kernel of its own. One or two weights."""
+    n = 2 * sum(w.numel() for w in weights)
+    planes = split_tf32(*weights, *weights, transpose=(False,) * len(weights) + (True,) * len(weights))
     return planes[:n], planes[n:]
 
 
@@ -343,6 +344,25 @@ def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None, x_planes: bool = Fal
     y = row_gemm(h, w2_op, transpose_w=True, bias=b2, residual=residual,
                  out_dtype=x.dtype if residual is None else residual.dtype)
     return y, h, xt, backward_planes
+
+
+def linear_split_fwd(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 mode's nn.Linear on tensor cores: (pre = x W^T + b [M, N] fp32, W^T's TF32 planes [2, K, N] for the
+    backward's dx: linear_split_dx) for contiguous fp32 x [M, K], weight [N, K], bias [N] -- one row GEMM of
+    3xTF32 products against W's planes with the bias in its epilogue, W's and W^T's planes split in one launch
+    before it (kernels.limits.readout_gemm: the S4D memory's readout Linear)."""
+    if not _splits(x.dtype) or weight.dtype != torch.float32:
+        raise ValueError(f"linear_split_fwd is fp32 mode's path (float32 x and weight, TF32 off: 3xTF32 dots), got "
+                         f"x {x.dtype}, weight {weight.dtype}, dot precision {dot_precision(x.dtype)!r}")
+    planes, transposed = _forward_planes(weight)
+    pre = row_gemm(x, planes.view(2, *weight.shape), transpose_w=True, bias=bias)
+    return pre, transposed.view(2, weight.shape[1], weight.shape[0])
+
+
+def linear_split_dx(dpre: torch.Tensor, transposed_planes: torch.Tensor) -> torch.Tensor:
+    """dx = dpre W [M, K] fp32 for contiguous dpre [M, N] (cast to fp32 in the kernel) and W^T's TF32 planes
+    [2, K, N] (linear_split_fwd's): one row GEMM of 3xTF32 products, W^T read K-major."""
+    return row_gemm(dpre, transposed_planes, transpose_w=True, out_dtype=torch.float32)
 
 
 def masked_hidden_grad(dy: torch.Tensor, h: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor

@@ -17,7 +17,7 @@ __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRAN
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
            "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "GATE_METHODS",
            "gate_method", "gate_bwd_wgmma", "s4d_channels_first", "s4d_fma", "ffn_persistent", "ffn_wgrad_planes",
-           "FFN_DH_METHODS", "ffn_dh_method", "KERNEL_SWITCHES", "reread_switches"]
+           "FFN_DH_METHODS", "ffn_dh_method", "readout_gemm", "KERNEL_SWITCHES", "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -118,6 +118,7 @@ FFN_AUTO_METHOD = {"fp32": "gemm", "tf32": "epilogue", "bf16": "epilogue", "fp16
 # spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
 KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_WGRAD_PLANES", "AMG_FAST_FFN_DH",
+                   "AMG_FAST_READOUT_GEMM",
                    "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_S4D_FMA", "AMG_FAST_WGRAD",
                    "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_GATE_BWD_WGMMA", "AMG_FAST_MEMORY_READOUT",
                    "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX", "AMG_FAST_SPECTRAL_DFT_GEMM",
@@ -275,6 +276,17 @@ def gate_bwd_wgmma(default: bool) -> bool:
     32-row ones (mma.sync) for fp32 activations (fp32 mode and TF32): $AMG_FAST_GATE_BWD_WGMMA ("1" yes, "0" no)
     when set, else default (kernels.gate_fusion.TILE_POLICY's)."""
     return _env_flag("AMG_FAST_GATE_BWD_WGMMA", default)
+
+
+def readout_gemm(default: bool) -> bool:
+    """Whether the S4D memory's readout Linear (amg_fast.ops.readout.LinearGluFn) runs its forward and dx in fp32
+    mode as Triton row GEMMs on 3xTF32 tensor-core dots against W's TF32 planes (kernels.ffn_gemm.linear_split_fwd,
+    linear_split_dx; dW stays cuBLAS's) instead of cuBLAS's fp32 GEMMs on the CUDA cores, as the feed-forward's row
+    GEMMs do (fp32 mode's default since they beat cuBLAS there, 1.12x / 1.14x of the H200's step at S = 32 / 128):
+    $AMG_FAST_READOUT_GEMM ("1" yes, "0" no) when set, else default. Untimed: off by default, the campaign's variant
+    readout_gemm. The H200's fp32 profile of 2026-11-30 at S = 128 (reference readout then): its forward GEMM
+    0.19 ms and its backward (AddmmBackward0, 5 kernels) 0.43 ms of the 15.5-ms step."""
+    return _env_flag("AMG_FAST_READOUT_GEMM", default)
 
 
 def memory_readout() -> str:

@@ -98,7 +98,8 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # that default against the epilogue it replaced (fp32 only), then the row GEMMs as persistent programs (new,
 # fp32 only: the other modes run the epilogue), their weight gradients by the planes kernel (new, fp32 only),
 # the epilogue path's dh by one Triton row GEMM with the ReLU mask and bias sums (new; TF32 and bf16 only),
-# the S4D Toeplitz product on the CUDA cores (new, every mode), the Triton weight gradients (the row GEMMs' now too), the spectral conv's DFT GEMMs in Triton (1.02x / 1.05x
+# the S4D Toeplitz product on the CUDA cores (new, every mode), the S4D memory readout's forward and dx as
+# 3xTF32 row GEMMs (new, fp32 only: cuBLAS's fp32 GEMMs run them on the CUDA cores), the Triton weight gradients (the row GEMMs' now too), the spectral conv's DFT GEMMs in Triton (1.02x / 1.05x
 # at S = 32, slower at 128; the transform kernel's input tile the register operand since), the plain gate on
 # cuBLAS (1.02x / 1.01x in fp32, 0.98x in TF32 at 128) and the spectral conv's torch.fft transforms at S < 512
 # (never timed in fp32 mode, where cuBLAS runs the DFT GEMMs on the CUDA cores: ~2 of the ~4 ms it takes there),
@@ -112,6 +113,7 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # and x3 dots, the S4D lag loop.
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue ffn_persistent:AMG_FAST_FFN_PERSISTENT=1 \
 ffn_wgrad_planes:AMG_FAST_FFN_WGRAD_PLANES=1 ffn_dh_triton:AMG_FAST_FFN_DH=triton s4d_fma:AMG_FAST_S4D_FMA=1 \
+readout_gemm:AMG_FAST_READOUT_GEMM=1 \
 wgrad_triton:AMG_FAST_WGRAD=triton \
 spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton gate_cublas:AMG_FAST_GATE_METHOD=cublas \
 spectral_fft:AMG_FAST_SPECTRAL_TRANSFORM=fft \

@@ -22,6 +22,7 @@ RESOLVERS = {
     "AMG_FAST_FFN_PERSISTENT": "L.ffn_persistent(False)",
     "AMG_FAST_FFN_WGRAD_PLANES": "L.ffn_wgrad_planes(False)",
     "AMG_FAST_FFN_DH": "L.ffn_dh_method()",
+    "AMG_FAST_READOUT_GEMM": "L.readout_gemm(False)",
     "AMG_FAST_S4D_METHOD": "L.s4d_method('auto', 25)",
     "AMG_FAST_S4D_CHANNELS_FIRST": "L.s4d_channels_first(False)",
     "AMG_FAST_S4D_FMA": "L.s4d_fma(False)",

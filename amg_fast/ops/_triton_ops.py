@@ -192,6 +192,18 @@ def _cast_weights_op(weights: list[torch.Tensor], dtype: torch.dtype) -> torch.T
 
 # ----------------------------------------------------------------------------- linear_glu
 
+@triton_op("amg_fast::linear_split_fwd", mutates_args=())
+def _linear_split_fwd_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 x [M, K], weight [N, K], bias [N] -> (x W^T + b [M, N], W^T's TF32 planes [2, K, N]): 3xTF32 row GEMM."""
+    return _ffn_gemm.linear_split_fwd(x, weight, bias)
+
+@triton_op("amg_fast::linear_split_dx", mutates_args=())
+def _linear_split_dx_op(dpre: torch.Tensor, transposed_planes: torch.Tensor) -> torch.Tensor:
+    """dpre [M, N], W^T's TF32 planes [2, K, N] -> dpre W [M, K] fp32: 3xTF32 row GEMM."""
+    return _ffn_gemm.linear_split_dx(dpre, transposed_planes)
+
+
 @triton_op("amg_fast::glu_backward_with_bias_grads", mutates_args=())
 def _glu_backward_with_bias_grads_op(dz: torch.Tensor, pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """dz [M, H], pre [M, 2H] -> (dpre = glu_backward(dz, pre, -1), its column sums [2H] in the accumulation

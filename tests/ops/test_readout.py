@@ -86,6 +86,53 @@ def test_fused_matches_reference(lead, h, h_out, dtype, gen, kdev, monkeypatch, 
         assert rel_err(a, b) <= tol, f"{name}: rel err {rel_err(a, b):.2e}"
 
 
+@pytest.mark.variant("readout_gemm")
+@pytest.mark.parametrize("lead,h,h_out", CASES, ids=["paper-like", "odd", "H128"])
+def test_fp32_mode_row_gemms_match_reference(lead, h, h_out, gen, kdev, monkeypatch, allow_tf32, poisoned, tf32_mma):
+    """$AMG_FAST_READOUT_GEMM=1 in fp32 mode: W's and W^T's TF32 planes split in one launch, the forward and dx as
+    row GEMMs of 3xTF32 products on the GPU's tiles (the interpreter's MMAs truncating their operands as Hopper's:
+    tf32_mma, where an unsplit operand or a dropped product is ~1e-4 off), dW by torch; the output and every
+    gradient within 1e-5 of the fp64 reference."""
+    from amg_fast.kernels import _tf32, ffn_gemm, glu_grad
+
+    monkeypatch.setenv("AMG_FAST_READOUT_GEMM", "1")
+    monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, ffn_gemm.LAUNCH_POLICY["cuda"])
+    allow_tf32(False)
+    launches = []
+    for module in (_tf32, ffn_gemm, glu_grad):
+        record_launches(module, launches, monkeypatch)
+    inputs = make_inputs(lead, h, h_out, gen, torch.float32, kdev)
+    dz = torch.randn(*lead, h_out, generator=gen, dtype=torch.float64).to(kdev)
+    z, grads = value_and_grads(lambda *a: linear_glu(*a, backend="triton"), inputs, dz)
+    assert [name for name, *_ in launches] == ["_weight_planes_kernel", "_row_gemm_kernel", "_glu_grad_kernel",
+                                               "_row_gemm_kernel"]
+    assert [kw["SPLIT"] and kw["BIAS"] for name, _, kw in launches if name == "_row_gemm_kernel"] == [True, False]
+    z_ref, grads_ref = value_and_grads(linear_glu_ref, [t.detach().double().requires_grad_() for t in inputs], dz)
+    for name, a, b in zip(("z", "dx", "dweight", "dbias"), (z, *grads), (z_ref, *grads_ref)):
+        assert a.dtype == torch.float32 and a.shape == b.shape, name
+        assert rel_err(a, b) <= 1e-5, f"{name}: rel err {rel_err(a, b):.2e}"
+
+
+@pytest.mark.parametrize("setting", ["switch-off", "tf32", "fp64"])
+def test_the_row_gemms_are_fp32_modes_alone(setting, gen, kdev, monkeypatch, allow_tf32):
+    """Without the switch, under TF32 (cuBLAS's TF32 GEMMs) and for fp64 activations the readout keeps its cuBLAS
+    GEMMs: no row GEMM, no weight split; and linear_split_fwd refuses another mode by name."""
+    from amg_fast.kernels import _tf32, ffn_gemm
+
+    monkeypatch.setenv("AMG_FAST_READOUT_GEMM", "0" if setting == "switch-off" else "1")
+    allow_tf32(setting == "tf32")
+    launches = []
+    for module in (_tf32, ffn_gemm):
+        record_launches(module, launches, monkeypatch)
+    x, w, b = make_inputs((6,), 8, 4, gen, torch.float64 if setting == "fp64" else torch.float32, kdev)
+    linear_glu(x, w, b, backend="triton").sum().backward()
+    assert launches == []
+    if setting != "switch-off":
+        with pytest.raises(ValueError, match=r"linear_split_fwd is fp32 mode's path \(float32 x and weight, TF32 "
+                                             r"off: 3xTF32 dots\), got x torch.float(32|64), weight torch.float"):
+            ffn_gemm.linear_split_fwd(x.detach(), w.detach(), b.detach())
+
+
 def test_fused_gradcheck(gen, kdev):
     """gradcheck in fp64 of LinearGluFn, and with x not requiring grad (no dx GEMM: the first argument's None)."""
     x, w, b = make_inputs((5,), 4, 3, gen, device=kdev)
