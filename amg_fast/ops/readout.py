@@ -60,7 +60,7 @@ class LinearGluFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         if _split_gemms(x, weight):
-            pre, transposed_planes = triton_ops().linear_split_fwd(x.contiguous(), weight.contiguous(), bias)
+            pre, transposed_planes = triton_ops().linear_split_fwd(*(t.contiguous() for t in (x, weight, bias)))
         else:
             pre, transposed_planes = torch.addmm(bias, x, weight.t()), x.new_empty((0,))
         ctx.save_for_backward(x, weight, pre, transposed_planes)
