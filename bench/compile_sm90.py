@@ -21,6 +21,7 @@ Run it with the Triton the GPU machine has (triton 3.6 there, 2026-11):
     python bench/compile_sm90.py --ops gate_tiles --quick         # what each tiling the gate sweep times spills
     python bench/compile_sm90.py --ops s4d_tiles --quick          # ... the S4D sweep's
     python bench/compile_sm90.py --ops spectral_tiles --quick     # ... the spectral conv's (--only configs)
+    python bench/compile_sm90.py --ops test_tiles                 # the CUDA tests' own tiles and shapes
 
 TRITON_INTERPRET must not be set (the kernels would be interpreter functions). Compiled kernels go to
 Triton's cache (~/.triton/cache), so a second run takes seconds. Exit status 1 when any case fails.
@@ -432,10 +433,42 @@ def encoder_cases(quick: bool):
                    mode)
 
 
+def test_tile_cases(quick: bool):
+    """Configurations the CUDA tests launch beyond the cases above (the tests phase compiles them on the GPU): the
+    spectral transform with its input tile as the register operand (X_LEFT) and without, fp64 on 16 x 16 x 16
+    tiles, the dweight split over 3 row ranges (tests/ops/test_spectral_conv_triton.py's several-tiles test); the
+    S4D Toeplitz product on the CUDA cores at the tests' small shapes (H = 16 and 40, T = 7 to 32; fp32, fp64, GELU
+    or not; test_s4d_scan_triton.py's FMA tests)."""
+    from amg_fast.kernels import s4d_scan as k
+    from amg_fast.kernels import spectral_conv as sc
+
+    def spectral(x_left):
+        small = {"mix": {"default": dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, num_warps=4)},
+                 "dweight": {"default": dict(BLOCK_R=16, BLOCK_I=16, BLOCK_O=16, SPLIT_R=3, num_warps=4)},
+                 "transform": {"default": dict(BLOCK_M=16, BLOCK_J=16, BLOCK_N=16, num_warps=4, X_LEFT=x_left)}}
+        with _policy_entry(sc.LAUNCH_POLICY, "cuda", small):
+            _spectral_fwd_bwd(_t(45, 20, 20, dtype=torch.float64), 7, "dft-gauss", False, 1)
+
+    def fma(shape, dtype, gelu):
+        B, T, S, H = shape
+        acc = torch.float64 if dtype == torch.float64 else torch.float32
+        with _policy_entry(k.TOEPLITZ_FMA_POLICY, "cuda", dict(k.TOEPLITZ_FMA_POLICY["cuda"], use=True, programs=8)):
+            u, kk, d = _t(B, T, S, H, dtype=dtype), _t(H, T, dtype=acc), _t(H)
+            k.s4d_toeplitz_bwd(torch.empty_like(k.s4d_toeplitz_fwd(u, kk, d, gelu)), u, kk, d, gelu)
+
+    for x_left in (True, False):
+        yield f"test-tiles spectral fp64 16-tiles X_LEFT={x_left}", lambda x=x_left: spectral(x), "fp64"
+    for shape, mode, gelu in itertools.product(((2, 25, 32, 16), (3, 25, 5, 40), (2, 7, 9, 16), (1, 32, 8, 16)),
+                                               ("fp32", "fp64"), (False, True)):
+        yield (f"test-tiles s4d-fma {'x'.join(map(str, shape))} {mode}{' gelu' if gelu else ''}",
+               lambda s=shape, m=mode, g=gelu: fma(s, MODES[m], g), mode)
+
+
 CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases, "decoder": decoder_cases,
          "encoder": encoder_cases, "gate_tiles": gate_tile_cases, "s4d_tiles": s4d_tile_cases,
-         "spectral_tiles": spectral_tile_cases, "ffn_tiles": ffn_tile_cases}
-TILING_CASES = {"gate_tiles", "s4d_tiles", "spectral_tiles", "ffn_tiles"}  # the sweeps' spaces: compiled only when named
+         "spectral_tiles": spectral_tile_cases, "ffn_tiles": ffn_tile_cases, "test_tiles": test_tile_cases}
+# the sweeps' spaces and the tests' own tiles: compiled only when named
+TILING_CASES = {"gate_tiles", "s4d_tiles", "spectral_tiles", "ffn_tiles", "test_tiles"}
 
 
 # ----------------------------------------------------------------------------- compiling
