@@ -3,6 +3,7 @@ import logging
 
 import pytest
 import torch
+from helpers import interpreter_only
 
 from amg_fast.ops import _backend, gate_fusion, s4d_scan, spectral_conv1d
 
@@ -61,8 +62,7 @@ def test_an_interpreter_that_cannot_run_with_this_numpy_is_named(triton_version,
         _backend.interpreter_blocker.cache_clear()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter only: with a GPU, conftest leaves TRITON_INTERPRET "
-                    "unset and triton.jit gives no interpreted kernels")
+@interpreter_only  # with a GPU, conftest leaves TRITON_INTERPRET unset and triton.jit gives no interpreted kernels
 def test_interpreted_kernels_launch_directly():
     """kernels._common.wrap_triton: torch 2.11's wrap_triton refuses the interpreter's kernels (2.13
     returns them), so the shim returns them itself."""
