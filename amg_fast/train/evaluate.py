@@ -4,7 +4,9 @@ of docs/fidelity.md: the rollout's amplitude ||pred|| / ||true|| per step and th
 (teacher-forced) error and loss on the same trajectories."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -12,7 +14,7 @@ import torch
 from amg_fast.metrics import nrmse_per_sample_step
 from amg_fast.train.precision import autocast
 
-__all__ = ["EvalResult", "evaluate", "unwrap", "one_step_loss"]
+__all__ = ["EvalResult", "evaluate", "predict", "Predictor", "unwrap", "one_step_loss"]
 
 
 @dataclass
@@ -46,16 +48,38 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "module", model)
 
 
+def predict(net: torch.nn.Module, u: torch.Tensor, omega: torch.Tensor | None, precision: str = "fp32"
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """One evaluation batch's model work: (teacher-forced predictions net(u[:, :-1]), the rollout from u[:, 0] for
+    T-1 steps, both [B, T-1, S, C] (2D: [B, T-1, X, Y, C]) in u's dtype; the rollout's mean gate g-bar, a 0-dim
+    tensor, or None for a model without a gate). omega [B]: the trajectories' omega, whose batch mean goes to
+    AMGFNO's gate (omega_mode "batch"), or None. The work a graphed evaluation captures (graphs.GraphedEvaluation):
+    it reads no tensor on the host."""
+    kwargs = {} if omega is None else {"omega": omega.mean()}
+    with autocast(precision, u.device):  # teacher forcing first: the rollout's g-bar is the one kept
+        forced = net(u[:, :-1], **kwargs)
+        pred = net.rollout(u[:, 0], u.shape[1] - 1, **kwargs)
+    return forced.to(u.dtype), pred.to(u.dtype), getattr(net, "last_gate_mean", None)  # bf16 autocast -> u's dtype
+
+
+# predictor(net, u, omega or None) -> predict's (forced, pred, g-bar or None)
+Predictor = Callable[[torch.nn.Module, torch.Tensor, "torch.Tensor | None"],
+                     tuple[torch.Tensor, torch.Tensor, "torch.Tensor | None"]]
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader, device, *, omega_mode: str = "fixed",
-             precision: str = "fp32") -> EvalResult:
+             precision: str = "fp32", predictor: Predictor | None = None) -> EvalResult:
     """Roll out from each trajectory's u_0 for T-1 steps; loader yields (u [B, T, S, C] or, for 2D
     models, [B, T, X, Y, C], omega [B]).
 
     omega_mode "batch" passes the batch mean of the per-trajectory omega to AMGFNO's gate.
     precision "bf16" rolls out under bf16 autocast (amg_fast.train.precision); errors in fp32.
+    predictor: what runs the model on a batch (default predict at this precision; the trainer's --cuda-graph
+    passes a graphs.GraphedEvaluation).
     """
     net = unwrap(model)
+    predictor = predictor or functools.partial(predict, precision=precision)
     was_training = net.training
     net.eval()
     errors, preds, trues, gate_sum, gate_weight = [], [], [], 0.0, 0
@@ -63,21 +87,15 @@ def evaluate(model: torch.nn.Module, loader, device, *, omega_mode: str = "fixed
     try:
         for u, omega in loader:
             u = u.to(device)
-            kwargs = {"omega": omega.to(device).mean()} if omega_mode == "batch" else {}
-            with autocast(precision, device):  # teacher forcing first: the rollout's g-bar is the one kept
-                forced = net(u[:, :-1], **kwargs)
-            forced = forced.to(u.dtype)
+            forced, pred, gate = predictor(net, u, omega.to(device) if omega_mode == "batch" else None)
             one_step_errors.append(nrmse_per_sample_step(forced, u[:, 1:]).cpu())
             loss_sum += float(one_step_loss(forced, u[:, 1:])) * len(u)
-            with autocast(precision, device):
-                pred = net.rollout(u[:, 0], u.shape[1] - 1, **kwargs)
-            pred = pred.to(u.dtype)  # bf16 autocast output -> the data dtype
             errors.append(nrmse_per_sample_step(pred, u[:, 1:]).cpu())
             amplitudes.append((pred.flatten(2).norm(dim=-1) / u[:, 1:].flatten(2).norm(dim=-1)).cpu())
             preds.append(pred[..., 0].cpu().numpy())
             trues.append(u[:, 1:, ..., 0].cpu().numpy())
-            if getattr(net, "gate_mean", None) is not None:
-                gate_sum += net.gate_mean * len(u)
+            if gate is not None:
+                gate_sum += float(gate) * len(u)
                 gate_weight += len(u)
     finally:
         net.train(was_training)

@@ -20,6 +20,7 @@ amg_fast.models.build_model. This module is the training loop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import time
@@ -38,8 +39,8 @@ from amg_fast.train.checkpoint import TRAINING_KEYS, CheckpointError, capture_rn
 from amg_fast.train.config import TrainConfig, resolve_config
 from amg_fast.train.data import (TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data,
                                   settings_the_data_may_set)
-from amg_fast.train.evaluate import EvalResult, evaluate, one_step_loss, unwrap
-from amg_fast.train.graphs import EagerTrainStep, GraphedTrainStep
+from amg_fast.train.evaluate import EvalResult, evaluate, one_step_loss, predict, unwrap
+from amg_fast.train.graphs import EagerTrainStep, GraphedEvaluation, GraphedTrainStep
 from amg_fast.train.precision import autocast, precision_scope
 from amg_fast.train.rundir import RunDir, RunDirError, RunResults, check_run_dir, open_run_dir
 
@@ -192,14 +193,17 @@ class Run:
     test_loader: list = field(default_factory=list)
     train_loader: list = field(default_factory=list)
     last_epoch_eval: EvalResult | None = None  # the test evaluation after the last epoch (the final one)
+    test_predictor: GraphedEvaluation | None = None  # --cuda-graph: the test split's evaluations replayed
 
     def wall_time(self) -> float:
         return self.wall_before + time.perf_counter() - self.start
 
     def evaluate(self, loader=None):
-        """Rollout evaluation on the test split (or another loader of (u, omega) batches)."""
+        """Rollout evaluation on the test split (graphed with --cuda-graph: the same batches every time) or,
+        eagerly, on another loader of (u, omega) batches (the final one on training trajectories: once)."""
         return evaluate(self.model, self.test_loader if loader is None else loader, self.device,
-                        omega_mode=self.cfg.omega_mode, precision=self.cfg.precision)
+                        omega_mode=self.cfg.omega_mode, precision=self.cfg.precision,
+                        predictor=self.test_predictor if loader is None else None)
 
 
 def default_out(cfg: TrainConfig) -> str:
@@ -324,6 +328,8 @@ def start_in(run: Run, run_dir: RunDir) -> None:
         return loss, getattr(unwrap(model), "last_gate_mean", None)
 
     run.step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(run.model, run.optimizer, loss_fn)
+    if cfg.cuda_graph:
+        run.test_predictor = GraphedEvaluation(functools.partial(predict, precision=cfg.precision), log=run.log)
 
 
 def _resumed_history(run_dir: RunDir, history: list[dict], log) -> list[dict]:

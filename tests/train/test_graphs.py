@@ -1,5 +1,6 @@
 """CUDA-graph training step: the state restore it relies on (CPU), the refusals, and (GPU) a graphed
 run that follows the eager one."""
+import functools
 import json
 
 import pytest
@@ -11,7 +12,9 @@ from amg_fast.layers import memory_fusion
 from amg_fast.models import get_model
 from amg_fast.train.trainer import train
 from amg_fast.train.config import TrainConfig
-from amg_fast.train.graphs import capture_training_state, restore_training_state
+from amg_fast.models.normalized import Normalized
+from amg_fast.train.evaluate import evaluate, predict
+from amg_fast.train.graphs import GraphedEvaluation, capture_training_state, restore_training_state
 
 TINY = dict(res=32, n_train=12, n_test=4, batch_size=4, width=16, modes=8, eval_every=100)
 
@@ -129,6 +132,129 @@ def test_the_captured_step_reads_no_value_on_the_host(name, backend, monkeypatch
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
+@pytest.mark.parametrize("name,backend,normalized", [
+    ("amgfno", "reference", False), ("s4ffno", "reference", True), ("ffno", "reference", False),
+    ("amgfno", "triton", True), ("s4ffno", "triton", False), ("ffno", "triton", True)])
+def test_the_captured_evaluation_reads_no_value_on_the_host(name, backend, normalized, monkeypatch, gen):
+    """As the training step's test above, for what a graphed evaluation captures (evaluate.predict: the teacher-forced
+    forward and the rollout, under no_grad): the headline models, plain and inside Normalized (the +increment+normalize
+    runs), AMGFNO with a per-batch omega (omega_mode "batch")."""
+    monkeypatch.setattr(checks_module, "_traced", lambda: True)
+    monkeypatch.setattr(memory_fusion, "_traced", lambda: True)
+    torch.manual_seed(0)
+    net = get_model(name, width=8, modes=4, backend=backend, **({"omega": 0.2} if name == "amgfno" else {}))
+    if normalized:
+        net = Normalized(net, in_mean=0.1, in_std=2.0, out_std=0.5, increment=True)
+    u = torch.randn(2, 3, 16, 1, generator=gen)
+    omega = torch.rand(2, generator=gen) if name == "amgfno" else None
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        forced, pred, gate = predict(net.eval(), u, omega)
+    reads = [e.name for e in prof.events() if e.name in HOST_READS]
+    assert not reads, f"{len(reads)} host reads in the evaluation a CUDA graph captures"
+    assert forced.shape == pred.shape == (2, 2, 16, 1) and (gate is not None) == (name == "amgfno")
+
+
+class StandInEvaluationGraph:
+    """GraphedEvaluation._record on CPU, modelling a CUDA graph: capture runs fn once and binds its outputs; a
+    replay runs no Python, so it recomputes fn but only writes the new values into the tensors bound at capture
+    (every attribute of the model, the module fn runs, keeps the binding it had before the replay). `perturb`
+    adds to the first output at each replay: a graph that computes something else."""
+
+    def __init__(self, perturb: float = 0.0):
+        self.perturb, self.captures, self.replays = perturb, 0, 0
+
+    def record(self, fn):
+        self.captures += 1
+        outputs = fn()
+        [net] = [c.cell_contents for c in fn.__closure__ if isinstance(c.cell_contents, torch.nn.Module)]
+        modules = list(net.modules())
+
+        def replay():
+            self.replays += 1
+            bindings = [dict(vars(m)) for m in modules]
+            for old, new in zip(outputs, fn()):
+                if old is not None:
+                    old.copy_(new)
+            outputs[0].add_(self.perturb)
+            for module, before in zip(modules, bindings):
+                vars(module).clear()
+                vars(module).update(before)
+        return replay, outputs
+
+
+def _evaluation_case(gen, backend="reference", device="cpu"):
+    torch.manual_seed(0)
+    net = get_model("amgfno", width=8, modes=4, omega=0.2, backend=backend)
+    with torch.no_grad():
+        net.gate.w_z.normal_(0, 0.5, generator=gen)  # a gate that differs from one weight to the next
+    loader = [(torch.randn(3, 4, 16, 1, generator=gen).to(device), torch.rand(3, generator=gen).to(device))
+              for _ in range(2)]
+    return net.to(device), loader
+
+
+def _results(result) -> list:
+    return [result.nrmse, result.one_step_nrmse, result.one_step_loss, result.gate_mean, *result.pred.ravel()]
+
+
+def _graphed_evaluations_follow_eager_ones(net, loader, gen, device, precision="fp32", rel=1e-6) -> None:
+    """Three evaluations of two batches with the parameters changed in place in between (as training does), both
+    omega modes at the first: each graphed one equals evaluate's own (eager) result; nothing logged."""
+    logs = []
+    graphed = GraphedEvaluation(functools.partial(predict, precision=precision), log=logs.append)
+    for i in range(3):
+        for mode in ("batch",) if i else ("batch", "fixed"):
+            eager = evaluate(net, loader, device, omega_mode=mode, precision=precision)
+            got = evaluate(net, loader, device, omega_mode=mode, precision=precision, predictor=graphed)
+            assert _results(got) == pytest.approx(_results(eager), rel=rel), (i, mode)
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(0.05 * torch.randn(p.shape, generator=gen).to(p.device))
+    assert logs == [] and graphed.failed is None and len(graphed.graphs) == 4
+
+
+def test_graphed_evaluation_replays_each_batch_and_equals_the_eager_one(monkeypatch, gen):
+    """The control flow on CPU with the stand-in graph: one capture a batch and omega mode, then replays only, each
+    evaluation equal to the eager one."""
+    net, loader = _evaluation_case(gen)
+    stand_in = StandInEvaluationGraph()
+    monkeypatch.setattr(GraphedEvaluation, "_record", stand_in.record)
+    _graphed_evaluations_follow_eager_ones(net, loader, gen, "cpu")
+    assert stand_in.captures == 4 and stand_in.replays == 4 + 2 * 2, (stand_in.captures, stand_in.replays)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend,precision", [("reference", "fp32"), ("triton", "fp32"), ("triton", "bf16")])
+def test_graphed_evaluation_equals_the_eager_one_gpu(backend, precision, gen):
+    """The same with real CUDA graphs: the capture succeeds, its replay check passes, and every later replay sees
+    the parameters of the moment (the eager evaluation runs the same kernels: equal to float rounding)."""
+    net, loader = _evaluation_case(gen, backend, "cuda")
+    _graphed_evaluations_follow_eager_ones(net, loader, gen, "cuda", precision, rel=1e-5)
+
+
+@pytest.mark.parametrize("how", ["capture fails", "replay differs"])
+def test_a_graph_that_fails_or_differs_leaves_the_evaluation_eager(how, monkeypatch, gen):
+    """A capture that raises, or a replay that does not reproduce the eager result: logged once, that evaluation's
+    result is the eager one, and later ones run eagerly (no further capture)."""
+    net, loader = _evaluation_case(gen)
+    stand_in = StandInEvaluationGraph(perturb=1e-3)
+
+    def failing(evaluation, fn):
+        stand_in.captures += 1
+        raise RuntimeError("operation not permitted when stream is capturing")
+    monkeypatch.setattr(GraphedEvaluation, "_record", failing if how == "capture fails" else stand_in.record)
+    logs = []
+    graphed = GraphedEvaluation(predict, log=logs.append)
+    for _ in range(2):
+        got = evaluate(net, loader, "cpu", predictor=graphed)
+        assert _results(got) == pytest.approx(_results(evaluate(net, loader, "cpu")), rel=1e-6)
+    assert stand_in.captures == 1 and len(logs) == 1, (stand_in.captures, logs)
+    expected = ("capturing the evaluation failed (operation not permitted when stream is capturing)"
+                if how == "capture fails" else
+                "the graphed evaluation differs from the eager one (teacher-forced predictions differ by ")
+    assert logs[0].startswith(f"--cuda-graph: {expected}") and logs[0].endswith("evaluating without a graph from "
+                                                                                "now on"), logs[0]
+
+
 def test_graphed_training_records_each_epochs_gate_mean(monkeypatch, tiny_data, tmp_path):
     """--cuda-graph through train() with an evaluation every epoch: each epoch's g-bar (Table 3's
     statistic) is the training step's, as in eager training -- not the last evaluation's rollout
@@ -138,6 +264,8 @@ def test_graphed_training_records_each_epochs_gate_mean(monkeypatch, tiny_data, 
 
     monkeypatch.setattr(GraphedTrainStep, "_record", stand_in_record)
     monkeypatch.setattr(trainer, "_check_cuda_graph", lambda device, world: None)
+    stand_in = StandInEvaluationGraph()
+    monkeypatch.setattr(GraphedEvaluation, "_record", stand_in.record)
     # no frequency gate: the tiny data's omega_f is ~0, which would hold every gate at ~0
     kw = dict(data=str(tiny_data), epochs=4, device="cpu", no_freq_gate=True, lr=3e-2, **{**TINY, "eval_every": 1})
     rows = []
@@ -145,9 +273,10 @@ def test_graphed_training_records_each_epochs_gate_mean(monkeypatch, tiny_data, 
         out = tmp_path / f"graph{graphed}"
         train(TrainConfig(out=str(out), cuda_graph=graphed, **kw), log=lambda *a: None)
         rows.append([json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()])
-    for key in ("train_loss", "gate_mean"):
+    for key in ("train_loss", "gate_mean", "test_nrmse", "test_one_step_nrmse"):
         assert [r[key] for r in rows[1]] == pytest.approx([r[key] for r in rows[0]], rel=1e-4), key
     assert len({r["gate_mean"] for r in rows[0]}) == len(rows[0])  # g-bar moves from epoch to epoch
+    assert stand_in.captures == 1 and stand_in.replays == 4  # the test split's evaluations: graphed, every epoch
 
 
 def test_failed_capture_says_so(monkeypatch):
