@@ -9,6 +9,17 @@ import torch
 
 _POISON_OUTPUTS = False
 
+# Elements a program of the flat elementwise kernels over weights (the TF32 splits, the spectral weights' planes and
+# gradient), per device type: CPU (Triton's interpreter) 16x the GPU's, as a program there costs ~5 ms whatever its
+# size (at K = 64, H = 128 the GPU's 1024 programs of one such launch took 5-15 s in the interpreter).
+ELEMENTWISE_BLOCK = {"cuda": 1024, "cpu": 16384}
+
+
+def for_device(policy: dict, device: torch.device):
+    """policy's entry for device's type; a device type without one (meta: bench/compile_sm90.py) takes "cuda"'s."""
+    return policy.get(device.type, policy["cuda"])
+
+
 # Triton element types for the torch dtypes the kernels accept.
 TORCH_TO_TL = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16"}
 

@@ -16,12 +16,12 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import cdiv, dot_operand, flat_views, new_output, wrap_triton
+from amg_fast.kernels._common import (ELEMENTWISE_BLOCK, cdiv, dot_operand, flat_views, for_device, new_output,
+                                     wrap_triton)
 
 __all__ = ["round_tf32", "round_to_tf32", "split_tf32", "transposed_weights", "cast_weights", "dot_operands",
            "split_dot", "store_split"]
 
-SPLIT_BLOCK = 1024  # elements per program of the split
 
 
 @triton.jit
@@ -126,8 +126,9 @@ def _weight_planes(weights: tuple[torch.Tensor, ...], split: bool, transpose: bo
             offset += per * n
         for _ in range(MAX_WEIGHTS - len(weights)):
             args += [out.new_empty(0, dtype=source), out.new_empty(0), 0, 1]
-        wrap_triton(_weight_planes_kernel)[(cdiv(max(sizes), SPLIT_BLOCK), len(weights))](
-            *args, SPLIT=split, TRANSPOSE=any(flags), BLOCK=SPLIT_BLOCK)
+        block = for_device(ELEMENTWISE_BLOCK, weights[0].device)
+        wrap_triton(_weight_planes_kernel)[(cdiv(max(sizes), block), len(weights))](
+            *args, SPLIT=split, TRANSPOSE=any(flags), BLOCK=block)
     return out
 
 

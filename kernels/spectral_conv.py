@@ -59,8 +59,8 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import (acc_dtype, cdiv, dot_precision, merged_stride, new_output, next_pow2, tracing,
-                                     wrap_triton)
+from amg_fast.kernels._common import (ELEMENTWISE_BLOCK, acc_dtype, cdiv, dot_precision, for_device, merged_stride,
+                                     new_output, next_pow2, tracing, wrap_triton)
 from amg_fast.kernels._tf32 import round_tf32 as _round_tf32, round_to_tf32, split_dot, store_split  # round_to_tf32: public here too
 from amg_fast.kernels.limits import _choice, _env_choice, read_at_import
 
@@ -117,7 +117,6 @@ def _read_switches() -> None:
     X3_METHOD = _env_choice("AMG_FAST_SPECTRAL_X3", X3_METHODS) or "split"
 
 
-WEIGHT_SPLIT_BLOCK = 1024  # weight elements per program of _mix_weight_planes_kernel
 SPLIT_PLANES_LIMIT = 2 ** 31  # split planes hold fewer elements than this (int32 offsets), else the plain planes
 
 # Named combinations of the switches above: (transform, MIX_METHOD, DFT_GEMM, WEIGHT_PLANES). What the probes
@@ -820,9 +819,10 @@ def weight_planes_for_forward(weight: torch.Tensor, x_dtype: torch.dtype,
         stored = new_output((n_planes, K, h_out, h_in), dtype=torch.float32, device=weight.device) if forward_copy \
             else planes
         if n:
-            wrap_triton(_mix_weight_planes_kernel)[(cdiv(n, WEIGHT_SPLIT_BLOCK),)](
+            block = for_device(ELEMENTWISE_BLOCK, weight.device)
+            wrap_triton(_mix_weight_planes_kernel)[(cdiv(n, block),)](
                 weight, planes, stored, n, h_in, h_out, *weight.stride(), GAUSS=gauss, TRANSPOSED_COPY=forward_copy,
-                BLOCK=WEIGHT_SPLIT_BLOCK)
+                BLOCK=block)
         return planes, stored.transpose(2, 3) if forward_copy else planes
     planes = weight.permute(3, 0, 1, 2).to(acc_dtype(x_dtype))
     if WEIGHT_PLANES and _mix_method(work_dtype(x_dtype), weight.device) != "torch":
@@ -975,8 +975,10 @@ def weight_blocks_ref(planes: torch.Tensor, adjoint: bool, paired_in: bool, pair
     return quads.permute(order).reshape(K, 2 * h_in, 2 * h_out).to(dtype)
 
 
-WEIGHT_BLOCK = 1024  # complex weights per program of _dweight_parts_kernel
-WEIGHT_TILE = 32  # _weight_blocks_kernel's [WEIGHT_TILE, WEIGHT_TILE] tile of W (H_in x H_out) a program
+# _weight_blocks_kernel's [tile, tile] tile of W (H_in x H_out) a program, per device type: CPU (Triton's interpreter:
+# a cost per program, ~5 ms for a 32 x 32 tile) the large one (at K = 64, H = 128 the GPU's 1024 programs took 7-15 s
+# in the interpreter). _dweight_parts_kernel's complex weights a program: _common.ELEMENTWISE_BLOCK.
+WEIGHT_TILE = {"cuda": 32, "cpu": 128}
 
 
 def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_out: bool,
@@ -987,10 +989,11 @@ def weight_blocks(planes: torch.Tensor, adjoint: bool, paired_in: bool, paired_o
     out = new_output((K, 2 * h_in, 2 * h_out) if not adjoint else (K, 2 * h_out, 2 * h_in), dtype=dtype,
                      device=planes.device)
     if K * h_in * h_out:
-        grid = (K, cdiv(h_in, WEIGHT_TILE), cdiv(h_out, WEIGHT_TILE))
+        tile = for_device(WEIGHT_TILE, planes.device)
+        grid = (K, cdiv(h_in, tile), cdiv(h_out, tile))
         wrap_triton(_weight_blocks_kernel)[grid](
             planes, out, h_in, h_out, *planes.stride(), ADJOINT=adjoint, PAIRED_IN=paired_in,
-            PAIRED_OUT=paired_out, BLOCK_I=WEIGHT_TILE, BLOCK_O=WEIGHT_TILE)
+            PAIRED_OUT=paired_out, BLOCK_I=tile, BLOCK_O=tile)
     return out
 
 
@@ -1024,9 +1027,10 @@ def dweight_parts(prod: torch.Tensor, S: int, paired_x: bool, paired_dy: bool,
     dw = new_output((K, two_in // 2, two_out // 2, 2), dtype=weight_dtype, device=prod.device)
     n = K * (two_in // 2) * (two_out // 2)
     if n:
-        wrap_triton(_dweight_parts_kernel)[(cdiv(n, WEIGHT_BLOCK),)](
+        block = for_device(ELEMENTWISE_BLOCK, prod.device)
+        wrap_triton(_dweight_parts_kernel)[(cdiv(n, block),)](
             prod, dw, n, two_in // 2, two_out // 2, _nyquist(S), PAIRED_X=paired_x, PAIRED_DY=paired_dy,
-            BLOCK=WEIGHT_BLOCK)
+            BLOCK=block)
     return dw
 
 

@@ -16,7 +16,7 @@ import torch
 from helpers import RTOL, dft_matrix_spectral_conv, ids, record_launches, rel_err
 
 from amg_fast.kernels import spectral_conv as kernels
-from amg_fast.kernels._common import fake_rfft_strides_match
+from amg_fast.kernels._common import ELEMENTWISE_BLOCK, fake_rfft_strides_match
 from amg_fast.kernels._tf32 import split_tf32
 from amg_fast.ops import spectral_conv1d, spectral_conv1d_ref
 from amg_fast.ops.spectral_conv import SpectralConv1dFn
@@ -242,12 +242,13 @@ def test_weight_blocks_act_on_rows_as_the_complex_product(paired_in, paired_out,
                          ids=["fp32", "fp64", "bf16"])
 @pytest.mark.parametrize("paired_in,paired_out", LAYOUTS)
 @pytest.mark.parametrize("adjoint", [False, True], ids=["W", "W^H"])
-def test_weight_blocks_kernel_equals_its_reference(paired_in, paired_out, adjoint, dtype, kdev, gen):
+def test_weight_blocks_kernel_equals_its_reference(paired_in, paired_out, adjoint, dtype, kdev, gen, monkeypatch):
     """The one-launch weight_blocks equals weight_blocks_ref element for element (entries are copies, negations
     and a cast), from planes that are a strided view of weight [K, H_in, H_out, 2], over more than one tile of
     a program (WEIGHT_TILE) along H_in and H_out, the last ones partial, in each output dtype (bf16 on a GPU: the
     interpreter's fp32 -> bf16 cast truncates where torch's rounds to nearest)."""
-    assert kernels.WEIGHT_TILE < 33 < 35 < 2 * kernels.WEIGHT_TILE
+    monkeypatch.setitem(kernels.WEIGHT_TILE, kdev.type, kernels.WEIGHT_TILE["cuda"])  # the GPU's tiles on CPU too
+    assert kernels.WEIGHT_TILE["cuda"] < 33 < 35 < 2 * kernels.WEIGHT_TILE["cuda"]
     weight = torch.randn(3, 35, 33, 2, dtype=torch.float32, generator=gen).to(kdev)  # 2 x 2 tiles a mode
     planes = weight.permute(3, 0, 1, 2)
     got = kernels.weight_blocks(planes, adjoint, paired_in, paired_out, dtype)
@@ -288,10 +289,11 @@ def test_cublas_mixing_backward_reuses_the_forward_blocks(transform, monkeypatch
 @pytest.mark.parametrize("impl", ["dweight_parts", "dweight_parts_ref"], ids=["kernel", "ref"])
 @pytest.mark.parametrize("paired_x,paired_dy", LAYOUTS)
 @pytest.mark.parametrize("S,K", [(10, 6), (11, 6), (16, 5)], ids=["nyquist", "odd-S", "no-nyquist-mode"])
-def test_dweight_parts_is_the_weight_gradient(paired_x, paired_dy, S, K, impl, kdev, gen):
+def test_dweight_parts_is_the_weight_gradient(paired_x, paired_dy, S, K, impl, kdev, gen, monkeypatch):
     """dweight_parts (the kernel, and its torch reference) of X^T dY over real rows gives a_k X^H dY, from complex
     tensors (a_k = 1 for modes 0 and S/2 when S is even and S/2 < K, else 2), as [K, H_in, H_out, 2]; the kernel
-    equals the reference element for element."""
+    equals the reference element for element, over several programs (the last one partial)."""
+    monkeypatch.setitem(ELEMENTWISE_BLOCK, kdev.type, 16)
     R, h_in, h_out = 7, 5, 4
     x = torch.randn(K, R, h_in, dtype=torch.complex128, generator=gen).to(kdev)
     dy = torch.randn(K, R, h_out, dtype=torch.complex128, generator=gen).to(kdev)
