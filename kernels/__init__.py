@@ -9,10 +9,3 @@ with its frequency gate), ffn_gemm (the FFNO feed-forward as row GEMMs with fuse
 _common holds the launch helpers, _tf32 the TF32 rounding, and limits the measured thresholds (size limits, method
 crossovers). The autograd Functions and public ops that call them live in amg_fast.ops.
 """
-
-import os as _os
-
-if _os.environ.get("TRITON_INTERPRET", "0") == "1":  # kernels on CPU tensors: skip the redundant re-patching
-    from amg_fast.kernels._interpreter import skip_nested_language_patches
-
-    skip_nested_language_patches()

@@ -111,8 +111,17 @@ def wrap_triton(kernel):
     kernel ("builtin isinstance() cannot determine type of argument TritonKernelVariable", torch 2.11,
     H200, 2026-11-29), and under fake tensors (a custom op's fake run) the interpreter must not launch."""
     if not tracing() and isinstance(kernel, _interpreted_kernel_type()):
+        _interpreter_without_nested_patches()
         return kernel
     return torch.library.wrap_triton(kernel)
+
+
+@functools.cache
+def _interpreter_without_nested_patches() -> None:
+    """Once, at the first interpreted launch (not at import: the package imports no triton): the interpreter
+    without its redundant re-patching (kernels/_interpreter.py)."""
+    from amg_fast.kernels._interpreter import skip_nested_language_patches
+    skip_nested_language_patches()
 
 
 def merged_stride(sizes, strides) -> int | None:

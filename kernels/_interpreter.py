@@ -7,8 +7,8 @@ training step (cProfile of `bench/gpu_summary.py --dry-run`, 2026-11-30: 24.8 of
 skip_nested_language_patches makes a nested patch a no-op when the launch in progress has patched the same
 language modules (the helper's `tl` is the kernel's), and leaves every other call to Triton. Nothing changes in
 what the kernels compute: a nested patch re-wrapped no builtin (each is a wrapper already) and its own restore
-record was dropped. Installed by amg_fast.kernels when the interpreter is on; Triton versions without these
-internals are left alone.
+record was dropped. Installed at the first interpreted launch (kernels._common.wrap_triton); Triton versions
+without these internals are left alone.
 """
 from __future__ import annotations
 

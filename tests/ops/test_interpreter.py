@@ -10,6 +10,7 @@ import triton.language as tl
 from helpers import interpreter_only
 
 from amg_fast.kernels._interpreter import skip_nested_language_patches
+from amg_fast.kernels._tf32 import split_tf32
 
 pytestmark = interpreter_only
 
@@ -37,11 +38,12 @@ def _launch(kernel, n=40, block=16):
 
 
 def test_a_launch_patches_the_language_once_and_restores_it(monkeypatch):
-    """Installed by amg_fast.kernels (once: a second call wraps nothing again). A launch of 3 programs whose helper
-    runs 3 times each patches triton.language as one launch (the same _patch_builtin calls as a helper-free
-    launch), computes what it did, and leaves the builtins as they were."""
+    """Installed by the first launch of an amg_fast kernel (once: a second call wraps nothing again). A launch of 3
+    programs whose helper runs 3 times each patches triton.language as one launch (each module once), computes
+    what it did, and leaves the builtins as they were."""
     from triton.runtime import interpreter
 
+    split_tf32(torch.randn(4, 8))  # an amg_fast kernel's launch (kernels._common.wrap_triton)
     assert getattr(interpreter._patch_lang, "skips_nested", False)
     wrapped = interpreter._patch_lang, interpreter.GridExecutor.__call__
     assert skip_nested_language_patches() and (interpreter._patch_lang, interpreter.GridExecutor.__call__) == wrapped
