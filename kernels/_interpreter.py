@@ -6,9 +6,10 @@ already, and every program of the grid calls its helpers anew. Those nested patc
 training step (cProfile of `bench/gpu_summary.py --dry-run`, 2026-11-30: 24.8 of 87 s in `_patch_builtin`).
 skip_nested_language_patches makes a nested patch a no-op when the launch in progress has patched the same
 language modules (the helper's `tl` is the kernel's), and leaves every other call to Triton. Nothing changes in
-what the kernels compute: a nested patch re-wrapped no builtin (each is a wrapper already) and its own restore
-record was dropped. Installed at the first interpreted launch (kernels._common.wrap_triton); Triton versions
-without these internals are left alone.
+what the kernels compute: a nested patch wrapped no builtin again (each is a wrapper already), replaced the
+launch's other patches with equal ones, and dropped its own restore record (the launch's restore undid it all).
+Installed at the first interpreted launch (kernels._common.wrap_triton); Triton versions without these internals
+are left alone.
 """
 from __future__ import annotations
 
