@@ -1,5 +1,6 @@
-"""CUDA-graph training step: the state restore it relies on (CPU), the refusals, and (GPU) a graphed
-run that follows the eager one."""
+"""CUDA-graph training step and evaluation: the state restore they rely on (CPU), the capture/replay control flow
+against eager runs with a stand-in graph (CPU), the host reads a capture refuses, the refusals and fallbacks, and
+(GPU) graphed runs and evaluations that follow the eager ones."""
 import functools
 import json
 
