@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import acc_dtype, cdiv, for_device, new_output, next_pow2, wrap_triton
 
 __all__ = ["to_acc", "acc_zeros", "ROW_STREAM_POLICY", "row_stream_tiling", "streamed_partial_sums",
            "column_sums", "COLUMN_SUMS_POLICY"]
@@ -51,7 +51,7 @@ def row_stream_tiling(M: int, width: int, policy: dict, device: torch.device) ->
     """(grid, H_PAD, BLOCK_M, num_warps, STAGES) for M rows of `width` columns under policy[device type] (else
     its "cuda" entry): H_PAD = width padded to a power of two, BLOCK_M = elements // H_PAD rows, STAGES the
     row loop's pipeline depth."""
-    chosen = policy.get(device.type, policy["cuda"])
+    chosen = for_device(policy, device)
     h_pad = next_pow2(width, 1)
     block_m = next_pow2(max(1, chosen["elements"] // h_pad), 1)
     programs = max(1, min(chosen["programs"], cdiv(M, block_m)))

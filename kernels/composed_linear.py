@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import acc_dtype, for_device, new_output, next_pow2, wrap_triton
 from amg_fast.kernels._rows import ROW_STREAM_POLICY, row_stream_tiling, to_acc
 
 __all__ = ["composed_linear_fwd", "composed_linear_bwd", "COMPOSED_MAX_C", "COMPOSED_MAX_H", "LAUNCH_POLICY"]
@@ -159,7 +159,7 @@ def _tiling(M: int, F: int, H: int, C: int, device: torch.device) -> dict:
                          f"inputs (kernels.composed_linear), got C={C}, H={H}")
     tiling = row_stream_tiling(M, H, LAUNCH_POLICY, device)
     c_pad = next_pow2(C, 1)
-    elements = LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])["elements"]
+    elements = for_device(LAUNCH_POLICY, device)["elements"]
     block_f = min(next_pow2(F, 1), max(1, elements // (c_pad * tiling["H_PAD"])))
     return {**tiling, "C_PAD": c_pad, "BLOCK_F": block_f}
 

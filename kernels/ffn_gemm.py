@@ -40,7 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import (acc_dtype, cdiv, dot_operand, dot_precision, for_device, new_output,
+                                     next_pow2, wrap_triton)
 from amg_fast.kernels._tf32 import split_dot, split_tf32, store_split, transposed_weights
 from amg_fast.kernels.gate_fusion import weight_grads
 from amg_fast.kernels.limits import ffn_persistent, ffn_wgrad_planes
@@ -228,7 +229,7 @@ LAUNCH_POLICY = {
 
 def _tiles(device: torch.device, dtype: torch.dtype, split: bool, M: int, N: int, K: int) -> dict:
     """The launch tiles for dots of this dtype (the weight's) on device; split: fp32 mode's tf32x3 dots."""
-    policy = LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
+    policy = for_device(LAUNCH_POLICY, device)
     kind = "x3" if split else ("fp64" if dtype == torch.float64 else "default")
     tiles = dict(policy.get(kind, policy["default"]))
     if device.type == "cpu":  # no larger than the shapes need (tl.dot dims >= 16)
@@ -419,7 +420,7 @@ def planes_weight_grads(products, size: int) -> torch.Tensor:
     if covered != size:
         raise ValueError(f"planes_weight_grads: the products' {shapes} elements (and their sums) must cover size = "
                          f"{size}, cover {covered}")
-    policy = dict(WGRAD_PLANES_POLICY.get(a0.device.type, WGRAD_PLANES_POLICY["cuda"]))
+    policy = dict(for_device(WGRAD_PLANES_POLICY, a0.device))
     programs = policy.pop("programs")
     if a0.device.type == "cpu":  # the interpreter: no larger than the shapes need (tl.dot dims >= 16)
         for name, n in (("BLOCK_M", max(a.shape[1] for a, *_ in products)),

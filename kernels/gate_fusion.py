@@ -52,7 +52,8 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_operand, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import (acc_dtype, cdiv, dot_operand, dot_precision, for_device, new_output,
+                                     next_pow2, wrap_triton)
 from amg_fast.kernels._rows import column_sums
 from amg_fast.kernels._tf32 import dot_operands, split_dot, split_tf32
 from amg_fast.kernels.limits import GATE_MAX_H, READOUT_MAX_H, gate_bwd_wgmma, gate_x3
@@ -619,7 +620,7 @@ WGRAD_POLICY = {
 
 def _wgrad_groups(M: int, tiles: int, device: torch.device) -> tuple[int, int]:
     """(groups, rows_per_group) for the weight-gradient kernel: about policy["programs"] programs."""
-    policy = WGRAD_POLICY.get(device.type, WGRAD_POLICY["cuda"])
+    policy = for_device(WGRAD_POLICY, device)
     block_m = policy["BLOCK_M"]
     groups = max(1, min(cdiv(M, block_m), cdiv(policy["programs"], tiles)))
     rows_per_group = cdiv(cdiv(M, groups), block_m) * block_m
@@ -635,7 +636,7 @@ def weight_grads(products, extra=None) -> torch.Tensor:
     per product (partial sums over groups of rows into one buffer), one torch sum."""
     products = [tuple(None if t is None else t.contiguous() for t in product) for product in products]
     extra = None if extra is None else extra.contiguous()
-    policy = WGRAD_POLICY.get(products[0][0].device.type, WGRAD_POLICY["cuda"])
+    policy = for_device(WGRAD_POLICY, products[0][0].device)
     sizes = [dy.shape[1] * (x1.shape[1] + (0 if x2 is None else x2.shape[1]) + 1) for dy, x1, x2 in products]
     n_extra = 0 if extra is None else extra.shape[1]
     dy0 = products[0][0]

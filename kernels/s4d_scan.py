@@ -42,7 +42,8 @@ import torch
 import triton
 import triton.language as tl
 
-from amg_fast.kernels._common import acc_dtype, cdiv, dot_precision, new_output, next_pow2, wrap_triton
+from amg_fast.kernels._common import (acc_dtype, cdiv, dot_precision, for_device, new_output, next_pow2,
+                                     wrap_triton)
 from amg_fast.kernels._rows import to_acc
 from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T, s4d_channels_first, s4d_fma
 
@@ -663,7 +664,7 @@ def _s4d_step_fwd_kernel(u_ptr, state_ptr, lam_ptr, c_ptr, d_ptr, y_ptr, new_sta
 
 
 def _policy(device: torch.device) -> dict:
-    return LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])
+    return for_device(LAUNCH_POLICY, device)
 
 
 def _block_c(C: int, per_column: int, device: torch.device) -> int:
@@ -773,7 +774,7 @@ def _dot_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict:
     (column groups, channel blocks; with the policy's "channels_first", or AMG_FAST_S4D_CHANNELS_FIRST=1, the other
     way round), the number of
     column groups (the backward's partial sums) and the kernel's tile sizes."""
-    policy = TOEPLITZ_DOT_POLICY.get(device.type, TOEPLITZ_DOT_POLICY["cuda"])
+    policy = for_device(TOEPLITZ_DOT_POLICY, device)
     t_pad, bn = next_pow2(T), policy["BN"]
     bh = min(next_pow2(H, 1), max(1, policy["elements"] // (t_pad * max(t_pad, bn))))
     bh = 1 << (bh.bit_length() - 1)  # a power of two
@@ -790,7 +791,7 @@ def _fma_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict | 
     """Launch parameters of the CUDA-core Toeplitz kernels (TOEPLITZ_FMA_POLICY), or None when they are not
     chosen ($AMG_FAST_S4D_FMA, else the policy's "use"): BN columns x BHH channels a tile, the backward's
     column groups of COLS_PER_GROUP columns (a multiple of BN)."""
-    policy = TOEPLITZ_FMA_POLICY.get(device.type, TOEPLITZ_FMA_POLICY["cuda"])
+    policy = for_device(TOEPLITZ_FMA_POLICY, device)
     if not s4d_fma(policy["use"]):
         return None
     t_pad = next_pow2(T)

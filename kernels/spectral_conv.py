@@ -190,7 +190,7 @@ def _tile_mode(dots: str, operands: torch.dtype) -> str:
 def _tiles(kernel: str, device: torch.device, dots: str, operands: torch.dtype, **sizes: int) -> dict:
     """The launch options of kernel ("transform", "mix", "dweight") on device for its dots (_tile_mode): the
     policy's entry, each BLOCK_X capped at next_pow2(size X) (>= 16)."""
-    policy = LAUNCH_POLICY.get(device.type, LAUNCH_POLICY["cuda"])[kernel]
+    policy = for_device(LAUNCH_POLICY, device)[kernel]
     out = dict(policy.get(_tile_mode(dots, operands), policy["default"]))
     for name, size in sizes.items():
         out[f"BLOCK_{name}"] = min(out[f"BLOCK_{name}"], next_pow2(size))
