@@ -10,8 +10,8 @@ import torch
 _POISON_OUTPUTS = False
 
 # Elements a program of the flat elementwise kernels over weights (the TF32 splits, the spectral weights' planes and
-# gradient), per device type: CPU (Triton's interpreter) 16x the GPU's, as a program there costs ~5 ms whatever its
-# size (at K = 64, H = 128 the GPU's 1024 programs of one such launch took 5-15 s in the interpreter).
+# gradient), per device type: CPU (Triton's interpreter) 16x the GPU's, as a program there costs ~7 ms whatever its
+# size (at K = 64, H = 128 the GPU's 1024 programs of one such launch took 4.4-7.3 s in the interpreter).
 ELEMENTWISE_BLOCK = {"cuda": 1024, "cpu": 16384}
 
 

@@ -976,7 +976,7 @@ def weight_blocks_ref(planes: torch.Tensor, adjoint: bool, paired_in: bool, pair
 
 
 # _weight_blocks_kernel's [tile, tile] tile of W (H_in x H_out) a program, per device type: CPU (Triton's interpreter:
-# a cost per program, ~5 ms for a 32 x 32 tile) the large one (at K = 64, H = 128 the GPU's 1024 programs took 7-15 s
+# a cost per program, ~7 ms for a 32 x 32 tile) the large one (at K = 64, H = 128 the GPU's 1024 programs took 7.0-7.3 s
 # in the interpreter). _dweight_parts_kernel's complex weights a program: _common.ELEMENTWISE_BLOCK.
 WEIGHT_TILE = {"cuda": 32, "cpu": 128}
 
