@@ -18,7 +18,8 @@ the spectral conv, so only the faster of them is taken): the switches adopted to
 ops, each measured as a whole on its own. A variant that changes nothing in some mode (spectral_x3dot and
 gate_x3dot outside fp32, spectral_wview in fp32) cannot win there by the margin, so under every-mode judging
 it is timed, not adopted: its modes' defaults are set by hand. With --verdict (the CUDA tests' kernels_verdict.json),
-a variant whose tests failed on the GPU (its "variant_failures", tests/variant_report.py) is not adopted either.
+a variant whose tests failed on the GPU (its "variant_failures", tests/variant_report.py) is not adopted either,
+nor one whose tests did not all run there ("variant_unrun": the tests phase cut off before them).
 Only AMG_FAST_* switches with plain values are adopted, never one
 of NEVER_ADOPTED (a switch that changes the precision a mode computes at, not only its speed), and nothing
 from a dry run's summary (CPU times).
@@ -77,9 +78,10 @@ def speedups(summary: dict, name: str, modes=None) -> dict[tuple[str, str], floa
 
 
 def verdict(summary: dict, name: str, min_gain: float, min_cells: int, modes=None,
-            failed_tests: list[str] = ()) -> tuple[bool, str, dict]:
+            failed_tests: list[str] = (), unrun_tests: list[str] = ()) -> tuple[bool, str, dict]:
     """(wins, why, speedups) for variant `name` of summary, judged on the cells of `modes` (None: all);
-    failed_tests: its tests that failed on the GPU (the CUDA tests' verdict: variant_failures)."""
+    failed_tests / unrun_tests: its tests that failed on the GPU / did not run there (the CUDA tests' verdict:
+    variant_failures / variant_unrun)."""
     entry = summary["variants"][name]
     cells = speedups(summary, name, modes)
     bad = [f"{k}={v}" for k, v in entry["env"].items() if not (SWITCH.fullmatch(k) and VALUE.fullmatch(str(v)))]
@@ -93,6 +95,9 @@ def verdict(summary: dict, name: str, min_gain: float, min_cells: int, modes=Non
         return False, "a dry run's summary (CPU times): nothing is adopted from it", cells
     if failed_tests:
         return False, f"its CUDA tests failed ({len(failed_tests)}: {', '.join(failed_tests)})", cells
+    if unrun_tests:
+        return False, (f"{len(unrun_tests)} of its CUDA tests did not run (the tests phase's time limit): "
+                       f"{', '.join(unrun_tests)}"), cells
     if summary.get("warm_up"):
         return False, "a warm-up's summary (gpu_summary.py --warm-up: nothing timed)", cells
     if entry.get("exit_code") is None and not cells:
@@ -114,12 +119,15 @@ def geomean(cells: dict) -> float:
 
 
 def adopt(summary: dict, min_gain: float = DEFAULT_MIN_GAIN, min_cells: int = DEFAULT_MIN_CELLS, modes=None,
-          failed: dict[str, list[str]] | None = None) -> tuple[dict[str, str], list[dict]]:
+          failed: dict[str, list[str]] | None = None,
+          unrun: dict[str, list[str]] | None = None) -> tuple[dict[str, str], list[dict]]:
     """(switches to adopt {name: value}, one row per variant: name, env, cells, speedup, adopted, why), the
-    variants judged on the cells of `modes` (None: every mode); failed: {variant: its failed CUDA tests}."""
+    variants judged on the cells of `modes` (None: every mode); failed / unrun: {variant: its CUDA tests that
+    failed / did not run}."""
     rows = []
     for name in summary.get("variants", {}):
-        wins, why, cells = verdict(summary, name, min_gain, min_cells, modes, (failed or {}).get(name, ()))
+        wins, why, cells = verdict(summary, name, min_gain, min_cells, modes, (failed or {}).get(name, ()),
+                                   (unrun or {}).get(name, ()))
         rows.append({"name": name, "env": summary["variants"][name]["env"], "cells": len(cells),
                      "speedup": geomean(cells), "wins": wins, "adopted": False, "why": why})
     switches, taken_ops = {}, {}
@@ -164,7 +172,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--env-out", type=Path, help='the adopted variants, one a line: "NAME KEY=VALUE [KEY=VALUE ...]"')
     p.add_argument("--markdown-out", type=Path, help="the verdict per variant, as markdown")
     p.add_argument("--verdict", type=Path, help="the CUDA tests' kernels_verdict.json (bench/cuda_verdict.py): the "
-                                                "variants whose tests failed in it (variant_failures) are not adopted")
+                                                "variants whose tests failed in it (variant_failures) or did not run "
+                                                "(variant_unrun) are not adopted")
     args = p.parse_args(argv)
     if not (0 <= args.min_gain < 1):
         p.error(f"--min-gain must be in [0, 1), got {args.min_gain}")
@@ -187,14 +196,15 @@ def main(argv=None) -> int:
         print(f"adopt_variants: {args.summary} is not a bench/gpu_summary.py summary (train_step_ms, variants)",
               file=sys.stderr)
         return 2
-    failed = None
+    failed = unrun = None
     if args.verdict is not None:
         try:
-            failed = json.loads(args.verdict.read_text()).get("variant_failures") or {}
+            record = json.loads(args.verdict.read_text())
+            failed, unrun = record.get("variant_failures") or {}, record.get("variant_unrun") or {}
         except (OSError, ValueError, AttributeError) as err:
             print(f"adopt_variants: cannot read the CUDA tests' verdict {args.verdict}: {err}", file=sys.stderr)
             return 2
-    switches, rows = adopt(summary, args.min_gain, args.min_cells, args.modes, failed)
+    switches, rows = adopt(summary, args.min_gain, args.min_cells, args.modes, failed, unrun)
     text = render_markdown(rows, switches, args.min_gain, args.modes)
     print(text, end="")
     if args.markdown_out:

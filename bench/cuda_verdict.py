@@ -6,7 +6,7 @@ call without one).
 
 Usage:
   python bench/cuda_verdict.py write RESULTS_DIR (--verdict pass|fail|incomplete [--log LOG] | --run RC LOG...)
-                                  [--failed-before] [--copy-to FILE] [--tests PATH...]
+                                  [--failed-before] [--copy-to FILE] [--tests PATH...] [--variant-tests FILE]
   python bench/cuda_verdict.py find FILE_OR_DIR... [--any-machine]
   python bench/cuda_verdict.py digest
 
@@ -15,7 +15,10 @@ machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files
 "sources_files", "torch", "triton", "capability" (the GPU's compute capability, "9.0"; null without CUDA),
 "gpu", "date" (UTC, ISO), "summary" (pytest's result lines from the logs), "tests" (--tests: the test paths
 when they were not the campaign's whole set, else null), "variant_failures" ({variant: [node ids]}: the failed
-tests marked `variant`, tests/variant_report.py)}. With --run (each pytest run of the tests phase: its
+tests marked `variant`, tests/variant_report.py), "variant_unrun" (with --variant-tests FILE, the collection's
+{variant: [node ids]} that tests/variant_report.py wrote: {variant: [its tests with no VARIANT PASSED, SKIPPED or
+FAILED line]}, cut off before they ran, which bench/adopt_variants.py --verdict does not adopt either; else
+null)}. With --run (each pytest run of the tests phase: its
 exit status and its log) the verdict is judged (judge): "pass" when every run exited 0; "fail" when a test
 failed (pytest's FAILED / ERROR lines, or F / E among the progress characters of a pytest killed before its
 summary), or a run did not run to the end (an exit but 0 and timeout's 124 / 137, or the first run -- the
@@ -72,6 +75,7 @@ CUT_OFF = (124, 137)  # timeout's exit statuses: stopped at the limit (137: kill
 SUMMARY_FAILURE = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)
 PROGRESS_LINE = re.compile(r"^([.sxXFE]+)(?: +\[ *\d+%\])?$", re.MULTILINE)
 VARIANT_FAILURE = re.compile(r"^VARIANT FAILED (\S+) (.+)$", re.MULTILINE)
+VARIANT_RAN = re.compile(r"^VARIANT (?:PASSED|SKIPPED|FAILED) \S+ (.+)$", re.MULTILINE)
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
@@ -122,6 +126,28 @@ def variant_failures(texts: list[str]) -> dict[str, list[str]]:
     return {name: sorted(set(nodes)) for name, nodes in sorted(out.items())}
 
 
+def variant_unrun(texts: list[str], collected: dict[str, list[str]]) -> dict[str, list[str]]:
+    """{variant: [the node ids of its collected tests that did not run]}: collected is the collection's
+    {variant: [node ids]} (tests/variant_report.py, $AMG_FAST_VARIANT_TESTS), a test ran when a log has its
+    VARIANT PASSED, SKIPPED or FAILED line; variants whose tests all ran are left out."""
+    ran = {node.strip() for text in texts for node in VARIANT_RAN.findall(text)}
+    out = {name: sorted(set(nodes) - ran) for name, nodes in sorted(collected.items())}
+    return {name: nodes for name, nodes in out.items() if nodes}
+
+
+def read_collected(path: Path) -> dict[str, list[str]]:
+    """The collection's {variant: [node ids]} that tests/variant_report.py wrote to path; ValueError naming the
+    file when it is missing or not that."""
+    try:
+        collected = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--variant-tests {path}: cannot read the collected variant tests ({err})") from None
+    if not (isinstance(collected, dict) and all(isinstance(v, list) and all(isinstance(n, str) for n in v)
+                                                 for v in collected.values())):
+        raise ValueError(f"--variant-tests {path}: not tests/variant_report.py's {{variant: [node ids]}}")
+    return collected
+
+
 def only_variants_failed(text: str) -> bool:
     """Whether every failure in a pytest log is one of a `variant` test (an opt-in kernel path): each failed test
     of the short summary has a VARIANT FAILED line, and there are as many such lines as failure marks (F, E)
@@ -152,16 +178,18 @@ def judge(runs: list[tuple[int, str]], failed_before: bool = False, subset: bool
 
 
 def write(results: Path, verdict: str, logs: list[Path] = (), copy_to: Path | None = None,
-          tests: list[str] | None = None, root: Path = ROOT) -> dict:
+          tests: list[str] | None = None, root: Path = ROOT, collected: dict[str, list[str]] | None = None) -> dict:
     """Record verdict on the sources under root and this machine (the module's doc; tests: the test paths when
-    not the campaign's whole set); returns the record."""
+    not the campaign's whole set; collected: the variant tests collected, whose unrun ones are recorded);
+    returns the record."""
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
     digest, n = sources_digest(root)
     record = {"verdict": verdict, "sources_sha256": digest, "sources_files": n, **machine(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "summary": pytest_summary(list(logs)), "tests": tests,
-              "variant_failures": variant_failures([read_log(log) for log in logs])}
+              "variant_failures": variant_failures([read_log(log) for log in logs]),
+              "variant_unrun": None if collected is None else variant_unrun([read_log(log) for log in logs], collected)}
     text = json.dumps(record, indent=2) + "\n"
     for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,6 +244,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="the tests failed on these sources before: a cut-off, or a pass of --tests, is a failure")
     w.add_argument("--log", type=Path, help="with --verdict: the tests' log (its pytest result lines are kept)")
     w.add_argument("--copy-to", type=Path, help="write the same record to this file too")
+    w.add_argument("--variant-tests", type=Path, metavar="FILE",
+                   help="the variant tests collected ($AMG_FAST_VARIANT_TESTS's file): those that did not run are "
+                        "recorded (variant_unrun), and their variants are not adopted")
     w.add_argument("--tests", nargs="+", metavar="PATH",
                    help="the test paths, when not the campaign's whole set (its pass then applies to no later call)")
     f = sub.add_parser("find", help="the newest verdict that applies to this code and machine")
@@ -238,9 +269,16 @@ def main(argv=None) -> int:
             logs = [Path(log) for _, log in args.run]
             verdict, why = judge([(int(rc), read_log(log)) for (rc, _), log in zip(args.run, logs)],
                                  args.failed_before, args.tests is not None)
-        record = write(args.results, verdict, logs, args.copy_to, args.tests)
+        try:
+            collected = None if args.variant_tests is None else read_collected(args.variant_tests)
+        except ValueError as err:
+            print(f"cuda_verdict.py write: {err}", file=sys.stderr)
+            return 2
+        record = write(args.results, verdict, logs, args.copy_to, args.tests, collected=collected)
         for name, nodes in record["variant_failures"].items():
             print(f"variant {name}: {len(nodes)} of its tests failed (not adopted): {' '.join(nodes)}")
+        for name, nodes in (record["variant_unrun"] or {}).items():
+            print(f"variant {name}: {len(nodes)} of its {len(collected[name])} tests did not run (not adopted)")
         print(f"{verdict} {why}".strip())
         return 0
     if args.command == "digest":

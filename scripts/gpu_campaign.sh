@@ -7,7 +7,7 @@
 #
 # Phases (each logs to RESULTS_DIR/logs/<phase>.log; a failed phase is recorded, the next still runs):
 #   install  pip install --no-deps --no-build-isolation --no-index -e . (the machine's torch + triton)
-#   tests    the CUDA tests (8 workers): tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
+#   tests    the CUDA tests (12 workers): tests/ops and the whole-model equivalence (kernels compiled on the GPU), then
 #            `-m gpu` over the rest of tests/ (each also in logs/tests_kernels.log, tests_gpu.log: the verdict judges
 #            each run); with the bench phase to come, beside them
 #            `bench/gpu_summary.py --warm-up` compiles the bench's kernels into Triton's cache (stopped with the tests)
@@ -139,7 +139,8 @@ for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
 done
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
     GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1) RUN_FLAGS=(--fast-kernels --cuda-graph)
-    TEST_PATHS=(tests/models/test_triton_equivalence.py tests/ops) BENCH_FLAGS=() TEST_WORKERS=8  # 16 cores
+    # 16 cores: 12 workers and the bench's warm-up (2026-11-30: 8 workers ran 697 of 731 tests in 105 s; now 831)
+    TEST_PATHS=(tests/models/test_triton_equivalence.py tests/ops) BENCH_FLAGS=() TEST_WORKERS=12
 elif [[ $DRY == 1 ]]; then
     GPU_NAME=cpu-dry-run RUN_FLAGS=(--device cpu) TEST_PATHS=(tests/ops/test_backend.py) BENCH_FLAGS=(--dry-run) TEST_WORKERS=0
     PROBES=${CAMPAIGN_PROBES-}  # they need CUDA: none unless named (a test's stand-in interpreter runs them)
@@ -198,10 +199,11 @@ VARIANT_ARGS=()
 for word in $VARIANTS; do VARIANT_ARGS+=(--variant "$word"); done
 
 TESTS_RUNS=()  # phase_tests' pytest runs for the verdict, "--run RC LOG" each: a cut-off told from a crash by them
+COLLECTED=$RESULTS/logs/variant_tests.json  # the kernels' tests marked `variant`, {variant: [node ids]}
 phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the rest (at least 20 s)
     local t0 rc=0 rc2=0 rest log=$RESULTS/logs/tests_kernels.log log2=$RESULTS/logs/tests_gpu.log
     t0=$(date +%s)
-    if [[ ,$PHASES, == *,bench,* ]]; then  # the bench's kernels compiled beside the tests (16 cores, 8 workers)
+    if [[ ,$PHASES, == *,bench,* ]]; then  # the bench's kernels compiled beside the tests (16 cores, 12 workers)
         # stopped with the tests (stop_warm_up); a budget of its own would skip every part after a slow first one
         "$PY" bench/gpu_summary.py --warm-up --out "$RESULTS/bench-warm-up" --budget-s 3600 "${VARIANT_ARGS[@]}" \
             "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" > "$RESULTS/logs/warm-up.log" 2>&1 &
@@ -211,9 +213,12 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
     # must show a test passed; the -m gpu rest gets what time is left, at least 20 s, and may end before its first
     # test). A file, not a pipe through tee: a process the run left behind holding the pipe would hang the phase
     # --durations: which tests the time limit falls on (2026-11-30: 30 of 731 were cut off after 105 s)
-    timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider \
-        -n "$TEST_WORKERS" --durations=25 > "$log" 2>&1 || rc=$?
+    # $AMG_FAST_VARIANT_TESTS: the variant tests collected, the verdict's record of those cut off (never adopted)
+    rm -f "$COLLECTED"
+    AMG_FAST_VARIANT_TESTS=$COLLECTED timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest \
+        "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider -n "$TEST_WORKERS" --durations=25 > "$log" 2>&1 || rc=$?
     cat "$log"; TESTS_RUNS=(--run "$rc" "$log")
+    [[ -f $COLLECTED ]] && TESTS_RUNS+=(--variant-tests "$COLLECTED")
     rest=$(( T_TESTS - $(date +%s) + t0 )); (( rest < 20 )) && rest=20
     if [[ $DRY != 1 ]]; then
         timeout -s INT -k 15 "$(cap "$rest")" "$PY" -m pytest tests -m gpu --ignore=tests/ops -q -rfE \

@@ -153,8 +153,8 @@ def test_bad_inputs_are_refused_by_name(tmp_path, capsys):
 
 
 def test_the_cuda_tests_verdict_keeps_a_failed_variant_out(tmp_path, capsys):
-    """--verdict: the variants of the CUDA tests' verdict whose tests failed (variant_failures) are not adopted;
-    the others are; an unreadable verdict file is refused by name."""
+    """--verdict: the variants of the CUDA tests' verdict whose tests failed (variant_failures) or did not run
+    (variant_unrun) are not adopted; the others are; an unreadable verdict file is refused by name."""
     mod = adopt_variants()
     path, env_out, verdict = tmp_path / "summary.json", tmp_path / "adopted.env", tmp_path / "kernels_verdict.json"
     path.write_text(json.dumps(summary(DEFAULT, ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(1.5), True, 0),
@@ -163,9 +163,17 @@ def test_the_cuda_tests_verdict_keeps_a_failed_variant_out(tmp_path, capsys):
     assert mod.main([str(path), "--env-out", str(env_out), "--verdict", str(verdict)]) == 0
     assert env_out.read_text() == "ffn_gemm AMG_FAST_FFN_METHOD=gemm\n"
     assert "| s4d_fma |" in capsys.readouterr().out
-    verdict.write_text(json.dumps({"verdict": "pass"}))  # a verdict written before variant_failures: none failed
+    # cut off before its tests ran (variant_unrun): not adopted either; null (no collection recorded): no test unrun
+    verdict.write_text(json.dumps({"verdict": "incomplete", "variant_failures": {},
+                                   "variant_unrun": {"ffn_gemm": ["tests/ops/t.py::t[gemm]"]}}))
     assert mod.main([str(path), "--env-out", str(env_out), "--verdict", str(verdict)]) == 0
-    assert env_out.read_text() == "ffn_gemm AMG_FAST_FFN_METHOD=gemm\ns4d_fma AMG_FAST_S4D_FMA=1\n"
+    assert env_out.read_text() == "s4d_fma AMG_FAST_S4D_FMA=1\n"
+    assert "1 of its CUDA tests did not run (the tests phase's time limit): tests/ops/t.py::t[gemm]" in \
+        capsys.readouterr().out
+    for record in ({"verdict": "pass"}, {"verdict": "pass", "variant_failures": {}, "variant_unrun": None}):
+        verdict.write_text(json.dumps(record))  # written before variant_failures / without the collection
+        assert mod.main([str(path), "--env-out", str(env_out), "--verdict", str(verdict)]) == 0
+        assert env_out.read_text() == "ffn_gemm AMG_FAST_FFN_METHOD=gemm\ns4d_fma AMG_FAST_S4D_FMA=1\n"
     verdict.write_text("not json")
     assert mod.main([str(path), "--verdict", str(verdict)]) == 2
     assert f"cannot read the CUDA tests' verdict {verdict}" in capsys.readouterr().err

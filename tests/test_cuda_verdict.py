@@ -232,3 +232,31 @@ def test_the_command_line_names_the_failed_variants_and_records_them(tmp_path, c
     kernels.write_text(PASSED_LOG)
     verdicts.main(["write", str(tmp_path / "s"), "--run", "0", str(kernels)])
     assert json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())["variant_failures"] == {}
+
+
+def test_the_variant_tests_that_did_not_run_are_recorded(tmp_path, capsys):
+    """--variant-tests (the collection's {variant: [node ids]}, tests/variant_report.py): a variant test with no
+    VARIANT PASSED, SKIPPED or FAILED line in the logs did not run, cut off by the time limit; its variant is
+    recorded (variant_unrun) and named, and the lines change nothing else in the verdict."""
+    fma = [f"tests/ops/test_s4d_scan_triton.py::test_fma[{i}]" for i in range(3)]
+    collected = tmp_path / "variant_tests.json"
+    collected.write_text(json.dumps({"ffn_persistent": [VARIANT_TEST], "s4d_fma": fma}))
+    kernels = tmp_path / "tests_kernels.log"
+    kernels.write_text(f"....\nVARIANT PASSED ffn_persistent {VARIANT_TEST}\n..\n"
+                       f"VARIANT SKIPPED s4d_fma,s4d_x {fma[0]}\n..\nVARIANT FAILED s4d_fma {fma[1]}\n.F\n"
+                       "!!! KeyboardInterrupt !!!\n")
+    assert verdicts.judge([(124, kernels.read_text())]) == ("incomplete", "")
+    assert verdicts.main(["write", str(tmp_path / "s"), "--run", "124", str(kernels),
+                          "--variant-tests", str(collected)]) == 0
+    assert capsys.readouterr().out == (f"variant s4d_fma: 1 of its tests failed (not adopted): {fma[1]}\n"
+                                       "variant s4d_fma: 1 of its 3 tests did not run (not adopted)\nincomplete\n")
+    written = json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())
+    assert written["variant_unrun"] == {"s4d_fma": [fma[2]]}
+    verdicts.main(["write", str(tmp_path / "s"), "--run", "124", str(kernels)])  # no collection: unknown
+    assert json.loads((tmp_path / "s" / verdicts.VERDICT_FILE).read_text())["variant_unrun"] is None
+    capsys.readouterr()
+    for text in ("not json", '{"s4d_fma": "tests/x.py::t"}'):
+        collected.write_text(text)
+        assert verdicts.main(["write", str(tmp_path / "s"), "--run", "0", str(kernels),
+                              "--variant-tests", str(collected)]) == 2
+        assert f"--variant-tests {collected}: " in capsys.readouterr().err

@@ -97,6 +97,22 @@ def test_a_later_call_without_the_tests_phase_keeps_the_reference_kernels(tmp_pa
     assert "gpu_campaign: the CUDA tests passed on these kernel sources (pass " in fourth.stdout
 
 
+def slow_kernel_tests(tmp_path: Path) -> Path:
+    """A tests folder whose last test, marked `variant` (run last, as on a GPU), sleeps past the time limit."""
+    suite = tmp_path / "slow"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\nfrom variant_report import VariantReport\n\n"
+        "def pytest_configure(config):\n"
+        "    config.addinivalue_line('markers', 'variant(name): an opt-in kernel path')\n"
+        "    config.pluginmanager.register(VariantReport(config, run_last=True), 'variant_report')\n")
+    (suite / "test_kernels.py").write_text(
+        "import time\nimport pytest\n\n@pytest.mark.variant('s4d_fma')\ndef test_fma():\n    pass\n\n"
+        "@pytest.mark.variant('ffn_persistent')\ndef test_slow():\n    time.sleep(120)\n\n"
+        "def test_quick():\n    pass\n")
+    return suite
+
+
 def test_tests_that_cannot_start_are_a_failure_and_a_cut_off_is_not(tmp_path):
     """The verdict "incomplete" (the Triton kernels kept) is for a tests phase stopped by its time limit with tests
     passed and none failed; pytest that cannot collect its tests (exit 4, no FAILED line) is a failure, and so are a
@@ -114,12 +130,18 @@ def test_tests_that_cannot_start_are_a_failure_and_a_cut_off_is_not(tmp_path):
         "reference kernels" in broken.stdout, broken.stdout[-3000:]
     assert verdict("broken")["verdict"] == "fail" and verdict("broken")["tests"] == [missing]
 
-    slow = tmp_path / "test_slow.py"
-    slow.write_text("import time\n\ndef test_quick():\n    pass\n\ndef test_slow():\n    time.sleep(120)\n")
-    cut = campaign(tmp_path, "cut", CAMPAIGN_TESTS=str(slow), CAMPAIGN_T_TESTS="12",  # 9 s for the file
+    slow = slow_kernel_tests(tmp_path)
+    cut = campaign(tmp_path, "cut", CAMPAIGN_TESTS=str(slow), CAMPAIGN_T_TESTS="12",  # 9 s for the folder
                    **{**same_machine, "CAMPAIGN_WORK": str(tmp_path / "another_machine")})
     assert cut.returncode == 1 and "reference kernels" not in cut.stdout, cut.stdout[-3000:] + cut.stderr[-3000:]
-    assert verdict("cut")["verdict"] == "incomplete" and "1 passed" in " ".join(verdict("cut")["summary"])
+    assert verdict("cut")["verdict"] == "incomplete" and "2 passed" in " ".join(verdict("cut")["summary"])
+    # the variant tests collected ($AMG_FAST_VARIANT_TESTS, beside the log): the one cut off before it ran is the
+    # verdict's variant_unrun, which bench/adopt_variants.py does not adopt
+    assert "variant ffn_persistent: 1 of its 1 tests did not run (not adopted)" in cut.stdout, cut.stdout[-3000:]
+    assert {name: [n.split("::")[-1] for n in nodes] for name, nodes in verdict("cut")["variant_unrun"].items()} \
+        == {"ffn_persistent": ["test_slow"]}
+    collected = json.loads((tmp_path / "cut" / "results" / "logs" / "variant_tests.json").read_text())
+    assert sorted(collected) == ["ffn_persistent", "s4d_fma"], collected
     after_failure = campaign(tmp_path, "after_failure", CAMPAIGN_TESTS=str(slow), CAMPAIGN_T_TESTS="12",
                              **same_machine)
     assert "the CUDA tests did not run to the end (pytest exits: 4) in an earlier call on this machine" \

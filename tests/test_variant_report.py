@@ -1,6 +1,7 @@
 """tests/variant_report.py: a failed test marked `variant` prints its VARIANT FAILED line (in the xdist
 controller's output too), from which bench/cuda_verdict.py judges a session's failures of opt-in kernel paths
 alone as none and names their variants; on a GPU the variant tests run after all others."""
+import json
 import textwrap
 from pathlib import Path
 
@@ -125,3 +126,42 @@ def test_after_2():
     assert "crashed" in log and log.count("VARIANT FAILED s4d_fma test_inner.py::test_faults") == 2, log
     assert verdicts.variant_failures([log]) == {"s4d_fma": ["test_inner.py::test_faults"]}
     assert verdicts.judge([(result.ret, log)]) == ("pass", ""), log
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_with_the_collection_recorded_each_variant_test_that_ran_prints_its_line(pytester, workers, monkeypatch):
+    """$AMG_FAST_VARIANT_TESTS: the collection's {variant: [node ids]} is written there, and each variant test that
+    ran prints its VARIANT PASSED / SKIPPED / FAILED line, from which the verdict finds the ones that did not run
+    (here: stopped by --maxfail after the default test's failure, with run_last as on a GPU)."""
+    collected = pytester.path / "variant_tests.json"
+    monkeypatch.setenv("AMG_FAST_VARIANT_TESTS", str(collected))
+    pytester.makeconftest(inner_conftest(run_last=True))
+    pytester.makepyfile(test_inner=INNER_TESTS + '\n@pytest.mark.variant("ffn_persistent")\ndef test_skips():\n'
+                                                 '    pytest.skip("not on this device")\n')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-rfE", *workers)
+    log = result.stdout.str()
+    assert json.loads(collected.read_text()) == {
+        "ffn_persistent": ["test_inner.py::test_opt_in_path_fails", "test_inner.py::test_skips"],
+        "gate_bwd_wgmma": ["test_inner.py::test_opt_in_path_passes"],
+        "s4d_fma": ["test_inner.py::test_parametrized[fma]"], "s4d_x": ["test_inner.py::test_parametrized[fma]"]}
+    assert sorted(line for line in log.splitlines() if line.startswith("VARIANT ")) == [
+        "VARIANT FAILED ffn_persistent test_inner.py::test_opt_in_path_fails",
+        "VARIANT FAILED s4d_fma,s4d_x test_inner.py::test_parametrized[fma]",
+        "VARIANT PASSED gate_bwd_wgmma test_inner.py::test_opt_in_path_passes",
+        "VARIANT SKIPPED ffn_persistent test_inner.py::test_skips"]
+    assert verdicts.variant_unrun([log], json.loads(collected.read_text())) == {}
+    assert verdicts.judge([(result.ret, log)]) == ("pass", "")
+    pytester.makepyfile(test_inner=INNER_TESTS + "\ndef test_default_path_fails():\n    assert False\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-rfE", "--maxfail=1")  # one process
+    assert verdicts.variant_unrun([result.stdout.str()], json.loads(collected.read_text())) == {
+        "ffn_persistent": ["test_inner.py::test_opt_in_path_fails"],
+        "gate_bwd_wgmma": ["test_inner.py::test_opt_in_path_passes"],
+        "s4d_fma": ["test_inner.py::test_parametrized[fma]"], "s4d_x": ["test_inner.py::test_parametrized[fma]"]}
+
+
+def test_without_the_collection_recorded_only_failures_print_a_line(pytester):
+    pytester.makeconftest(INNER_CONFTEST)
+    pytester.makepyfile(test_inner=INNER_TESTS)
+    log = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q").stdout.str()
+    assert not [line for line in log.splitlines() if line.startswith(("VARIANT PASSED", "VARIANT SKIPPED"))]
+    assert "variant_tests.json" not in {p.name for p in pytester.path.iterdir()}
