@@ -194,6 +194,7 @@ class Run:
     train_loader: list = field(default_factory=list)
     last_epoch_eval: EvalResult | None = None  # the test evaluation after the last epoch (the final one)
     test_predictor: GraphedEvaluation | None = None  # --cuda-graph: the test split's evaluations replayed
+    setup_seconds: dict = field(default_factory=dict)  # {"data": s, "model": s (built, moved, its first forward)}
 
     def wall_time(self) -> float:
         return self.wall_before + time.perf_counter() - self.start
@@ -248,6 +249,7 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
         # the shared cache file (whose counts are the ones asked for): a refused command costs and changes nothing
         check_run_dir(cfg, unsettled=() if cfg.regenerate else settings_the_data_may_set(explicit))
     data = read_data(cfg, data_path(cfg, rank, log), explicit)
+    data_read = time.perf_counter()
     if rank == 0:
         check_run_dir(cfg)  # with the counts the data fixed (checked again under the lock)
     torch.manual_seed(cfg.seed)
@@ -255,13 +257,15 @@ def setup(cfg: TrainConfig, log, explicit: set[str]) -> Run:
     stats = normalization_stats(data.u_train, normalize=cfg.normalize, increment=cfg.increment)
     model = build_model(cfg, omega, backend, stats).to(device)
     check_model_runs(model, cfg.res, device)
+    model_ready = time.perf_counter()
     optimizer = _optimizer(model, cfg, device)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
     data_order = torch.Generator().manual_seed(cfg.seed)
     state = _resume_state(cfg, model, optimizer, scheduler, data_order)
     return Run(cfg, log, rank, world, device, backend, start, data.train_ds, data.test_ds, data.u_train.to(device),
                data.w_train.to(device), (data.u_test, data.w_test), model, count_parameters(model), optimizer,
-               scheduler, data_order, state)
+               scheduler, data_order, state,
+               setup_seconds={"data": data_read - start, "model": model_ready - data_read})
 
 
 def _resume_state(cfg: TrainConfig, model, optimizer, scheduler, data_order) -> dict | None:
@@ -330,6 +334,10 @@ def start_in(run: Run, run_dir: RunDir) -> None:
     run.step = (GraphedTrainStep if cfg.cuda_graph else EagerTrainStep)(run.model, run.optimizer, loss_fn)
     if cfg.cuda_graph:
         run.test_predictor = GraphedEvaluation(functools.partial(predict, precision=cfg.precision), log=run.log)
+    # where a run's time outside its epochs goes (the GPU's headline runs: ~11 s of ~80, 2026-11-30); the first
+    # epoch's time holds the first step's (and a graph's capture)
+    run.log(f"setup {time.perf_counter() - run.start:.1f} s: data {run.setup_seconds['data']:.1f} s, model (built, on "
+            f"the device, its first forward) {run.setup_seconds['model']:.1f} s")
 
 
 def _resumed_history(run_dir: RunDir, history: list[dict], log) -> list[dict]:
@@ -453,8 +461,12 @@ def finish(run: Run) -> dict:
 def _final_evaluation(run: Run, ranks_agree: bool | None) -> dict:
     """The test split's evaluation (the last epoch's, when this process ran it) and one pass over
     the first TRAIN_EVAL_LIMIT training trajectories -> results.json and rollout.npz."""
+    started = time.perf_counter()
     test = run.last_epoch_eval or run.evaluate()
-    results = RunResults.from_evaluation(run.cfg, test, run.evaluate(run.train_loader), run.history, params=run.params,
+    train_started = time.perf_counter()
+    train = run.evaluate(run.train_loader)
+    train_s = time.perf_counter() - train_started
+    results = RunResults.from_evaluation(run.cfg, test, train, run.history, params=run.params,
                                          wall_time_s=run.wall_time(), world_size=run.world, ddp_ranks_agree=ranks_agree,
                                          device=str(next(unwrap(run.model).parameters()).device))
     run.dir.write_results(results)
@@ -464,4 +476,7 @@ def _final_evaluation(run: Run, ranks_agree: bool | None) -> dict:
             f"{results.one_step_nrmse:.4f}, amplitude {results.amplitude_step5:.3g} at step {min(5, test.true.shape[1])} and "
             f"{results.amplitude_last_step:.3g} at the last, training trajectories' rollout {results.train_nrmse:.4f}; "
             f"results in {run.dir.path}")
+    reused = " (the last epoch's)" if run.last_epoch_eval is not None else ""
+    run.log(f"final evaluation {time.perf_counter() - started:.1f} s: the test split{reused}, {len(train.true)} "
+            f"training trajectories ({train_s:.1f} s), results.json and rollout.npz")
     return results.to_dict()

@@ -2,6 +2,7 @@
 after kill -9, DDP on CPU, the quick default, and every bad input or fault."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -483,3 +484,23 @@ def test_bad_fidelity_configs(tiny_data, tmp_path, change, match):
     cfg = TrainConfig(**{**TINY, "data": str(tiny_data), "out": str(tmp_path / "run"), "epochs": 1, **change})
     with pytest.raises(ValueError, match=match):
         train(cfg, log=lambda *a: None)
+
+
+def test_the_log_says_where_the_time_outside_the_epochs_goes(tiny_data, tmp_path):
+    """train.log's setup line (data; the model built, moved and run once) and final-evaluation line (the test split,
+    the last epoch's when that evaluated; the training trajectories): what a run's wall time holds beside its
+    epochs' time_s, eval_s and checkpoint_s (the GPU's headline runs: ~11 s of ~80 outside them)."""
+    lines = []
+    train(TrainConfig(data=str(tiny_data), epochs=2, **{**TINY, "eval_every": 1}, out=str(tmp_path / "r")),
+          log=lines.append)
+    setup = [re.fullmatch(r"setup (\d+\.\d) s: data (\d+\.\d) s, model \(built, on the device, its first forward\) "
+                          r"(\d+\.\d) s", line) for line in lines]
+    final = [re.fullmatch(r"final evaluation (\d+\.\d) s: the test split \(the last epoch's\), (\d+) training "
+                          r"trajectories \((\d+\.\d) s\), results.json and rollout.npz", line) for line in lines]
+    (setup_at, setup), = [(i, m) for i, m in enumerate(setup) if m]
+    (final_at, final), = [(i, m) for i, m in enumerate(final) if m]
+    assert setup_at < lines.index(next(line for line in lines if line.startswith("epoch    1"))) < final_at, lines
+    total, data, model = map(float, setup.groups())
+    assert total + 0.1 >= data + model and data >= 0 and model >= 0
+    assert float(final[1]) + 0.1 >= float(final[3]) and int(final[2]) == TINY["n_train"], lines
+    assert final_at == len(lines) - 1
