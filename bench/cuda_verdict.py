@@ -128,7 +128,7 @@ def variant_failures(texts: list[str]) -> dict[str, list[str]]:
 
 def variant_unrun(texts: list[str], collected: dict[str, list[str]]) -> dict[str, list[str]]:
     """{variant: [the node ids of its collected tests that did not run]}: collected is the collection's
-    {variant: [node ids]} (tests/variant_report.py, $AMG_FAST_VARIANT_TESTS), a test ran when a log has its
+    {variant: [node ids]} (tests/variant_report.py, $AMG_TESTS_VARIANT_COLLECTION), a test ran when a log has its
     VARIANT PASSED, SKIPPED or FAILED line; variants whose tests all ran are left out."""
     ran = {node.strip() for text in texts for node in VARIANT_RAN.findall(text)}
     out = {name: sorted(set(nodes) - ran) for name, nodes in sorted(collected.items())}
@@ -245,8 +245,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     w.add_argument("--log", type=Path, help="with --verdict: the tests' log (its pytest result lines are kept)")
     w.add_argument("--copy-to", type=Path, help="write the same record to this file too")
     w.add_argument("--variant-tests", type=Path, metavar="FILE",
-                   help="the variant tests collected ($AMG_FAST_VARIANT_TESTS's file): those that did not run are "
-                        "recorded (variant_unrun), and their variants are not adopted")
+                   help="the variant tests collected ($AMG_TESTS_VARIANT_COLLECTION's file): those that did not "
+                        "run are recorded (variant_unrun), and their variants are not adopted")
     w.add_argument("--tests", nargs="+", metavar="PATH",
                    help="the test paths, when not the campaign's whole set (its pass then applies to no later call)")
     f = sub.add_parser("find", help="the newest verdict that applies to this code and machine")

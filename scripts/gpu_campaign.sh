@@ -213,9 +213,9 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
     # must show a test passed; the -m gpu rest gets what time is left, at least 20 s, and may end before its first
     # test). A file, not a pipe through tee: a process the run left behind holding the pipe would hang the phase
     # --durations: which tests the time limit falls on (2026-11-30: 30 of 731 were cut off after 105 s)
-    # $AMG_FAST_VARIANT_TESTS: the variant tests collected, the verdict's record of those cut off (never adopted)
+    # $AMG_TESTS_VARIANT_COLLECTION: the variant tests collected, the verdict's record of those cut off (never adopted)
     rm -f "$COLLECTED"
-    AMG_FAST_VARIANT_TESTS=$COLLECTED timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest \
+    AMG_TESTS_VARIANT_COLLECTION=$COLLECTED timeout -s INT -k 15 "$(cap $(( T_TESTS * 3 / 4 )))" "$PY" -m pytest \
         "${TEST_PATHS[@]}" -q -rfE -p no:cacheprovider -n "$TEST_WORKERS" --durations=25 > "$log" 2>&1 || rc=$?
     cat "$log"; TESTS_RUNS=(--run "$rc" "$log")
     [[ -f $COLLECTED ]] && TESTS_RUNS+=(--variant-tests "$COLLECTED")

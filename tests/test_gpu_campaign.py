@@ -135,7 +135,7 @@ def test_tests_that_cannot_start_are_a_failure_and_a_cut_off_is_not(tmp_path):
                    **{**same_machine, "CAMPAIGN_WORK": str(tmp_path / "another_machine")})
     assert cut.returncode == 1 and "reference kernels" not in cut.stdout, cut.stdout[-3000:] + cut.stderr[-3000:]
     assert verdict("cut")["verdict"] == "incomplete" and "2 passed" in " ".join(verdict("cut")["summary"])
-    # the variant tests collected ($AMG_FAST_VARIANT_TESTS, beside the log): the one cut off before it ran is the
+    # the variant tests collected ($AMG_TESTS_VARIANT_COLLECTION, beside the log): the one cut off before it ran is the
     # verdict's variant_unrun, which bench/adopt_variants.py does not adopt
     assert "variant ffn_persistent: 1 of its 1 tests did not run (not adopted)" in cut.stdout, cut.stdout[-3000:]
     assert {name: [n.split("::")[-1] for n in nodes] for name, nodes in verdict("cut")["variant_unrun"].items()} \

@@ -130,11 +130,11 @@ def test_after_2():
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_with_the_collection_recorded_each_variant_test_that_ran_prints_its_line(pytester, workers, monkeypatch):
-    """$AMG_FAST_VARIANT_TESTS: the collection's {variant: [node ids]} is written there, and each variant test that
-    ran prints its VARIANT PASSED / SKIPPED / FAILED line, from which the verdict finds the ones that did not run
+    """$AMG_TESTS_VARIANT_COLLECTION: the collection's {variant: [node ids]} is written there, and each variant test
+    that ran prints its VARIANT PASSED / SKIPPED / FAILED line, from which the verdict finds the ones that did not run
     (here: stopped by --maxfail after the default test's failure, with run_last as on a GPU)."""
     collected = pytester.path / "variant_tests.json"
-    monkeypatch.setenv("AMG_FAST_VARIANT_TESTS", str(collected))
+    monkeypatch.setenv("AMG_TESTS_VARIANT_COLLECTION", str(collected))
     pytester.makeconftest(inner_conftest(run_last=True))
     pytester.makepyfile(test_inner=INNER_TESTS + '\n@pytest.mark.variant("ffn_persistent")\ndef test_skips():\n'
                                                  '    pytest.skip("not on this device")\n')

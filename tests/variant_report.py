@@ -8,14 +8,14 @@ the controller's output), the plugin prints one of
     VARIANT PASSED name[,name...] NODEID      (its call passed)
     VARIANT SKIPPED name[,name...] NODEID
 
-on a line of its own (the last two only with $AMG_FAST_VARIANT_TESTS set), so that the verdict can tell a failure
-of an opt-in path -- it keeps that variant from being adopted -- from one of the default kernels, which keeps the
-Triton kernels out of the session's runs. With $AMG_FAST_VARIANT_TESTS naming a file, the collection writes there
-{variant: [node ids]} (JSON, atomically; each xdist worker the same), so that the verdict can also tell which of a
-variant's tests never ran (a tests phase cut off by its time limit): bench/adopt_variants.py adopts no variant
-whose tests did not all run. With run_last
-(tests/conftest.py sets it on a GPU) the variant tests run after all others, so that a tests phase cut off by its
-time limit leaves them, not tests of the default kernels, unrun. tests/conftest.py registers it.
+on a line of its own (the last two only with $AMG_TESTS_VARIANT_COLLECTION set), so that the verdict can tell a
+failure of an opt-in path -- it keeps that variant from being adopted -- from one of the default kernels, which
+keeps the Triton kernels out of the session's runs. With $AMG_TESTS_VARIANT_COLLECTION naming a file, the
+collection writes there {variant: [node ids]} (JSON, atomically; each xdist worker the same), so that the verdict
+can also tell which of a variant's tests never ran (a tests phase cut off by its time limit): bench/adopt_variants.py
+adopts no variant whose tests did not all run. With run_last (tests/conftest.py sets it on a GPU) the variant tests
+run after all others, so that a tests phase cut off by its time limit leaves them, not tests of the default
+kernels, unrun. tests/conftest.py registers it.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from amg_fast._files import atomic_write_text
 MARKER = "variant"
 PREFIX = "VARIANT FAILED"
 RAN_PREFIXES = {"passed": "VARIANT PASSED", "skipped": "VARIANT SKIPPED"}
-COLLECTED_ENV = "AMG_FAST_VARIANT_TESTS"  # the file the collection's {variant: [node ids]} is written to
+COLLECTED_ENV = "AMG_TESTS_VARIANT_COLLECTION"  # the file the collection's {variant: [node ids]} is written to
 
 
 def variant_names(item: pytest.Item) -> list[str]:
