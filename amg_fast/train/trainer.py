@@ -397,26 +397,40 @@ def _train_steps(run: Run) -> tuple[float, float | None]:
     """The epoch's optimizer steps over a fresh permutation of the training split, global batches
     split across DDP ranks -> (mean loss over batches and ranks, mean AMGFNO gate or None)."""
     run.model.train()
-    order = torch.randperm(len(run.u_train), generator=run.data_order)
+    # on the device in one copy an epoch: a copy from (pageable) host memory waits for the stream, so one a step
+    # made the host wait for each step to finish before it queued the next
+    order = torch.randperm(len(run.u_train), generator=run.data_order).to(run.device)
+    sums = _queue_steps(run, order)
+    if sums is None:
+        return float("nan"), None
+    loss_sum, gate_sum, batches = sums
+    if dist.is_initialized():
+        dist.all_reduce(loss_sum)
+        loss_sum /= run.world
+    return float(loss_sum) / batches, float(gate_sum) / batches if torch.is_tensor(gate_sum) else None
+
+
+def _queue_steps(run: Run, order: torch.Tensor):
+    """The steps over order (the epoch's permutation, on the device) -> (loss sum [], gate sum [] or 0.0, number
+    of batches) on the device, or None when a step found NaN weights. With --cuda-graph on a GPU nothing here
+    waits for the GPU (tests/train/test_graphs.py: torch.cuda.set_sync_debug_mode), so the host queues the next
+    step while one runs."""
     loss_sum, gate_sum, batches = torch.zeros((), device=run.device), 0.0, 0
     for i in range(0, len(order), run.cfg.batch_size):
         batch = order[i:i + run.cfg.batch_size]
         if len(batch) < run.world:  # every rank needs a share; all ranks skip the same batch
             continue
-        idx = batch[run.rank::run.world].to(run.device)
+        idx = batch[run.rank::run.world]
         try:
             loss, gate = run.step(run.u_train[idx], run.w_train[idx])  # a graph's static outputs: accumulate now
         except ValueError:  # NaN weights trip the ops' input checks (a NaN gate chi): diverged, not bad input
             if _finite_parameters(run.model):
                 raise
-            return float("nan"), None
+            return None
         loss_sum += loss
         batches += 1
         gate_sum = gate_sum + gate if gate is not None else gate_sum
-    if dist.is_initialized():
-        dist.all_reduce(loss_sum)
-        loss_sum /= run.world
-    return float(loss_sum) / batches, float(gate_sum) / batches if torch.is_tensor(gate_sum) else None
+    return loss_sum, gate_sum, batches
 
 
 def _diverged(run: Run, what: str):

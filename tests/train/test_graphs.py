@@ -11,6 +11,7 @@ from torch.profiler import ProfilerActivity, profile
 from amg_fast import _checks as checks_module
 from amg_fast.layers import memory_fusion
 from amg_fast.models import get_model
+from amg_fast.train import trainer
 from amg_fast.train.trainer import train
 from amg_fast.train.config import TrainConfig
 from amg_fast.models.normalized import Normalized
@@ -353,3 +354,26 @@ def test_graphed_run_follows_the_eager_run_gpu(tiny_data, tmp_path, fast_kernels
             for d in ("eager", "graph")]
     assert rows[1] == pytest.approx(rows[0], rel=1e-3)
     assert graphed["nrmse"] == pytest.approx(eager["nrmse"], rel=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_graphed_epoch_queues_its_steps_without_waiting_for_the_gpu_gpu(tiny_data, tmp_path, monkeypatch):
+    """After the first epoch (the graph's capture synchronizes), an epoch's steps read nothing on the host and copy
+    nothing from it: torch's sync debug mode raises on any synchronizing call (a per-step upload of the batch's
+    indices was one until 2026-11-30), so the host queues a step while the GPU runs the one before."""
+    queue, calls = trainer._queue_steps, []
+
+    def strict(run, order):
+        calls.append(len(order))
+        if len(calls) == 1:
+            return queue(run, order)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return queue(run, order)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(trainer, "_queue_steps", strict)
+    train(TrainConfig(out=str(tmp_path / "r"), data=str(tiny_data), epochs=3, device="cuda", cuda_graph=True,
+                      fast_kernels=True, **TINY), log=lambda *a: None)  # 12 trajectories: 3 full batches of 4
+    assert calls == [TINY["n_train"]] * 3
