@@ -185,11 +185,11 @@ def write(results: Path, verdict: str, logs: list[Path] = (), copy_to: Path | No
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
     digest, n = sources_digest(root)
+    texts = [read_log(log) for log in logs]
     record = {"verdict": verdict, "sources_sha256": digest, "sources_files": n, **machine(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "summary": pytest_summary(list(logs)), "tests": tests,
-              "variant_failures": variant_failures([read_log(log) for log in logs]),
-              "variant_unrun": None if collected is None else variant_unrun([read_log(log) for log in logs], collected)}
+              "summary": pytest_summary(list(logs)), "tests": tests, "variant_failures": variant_failures(texts),
+              "variant_unrun": None if collected is None else variant_unrun(texts, collected)}
     text = json.dumps(record, indent=2) + "\n"
     for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
         path.parent.mkdir(parents=True, exist_ok=True)
