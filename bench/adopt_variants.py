@@ -4,7 +4,7 @@ Triton step in every cell the bench timed them in (scripts/gpu_campaign.sh calls
 
 Usage:
   python bench/adopt_variants.py SUMMARY.json [--min-gain 0.03] [--min-cells 2] [--modes fp32,tf32,bf16]
-      [--env-out FILE] [--markdown-out FILE] [--verdict kernels_verdict.json]
+      [--env-out FILE] [--markdown-out FILE] [--verdict kernels_verdict.json [--retest-out FILE]]
 
 SUMMARY.json is bench/gpu_summary.py's: "train_step_ms"[mode]["triton_graph"][S] is the default step,
 "variants"[name] the same step under a variant's switches (--variant NAME:ENV=VAL,...). A variant wins
@@ -20,6 +20,9 @@ gate_x3dot outside fp32, spectral_wview in fp32) cannot win there by the margin,
 it is timed, not adopted: its modes' defaults are set by hand. With --verdict (the CUDA tests' kernels_verdict.json),
 a variant whose tests failed on the GPU (its "variant_failures", tests/variant_report.py) is not adopted either,
 nor one whose tests did not all run there ("variant_unrun": the tests phase cut off before them).
+--retest-out FILE (with --verdict) judges nothing: it writes the node ids of the tests that did not run of the
+variants that would win if they had, for scripts/gpu_campaign.sh to run them after the bench (they run last in the
+tests phase, so its time limit falls on them) and then judge with the updated verdict (bench/cuda_verdict.py update).
 Only AMG_FAST_* switches with plain values are adopted, never one
 of NEVER_ADOPTED (a switch that changes the precision a mode computes at, not only its speed), and nothing
 from a dry run's summary (CPU times).
@@ -143,6 +146,21 @@ def adopt(summary: dict, min_gain: float = DEFAULT_MIN_GAIN, min_cells: int = DE
     return switches, rows
 
 
+def unrun_winner_tests(summary: dict, min_gain: float = DEFAULT_MIN_GAIN, min_cells: int = DEFAULT_MIN_CELLS,
+                       modes=None, failed: dict[str, list[str]] | None = None,
+                       unrun: dict[str, list[str]] | None = None) -> list[str]:
+    """The node ids of the CUDA tests that did not run (unrun: {variant: node ids}) of the variants that win but
+    for them (every other check of verdict passed: their own failed tests included), the fastest variant's
+    first, each id once: what the tests phase must still run for those variants to be adopted."""
+    winners = []
+    for name, nodes in (unrun or {}).items():
+        if name in summary.get("variants", {}) and nodes:
+            wins, _, cells = verdict(summary, name, min_gain, min_cells, modes, (failed or {}).get(name, ()))
+            if wins:
+                winners.append((-geomean(cells), name))
+    return list(dict.fromkeys(node for _, name in sorted(winners) for node in unrun[name]))
+
+
 def env_lines(rows: list[dict]) -> str:
     """--env-out's text: "NAME KEY=VALUE ..." for each adopted variant of rows."""
     return "".join(f"{r['name']} {' '.join(f'{k}={v}' for k, v in r['env'].items())}\n" for r in rows if r["adopted"])
@@ -174,11 +192,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--verdict", type=Path, help="the CUDA tests' kernels_verdict.json (bench/cuda_verdict.py): the "
                                                 "variants whose tests failed in it (variant_failures) or did not run "
                                                 "(variant_unrun) are not adopted")
+    p.add_argument("--retest-out", type=Path, metavar="FILE",
+                   help="with --verdict: instead of judging, write the node ids (one a line; none: empty) of the "
+                        "tests that did not run of the variants that would win if they had (unrun_winner_tests), "
+                        "for the tests phase to run them before the verdict is updated and the variants judged")
     args = p.parse_args(argv)
     if not (0 <= args.min_gain < 1):
         p.error(f"--min-gain must be in [0, 1), got {args.min_gain}")
     if args.min_cells < 1:
         p.error(f"--min-cells must be >= 1, got {args.min_cells}")
+    if args.retest_out is not None and args.verdict is None:
+        p.error("--retest-out needs --verdict (the CUDA tests' record of which tests did not run)")
     if args.modes is not None and (not args.modes or set(args.modes) - set(MODES)):
         p.error(f"--modes must name some of {', '.join(MODES)}, got {','.join(args.modes) or 'none'}")
     return args
@@ -204,6 +228,11 @@ def main(argv=None) -> int:
         except (OSError, ValueError, AttributeError) as err:
             print(f"adopt_variants: cannot read the CUDA tests' verdict {args.verdict}: {err}", file=sys.stderr)
             return 2
+    if args.retest_out is not None:
+        nodes = unrun_winner_tests(summary, args.min_gain, args.min_cells, args.modes, failed, unrun)
+        atomic_write_text(args.retest_out, "".join(f"{node}\n" for node in nodes))
+        print(f"{len(nodes)} tests of the winning variants did not run: {args.retest_out}")
+        return 0
     switches, rows = adopt(summary, args.min_gain, args.min_cells, args.modes, failed, unrun)
     text = render_markdown(rows, switches, args.min_gain, args.modes)
     print(text, end="")

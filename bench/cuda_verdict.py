@@ -7,6 +7,7 @@ call without one).
 Usage:
   python bench/cuda_verdict.py write RESULTS_DIR (--verdict pass|fail|incomplete [--log LOG] | --run RC LOG...)
                                   [--failed-before] [--copy-to FILE] [--tests PATH...] [--variant-tests FILE]
+  python bench/cuda_verdict.py update VERDICT_FILE --log LOG... [--copy-to FILE]
   python bench/cuda_verdict.py find FILE_OR_DIR... [--any-machine]
   python bench/cuda_verdict.py digest
 
@@ -30,6 +31,13 @@ none: the Triton kernels the runs take passed; the failed variants are listed ab
 and bench/adopt_variants.py --verdict does not adopt them.
 --failed-before (the tests failed on these sources before: on this machine, or a committed verdict) makes an
 "incomplete", and a pass of --tests' subset, "fail". Prints "VERDICT[ WHY]", WHY saying what failed in this call.
+
+update: VERDICT_FILE (and --copy-to) with what a later pytest run of some of its variant tests found (the --log
+files' VARIANT lines): scripts/gpu_campaign.sh runs the winning variants' tests that the tests phase's time limit
+cut off after the bench (bench/adopt_variants.py --retest-out), so that they can be adopted. A test that ran leaves
+variant_unrun, one that failed joins variant_failures; the verdict, its date and machine stay; pytest's result
+lines join its summary. Prints a line per variant that had tests unrun; exit 2 when VERDICT_FILE is not a verdict
+on this checkout's sources.
 
 find: of the verdict files given (a folder: its kernels_verdict.json), those that apply here: written on the same
 sources (digest) with the same torch, triton and compute capability (--any-machine: the sources and a GPU's
@@ -197,6 +205,39 @@ def write(results: Path, verdict: str, logs: list[Path] = (), copy_to: Path | No
     return record
 
 
+def update(path: Path, logs: list[Path], copy_to: Path | None = None, root: Path = ROOT) -> tuple[dict, dict]:
+    """Record in the verdict at path (and copy_to) what a later pytest run of some of its variant tests found (the
+    logs, with tests/variant_report.py's lines): each test that ran leaves variant_unrun, each that failed joins
+    variant_failures; the verdict itself stays (these tests check opt-in kernel paths, not the runs' kernels).
+    Returns (the record, {variant: [its node ids that ran now]} over the variants that had unrun tests).
+    ValueError naming the file when it holds no verdict, or one on other sources than those under root."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read the CUDA tests' verdict ({err})") from None
+    if not isinstance(record, dict) or record.get("verdict") not in VERDICTS:
+        raise ValueError(f"{path}: not a bench/cuda_verdict.py verdict")
+    if record.get("sources_sha256") != sources_digest(root)[0]:
+        raise ValueError(f"{path}: a verdict on other sources than this checkout's (bench/cuda_verdict.py digest)")
+    texts = [read_log(log) for log in logs]
+    ran = {node.strip() for text in texts for node in VARIANT_RAN.findall(text)}
+    unrun = record.get("variant_unrun") or {}
+    ran_now = {name: [node for node in nodes if node in ran] for name, nodes in unrun.items()}
+    if record.get("variant_unrun") is not None:
+        record["variant_unrun"] = {name: still for name, nodes in unrun.items()
+                                   if (still := [node for node in nodes if node not in ran])}
+    failures = record.get("variant_failures") or {}
+    for name, nodes in variant_failures(texts).items():
+        failures[name] = sorted(set(failures.get(name, [])) | set(nodes))
+    record["variant_failures"] = dict(sorted(failures.items()))
+    record["summary"] = list(record.get("summary") or []) + pytest_summary(list(logs))
+    text = json.dumps(record, indent=2) + "\n"
+    for target in [path] + ([copy_to] if copy_to else []):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(target, text)
+    return record, ran_now
+
+
 def find(paths: list[Path], any_machine: bool = False, root: Path = ROOT) -> tuple[dict, Path] | None:
     """(record, path) of the verdict among paths that decides for the sources under root on this machine (the
     module's doc: the newest failure unless a pass is newer, else the newest), or None."""
@@ -249,6 +290,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "run are recorded (variant_unrun), and their variants are not adopted")
     w.add_argument("--tests", nargs="+", metavar="PATH",
                    help="the test paths, when not the campaign's whole set (its pass then applies to no later call)")
+    u = sub.add_parser("update", help="record a later run of some variant tests in a verdict")
+    u.add_argument("verdict_file", type=Path, help="the verdict to update (kernels_verdict.json)")
+    u.add_argument("--log", type=Path, action="append", required=True, help="that run's pytest log (one --log each)")
+    u.add_argument("--copy-to", type=Path, help="write the updated record to this file too")
     f = sub.add_parser("find", help="the newest verdict that applies to this code and machine")
     f.add_argument("paths", type=Path, nargs="*", help="verdict files, or folders holding one")
     f.add_argument("--any-machine", action="store_true", help="match the sources only")
@@ -280,6 +325,19 @@ def main(argv=None) -> int:
         for name, nodes in (record["variant_unrun"] or {}).items():
             print(f"variant {name}: {len(nodes)} of its {len(collected[name])} tests did not run (not adopted)")
         print(f"{verdict} {why}".strip())
+        return 0
+    if args.command == "update":
+        try:
+            record, ran_now = update(args.verdict_file, args.log, args.copy_to)
+        except ValueError as err:
+            print(f"cuda_verdict.py update: {err}", file=sys.stderr)
+            return 2
+        for name, nodes in ran_now.items():
+            failed = set(nodes) & set(record["variant_failures"].get(name, []))
+            still = (record["variant_unrun"] or {}).get(name, [])
+            print(f"variant {name}: {len(nodes)} of its tests that had not run ran now, {len(failed)} failed"
+                  + (f"; {len(still)} still did not run" if still else "")
+                  + (" (not adopted)" if failed or still else ""))
         return 0
     if args.command == "digest":
         print(*sources_digest())

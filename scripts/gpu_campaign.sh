@@ -15,7 +15,10 @@
 #            switches as variants) -> RESULTS_DIR/bench/summary.{json,md}; then the probes of CAMPAIGN_PROBES
 #            (bench/probe_spectral_stages.py at S = 128 and 32, bench/probe_spectral_accuracy.py,
 #            bench/probe_ffn.py) -> RESULTS_DIR/probes/; the variants that beat the default step in every cell they
-#            were timed in (bench/adopt_variants.py -> RESULTS_DIR/bench/adopted.md) are kept in CAMPAIGN_WORK for the runs
+#            were timed in (bench/adopt_variants.py -> RESULTS_DIR/bench/adopted.md) are kept in CAMPAIGN_WORK for the runs;
+#            before they are judged, the tests of those winners that the tests phase's limit cut off (variant tests
+#            run last) run within CAMPAIGN_T_RETESTS (logs/tests_retest.log) and the verdict records them
+#            (bench/cuda_verdict.py update): a winner is adopted only when all its tests ran and passed
 #   runs     for each sweep of CAMPAIGN_SWEEPS, in order: a copy of its committed tree (results/<NAME>: the
 #            runs earlier sessions finished) in CAMPAIGN_WORK, or the sweep an earlier call on this machine
 #            left there (its finished runs are not trained again, a run it stopped resumes from its
@@ -47,6 +50,8 @@
 #   CAMPAIGN_PHASES     which phases run, comma-separated (default install,tests,bench,runs)
 #   CAMPAIGN_T_TESTS, CAMPAIGN_T_BENCH, CAMPAIGN_T_PROBES   caps in seconds (default 150, 240, 120; T_PROBES
 #                       for each of the three probes)
+#   CAMPAIGN_T_RETESTS  cap in seconds for the winning variants' unrun tests after the bench (default 45; under 15
+#                       left: not started, those variants not adopted)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
 #                       "precision:precision:quick:0,1,2 headline:headline:paper:0,1,2" (issue 19's nRMSE per
@@ -91,6 +96,7 @@ START=$(date +%s)
 BUDGET=${CAMPAIGN_BUDGET_S:-540} RESERVE=${CAMPAIGN_RESERVE_S:-30}
 PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
+T_RETESTS=${CAMPAIGN_T_RETESTS:-45}
 SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:paper:0,1,2}
 # the variants, the most informative first (a bench budget that ends early drops the last). The H200 of
 # 2026-11-30 (results/gpu/20261130-0050-h200/bench) timed eight against the defaults of 2026-11-29; one won
@@ -134,7 +140,7 @@ done
 [[ $TRUST == 0 || $TRUST == 1 ]] || { echo "CAMPAIGN_TRUST_KERNELS: '$TRUST' is not 0 or 1" >&2; exit 2; }
 [[ -z $ADOPT_MODES || $ADOPT_MODES =~ ^(fp32|tf32|bf16)(,(fp32|tf32|bf16))*$ ]] \
     || { echo "CAMPAIGN_ADOPT_MODES: '$ADOPT_MODES' is not a comma-separated list of fp32, tf32, bf16" >&2; exit 2; }
-for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES"; do
+for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES" "$T_RETESTS"; do
     [[ $n =~ ^[0-9]+$ ]] || { echo "CAMPAIGN_*_S / CAMPAIGN_T_*: '$n' is not a whole number of seconds" >&2; exit 2; }
 done
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
@@ -241,8 +247,10 @@ phase_bench() {
     timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${VARIANT_ARGS[@]}" \
         "${BENCH_FLAGS[@]}" "${BENCH_ARGS[@]}" || rc=1
     if [[ -f $RESULTS/bench/summary.json ]]; then  # the switches this machine's runs take (kept in WORK)
-        # a variant whose CUDA tests failed on this machine (the tests' verdict: variant_failures) is not adopted
+        # a variant whose CUDA tests failed on this machine (the tests' verdict: variant_failures) is not adopted,
+        # nor one whose tests did not all run (variant_unrun): the winners' run now, if time allows
         local verdict_args=(); [[ -f $WORK/$VERDICT_FILE ]] && verdict_args=(--verdict "$WORK/$VERDICT_FILE")
+        (( ${#verdict_args[@]} )) && { retest_winners || rc=1; }
         "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --env-out "$ADOPTED" \
             --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} "${verdict_args[@]}" \
             || { rc=1; [[ -f $ADOPTED ]] && echo "no verdict: the switches an earlier bench adopted are dropped"
@@ -278,6 +286,29 @@ phase_bench() {
         elif [[ $prc != 0 ]]; then rc=1; fi
     done
     return $rc
+}
+
+RETESTS_MIN_S=15  # fewer seconds left: the winners' unrun tests are not started (pytest's start, a first compile)
+retest_winners() {  # the tests the tests phase's limit cut off of the variants the bench found faster, then the verdict
+    local nodes=$RESULTS/logs/retest_tests.txt log=$RESULTS/logs/tests_retest.log limit prc=0 ids=() copy=() workers
+    "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --verdict "$WORK/$VERDICT_FILE" \
+        ${ADOPT_MODES:+--modes "$ADOPT_MODES"} --retest-out "$nodes" || return 1
+    [[ -s $nodes ]] || return 0
+    limit=$(cap "$T_RETESTS")
+    if (( limit < RETESTS_MIN_S )); then
+        echo "the winning variants' unrun tests not started: ${limit} s left (those variants are not adopted)"; return 0
+    fi
+    mapfile -t ids < "$nodes"
+    workers=$(( ${#ids[@]} < TEST_WORKERS ? ${#ids[@]} : TEST_WORKERS ))  # no more workers than tests
+    echo "the winning variants' ${#ids[@]} unrun tests, within ${limit} s ($log)"
+    # the PASSED / SKIPPED lines the verdict reads print only with a collection file (tests/variant_report.py)
+    AMG_TESTS_VARIANT_COLLECTION=$RESULTS/logs/variant_retests.json timeout -s INT -k 15 "$limit" "$PY" -m pytest \
+        "${ids[@]}" -q -rfE -p no:cacheprovider -n "$workers" > "$log" 2>&1 || prc=$?
+    tail -n 5 "$log"
+    [[ -f $RESULTS/$VERDICT_FILE ]] && copy=(--copy-to "$RESULTS/$VERDICT_FILE")  # this call's tests phase wrote it
+    "$PY" bench/cuda_verdict.py update "$WORK/$VERDICT_FILE" --log "$log" "${copy[@]}" || return 1
+    # a failure among them only keeps its variant out; pytest that could not run them (no test ran) is a failure
+    [[ $prc == 0 || $prc == 1 || $prc == 124 || $prc == 137 ]]
 }
 
 run_sweep() {  # run_sweep NAME EXPERIMENT PRESET SEEDS [SETTINGS]

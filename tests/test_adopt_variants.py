@@ -177,3 +177,33 @@ def test_the_cuda_tests_verdict_keeps_a_failed_variant_out(tmp_path, capsys):
     verdict.write_text("not json")
     assert mod.main([str(path), "--verdict", str(verdict)]) == 2
     assert f"cannot read the CUDA tests' verdict {verdict}" in capsys.readouterr().err
+
+
+def test_the_unrun_tests_of_would_be_winners_are_listed_for_a_retest(tmp_path, capsys):
+    """--retest-out (with --verdict): the tests that did not run of the variants that would win if they had, the
+    fastest variant's first, each once; nothing of a loser, of a variant with a failed test, or of one that no
+    test cut off. Without --verdict it is refused."""
+    mod = adopt_variants()
+    s = summary(DEFAULT, ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(1.2), True, 0),
+                s4d_fma=({"AMG_FAST_S4D_FMA": "1"}, faster(1.5), True, 0),
+                gate_cublas=({"AMG_FAST_GATE_METHOD": "cublas"}, faster(1.01), True, 0),
+                readout_gemm=({"AMG_FAST_READOUT_GEMM": "1"}, faster(1.3), True, 0),
+                ffn_persistent=({"AMG_FAST_FFN_PERSISTENT": "1"}, faster(1.1), True, 0))
+    unrun = {"ffn_gemm": ["t.py::a", "t.py::shared"], "s4d_fma": ["t.py::shared", "t.py::b"],
+             "gate_cublas": ["t.py::c"], "readout_gemm": ["t.py::d"], "not_benched": ["t.py::e"]}
+    failed = {"readout_gemm": ["t.py::f"]}
+    assert mod.unrun_winner_tests(s, failed=failed, unrun=unrun) == ["t.py::shared", "t.py::b", "t.py::a"]
+    assert mod.unrun_winner_tests(s, failed=failed, unrun={}) == []
+    assert mod.unrun_winner_tests(s, modes=("tf32",), unrun={"ffn_gemm": ["t.py::a"]}) == ["t.py::a"]
+    path, verdict, out = tmp_path / "summary.json", tmp_path / "kernels_verdict.json", tmp_path / "retest.txt"
+    path.write_text(json.dumps(s))
+    verdict.write_text(json.dumps({"verdict": "incomplete", "variant_failures": failed, "variant_unrun": unrun}))
+    assert mod.main([str(path), "--verdict", str(verdict), "--retest-out", str(out)]) == 0
+    assert out.read_text() == "t.py::shared\nt.py::b\nt.py::a\n"
+    assert f"3 tests of the winning variants did not run: {out}" in capsys.readouterr().out
+    verdict.write_text(json.dumps({"verdict": "pass", "variant_failures": {}, "variant_unrun": None}))
+    assert mod.main([str(path), "--verdict", str(verdict), "--retest-out", str(out)]) == 0
+    assert out.read_text() == ""
+    with pytest.raises(SystemExit) as err:
+        mod.main([str(path), "--retest-out", str(out)])
+    assert err.value.code == 2 and "--retest-out needs --verdict" in capsys.readouterr().err

@@ -260,3 +260,44 @@ def test_the_variant_tests_that_did_not_run_are_recorded(tmp_path, capsys):
         assert verdicts.main(["write", str(tmp_path / "s"), "--run", "0", str(kernels),
                               "--variant-tests", str(collected)]) == 2
         assert f"--variant-tests {collected}: " in capsys.readouterr().err
+
+
+def test_a_later_run_of_unrun_variant_tests_updates_the_verdict(tmp_path, capsys):
+    """update (the campaign's retest of the winners' tests after the bench): each test that ran now leaves
+    variant_unrun, each that failed joins variant_failures; the verdict, its date and the other records stay,
+    pytest's result line joins the summary, and the copy is written too. A file that is no verdict on this
+    checkout's sources is refused by name."""
+    fma = [f"tests/ops/test_s4d_scan_triton.py::test_fma[{i}]" for i in range(3)]
+    collected, kernels = tmp_path / "variant_tests.json", tmp_path / "tests_kernels.log"
+    collected.write_text(json.dumps({"ffn_persistent": [VARIANT_TEST], "s4d_fma": fma}))
+    kernels.write_text("....\n!!! KeyboardInterrupt !!!\n4 passed in 9.0s\n")  # cut off before every variant test
+    assert verdicts.main(["write", str(tmp_path / "s"), "--run", "124", str(kernels), "--variant-tests",
+                          str(collected), "--copy-to", str(tmp_path / "work" / verdicts.VERDICT_FILE)]) == 0
+    capsys.readouterr()
+    work = tmp_path / "work" / verdicts.VERDICT_FILE
+    before = json.loads(work.read_text())
+    retest = tmp_path / "tests_retest.log"
+    retest.write_text(f"VARIANT PASSED ffn_persistent {VARIANT_TEST}\n.\nVARIANT PASSED s4d_fma {fma[0]}\n.\n"
+                      f"VARIANT FAILED s4d_fma {fma[1]}\nF\n!!! KeyboardInterrupt !!!\n1 failed, 2 passed in 40.0s\n")
+    copy = tmp_path / "s2" / verdicts.VERDICT_FILE
+    assert verdicts.main(["update", str(work), "--log", str(retest), "--copy-to", str(copy)]) == 0
+    assert capsys.readouterr().out == (
+        "variant ffn_persistent: 1 of its tests that had not run ran now, 0 failed\n"
+        "variant s4d_fma: 2 of its tests that had not run ran now, 1 failed; 1 still did not run (not adopted)\n")
+    after = json.loads(work.read_text())
+    assert after == json.loads(copy.read_text())
+    assert after["variant_unrun"] == {"s4d_fma": [fma[2]]} and after["variant_failures"] == {"s4d_fma": [fma[1]]}
+    assert after["summary"] == before["summary"] + ["1 failed, 2 passed in 40.0s"]
+    assert {k: v for k, v in after.items() if k not in ("variant_unrun", "variant_failures", "summary")} == \
+        {k: v for k, v in before.items() if k not in ("variant_unrun", "variant_failures", "summary")}
+    # a verdict without the collection (variant_unrun null) stays without it; failures are still recorded
+    unknown = dict(before, variant_unrun=None)
+    work.write_text(json.dumps(unknown))
+    record, ran_now = verdicts.update(work, [retest])
+    assert record["variant_unrun"] is None and ran_now == {} and record["variant_failures"] == {"s4d_fma": [fma[1]]}
+    for text, message in (("not json", "cannot read the CUDA tests' verdict"),
+                          ('{"verdict": "maybe"}', "not a bench/cuda_verdict.py verdict"),
+                          (json.dumps(dict(before, sources_sha256="0" * 64)), "a verdict on other sources")):
+        work.write_text(text)
+        assert verdicts.main(["update", str(work), "--log", str(retest)]) == 2
+        assert f"cuda_verdict.py update: {work}: {message}" in capsys.readouterr().err

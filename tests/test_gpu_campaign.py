@@ -222,8 +222,8 @@ def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp
 def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3, probe_s: int = 0) -> Path:
     """An interpreter for the campaign that records reproduce.py run's AMG_FAST_FFN_* / _SPECTRAL_* environment in
     dump and exits run_exit (3: runs left) instead of training, with a summary writes it as gpu_summary.py's
-    output instead of benchmarking, and runs a bench/probe_*.py as probe_s seconds of sleep; everything else
-    runs in this python."""
+    output instead of benchmarking (and its warm-up as nothing), and runs a bench/probe_*.py as probe_s seconds of
+    sleep; everything else runs in this python."""
     canned = tmp_path / "canned_summary.json"
     if summary is not None:
         canned.write_text(json.dumps(summary))
@@ -231,6 +231,7 @@ def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3,
     python.write_text(f"""#!/usr/bin/env bash
 if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit {run_exit}; fi
 if [[ $1 == bench/gpu_summary.py && $2 == --out && -f {canned} ]]; then mkdir -p "$3" && cp {canned} "$3/summary.json"; exit 0; fi
+if [[ $1 == bench/gpu_summary.py && $2 == --warm-up && -f {canned} ]]; then echo "warm-up (stand-in)"; exit 0; fi
 if [[ $1 == bench/probe_*.py ]]; then echo "probe $1 started"; exec sleep {probe_s}; fi
 exec {sys.executable} "$@"
 """)
@@ -305,6 +306,61 @@ def test_the_bench_phase_leaves_its_winners_for_the_runs(tmp_path, modes, failed
     report = (tmp_path / "bench" / "results" / "bench" / "adopted.md").read_text()
     assert ("not 1.03x the default everywhere (tf32 S=32: 0.800x" in report) == (not modes)
     assert ("its CUDA tests failed (1: tests/ops/test_x.py::test_y)" in report) == failed
+
+
+def winners_cut_off(tmp_path: Path) -> Path:
+    """A tests folder whose variant tests (run last) the tests phase's limit cuts off: ffn_persistent's sleeps past
+    it the first time and passes the next, spectral_gauss's fails when it runs."""
+    suite = slow_kernel_tests(tmp_path)
+    flag = tmp_path / "first_run_started"
+    (suite / "test_kernels.py").write_text(
+        f"import os\nimport time\nimport pytest\n\ndef test_quick():\n    pass\n\n"
+        f"@pytest.mark.variant('ffn_persistent')\ndef test_persistent():\n    if not os.path.exists({str(flag)!r}):\n"
+        f"        open({str(flag)!r}, 'w').close()\n        time.sleep(120)\n\n"
+        "@pytest.mark.variant('spectral_gauss')\ndef test_gauss():\n    assert False, 'wrong on this GPU'\n")
+    return suite
+
+
+@pytest.mark.parametrize("retest_s", ["40", "10"], ids=["retested", "no-time-left"])
+def test_winners_whose_tests_were_cut_off_are_tested_after_the_bench(tmp_path, retest_s):
+    """The tests phase's limit cuts off the variant tests (they run last). After the bench, the cut-off tests of its
+    winners run (within CAMPAIGN_T_RETESTS; with under 15 s, not at all) and the verdict records them: the winner
+    whose tests then passed is adopted for the runs, the one whose test failed is not, and with no retest neither."""
+    cells = {"32": 6.0, "128": 20.0}
+
+    def variant(env, speedup):
+        return {"env": env, "exit_code": 0, "errors": [], "checks": [{"what": "step", "ok": True}],
+                "train_step_ms": {"fp32": {s: ms / speedup for s, ms in cells.items()}}}
+
+    summary = {"dry_run": False, "train_step_ms": {"fp32": {"triton_graph": dict(cells)}}, "variants": {
+        "ffn_persistent": variant({"AMG_FAST_FFN_PERSISTENT": "1"}, 1.2),
+        "spectral_gauss": variant({"AMG_FAST_SPECTRAL_MIX": "gauss"}, 1.3)}}
+    dump, work = tmp_path / "run_env.txt", tmp_path / "work"
+    result = campaign(tmp_path, "call", CAMPAIGN_PHASES="tests,bench,runs", CAMPAIGN_WORK=str(work),
+                      CAMPAIGN_TESTS=str(winners_cut_off(tmp_path)), CAMPAIGN_T_TESTS="12",
+                      CAMPAIGN_T_RETESTS=retest_s, PYTHON=str(stand_in_python(tmp_path, dump, summary)),
+                      CAMPAIGN_BUDGET_S="200", CAMPAIGN_RUN_FLAGS="--fast-kernels --device cpu")
+    out = result.stdout
+    assert result.returncode == 1, out[-3000:] + result.stderr[-3000:]  # the tests phase was cut off: "FAIL (124)"
+    results = tmp_path / "call" / "results"
+    assert "| bench | pass" in (results / "phases.md").read_text(), out[-3000:]
+    assert "variant ffn_persistent: 1 of its 1 tests did not run (not adopted)" in out, out[-3000:]
+    verdict = json.loads((work / "kernels_verdict.json").read_text())
+    assert verdict == json.loads((results / "kernels_verdict.json").read_text()) and verdict["verdict"] == "incomplete"
+    report = (results / "bench" / "adopted.md").read_text()
+    if retest_s == "10":
+        assert "the winning variants' unrun tests not started: 10 s left" in out, out[-3000:]
+        assert sorted(verdict["variant_unrun"]) == ["ffn_persistent", "spectral_gauss"] and dump.read_text() == ""
+        assert "1 of its CUDA tests did not run (the tests phase's time limit)" in report
+        return
+    retested = (results / "logs" / "retest_tests.txt").read_text().splitlines()
+    assert [node.split("::")[-1] for node in retested] == ["test_gauss", "test_persistent"]  # the faster first
+    assert "the winning variants' 2 unrun tests, within 40 s" in out, out[-3000:]
+    assert "variant ffn_persistent: 1 of its tests that had not run ran now, 0 failed\n" in out
+    assert "variant spectral_gauss: 1 of its tests that had not run ran now, 1 failed (not adopted)" in out
+    assert verdict["variant_unrun"] == {} and list(verdict["variant_failures"]) == ["spectral_gauss"]
+    assert dump.read_text().split() == ["AMG_FAST_FFN_PERSISTENT=1"]
+    assert "its CUDA tests failed (1: " in report and "| ffn_persistent |" in report
 
 
 def test_a_bench_without_a_verdict_drops_the_earlier_one(tmp_path):
