@@ -21,7 +21,7 @@ it is timed, not adopted: its modes' defaults are set by hand. With --verdict (t
 a variant whose tests failed on the GPU (its "variant_failures", tests/variant_report.py) is not adopted either,
 nor one whose tests did not all run there ("variant_unrun": the tests phase cut off before them).
 --retest-out FILE (with --verdict) judges nothing: it writes the node ids of the tests that did not run of the
-variants that would win if they had, for scripts/gpu_campaign.sh to run them after the bench (they run last in the
+variants that would win if they had (none after a failed verdict: the runs then take the reference kernels), for scripts/gpu_campaign.sh to run them after the bench (they run last in the
 tests phase, so its time limit falls on them) and then judge with the updated verdict (bench/cuda_verdict.py update).
 Only AMG_FAST_* switches with plain values are adopted, never one
 of NEVER_ADOPTED (a switch that changes the precision a mode computes at, not only its speed), and nothing
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
         print(f"adopt_variants: {args.summary} is not a bench/gpu_summary.py summary (train_step_ms, variants)",
               file=sys.stderr)
         return 2
-    failed = unrun = None
+    failed = unrun = record = None
     if args.verdict is not None:
         try:
             record = json.loads(args.verdict.read_text())
@@ -229,7 +229,9 @@ def main(argv=None) -> int:
             print(f"adopt_variants: cannot read the CUDA tests' verdict {args.verdict}: {err}", file=sys.stderr)
             return 2
     if args.retest_out is not None:
-        nodes = unrun_winner_tests(summary, args.min_gain, args.min_cells, args.modes, failed, unrun)
+        # the default kernels failed their CUDA tests: the runs take the reference kernels, and no switch
+        nodes = [] if record.get("verdict") == "fail" else \
+            unrun_winner_tests(summary, args.min_gain, args.min_cells, args.modes, failed, unrun)
         atomic_write_text(args.retest_out, "".join(f"{node}\n" for node in nodes))
         print(f"{len(nodes)} tests of the winning variants did not run: {args.retest_out}")
         return 0

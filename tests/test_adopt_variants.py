@@ -182,7 +182,8 @@ def test_the_cuda_tests_verdict_keeps_a_failed_variant_out(tmp_path, capsys):
 def test_the_unrun_tests_of_would_be_winners_are_listed_for_a_retest(tmp_path, capsys):
     """--retest-out (with --verdict): the tests that did not run of the variants that would win if they had, the
     fastest variant's first, each once; nothing of a loser, of a variant with a failed test, or of one that no
-    test cut off. Without --verdict it is refused."""
+    test cut off, and nothing after a failed verdict (the runs take the reference kernels). Without --verdict it is
+    refused."""
     mod = adopt_variants()
     s = summary(DEFAULT, ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(1.2), True, 0),
                 s4d_fma=({"AMG_FAST_S4D_FMA": "1"}, faster(1.5), True, 0),
@@ -201,9 +202,11 @@ def test_the_unrun_tests_of_would_be_winners_are_listed_for_a_retest(tmp_path, c
     assert mod.main([str(path), "--verdict", str(verdict), "--retest-out", str(out)]) == 0
     assert out.read_text() == "t.py::shared\nt.py::b\nt.py::a\n"
     assert f"3 tests of the winning variants did not run: {out}" in capsys.readouterr().out
-    verdict.write_text(json.dumps({"verdict": "pass", "variant_failures": {}, "variant_unrun": None}))
-    assert mod.main([str(path), "--verdict", str(verdict), "--retest-out", str(out)]) == 0
-    assert out.read_text() == ""
+    for record in ({"verdict": "pass", "variant_failures": {}, "variant_unrun": None},  # no collection recorded
+                   {"verdict": "fail", "variant_failures": failed, "variant_unrun": unrun}):  # the reference kernels
+        verdict.write_text(json.dumps(record))
+        assert mod.main([str(path), "--verdict", str(verdict), "--retest-out", str(out)]) == 0
+        assert out.read_text() == ""
     with pytest.raises(SystemExit) as err:
         mod.main([str(path), "--retest-out", str(out)])
     assert err.value.code == 2 and "--retest-out needs --verdict" in capsys.readouterr().err
