@@ -21,8 +21,9 @@ it is timed, not adopted: its modes' defaults are set by hand. With --verdict (t
 a variant whose tests failed on the GPU (its "variant_failures", tests/variant_report.py) is not adopted either,
 nor one whose tests did not all run there ("variant_unrun": the tests phase cut off before them).
 --retest-out FILE (with --verdict) judges nothing: it writes the node ids of the tests that did not run of the
-variants that would win if they had (none after a failed verdict: the runs then take the reference kernels), for scripts/gpu_campaign.sh to run them after the bench (they run last in the
-tests phase, so its time limit falls on them) and then judge with the updated verdict (bench/cuda_verdict.py update).
+variants that would win if they had (none after a failed verdict: the runs then take the reference kernels), for
+scripts/gpu_campaign.sh to run them after the bench (they run last in the tests phase, so its time limit falls on
+them) and then judge with the updated verdict (bench/cuda_verdict.py update).
 Only AMG_FAST_* switches with plain values are adopted, never one
 of NEVER_ADOPTED (a switch that changes the precision a mode computes at, not only its speed), and nothing
 from a dry run's summary (CPU times).
