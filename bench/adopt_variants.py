@@ -21,7 +21,8 @@ it is timed, not adopted: its modes' defaults are set by hand. With --verdict (t
 a variant whose tests failed on the GPU (its "variant_failures", tests/variant_report.py) is not adopted either,
 nor one whose tests did not all run there ("variant_unrun": the tests phase cut off before them).
 --retest-out FILE (with --verdict) judges nothing: it writes the node ids of the tests that did not run of the
-variants that would win if they had (none after a failed verdict: the runs then take the reference kernels), for
+variants that would be adopted if they had, then of the winners their ops could still fall to
+(unrun_winner_tests; none after a failed verdict: the runs then take the reference kernels), for
 scripts/gpu_campaign.sh to run them after the bench (they run last in the tests phase, so its time limit falls on
 them) and then judge with the updated verdict (bench/cuda_verdict.py update).
 Only AMG_FAST_* switches with plain values are adopted, never one
@@ -150,16 +151,17 @@ def adopt(summary: dict, min_gain: float = DEFAULT_MIN_GAIN, min_cells: int = DE
 def unrun_winner_tests(summary: dict, min_gain: float = DEFAULT_MIN_GAIN, min_cells: int = DEFAULT_MIN_CELLS,
                        modes=None, failed: dict[str, list[str]] | None = None,
                        unrun: dict[str, list[str]] | None = None) -> list[str]:
-    """The node ids of the CUDA tests that did not run (unrun: {variant: node ids}) of the variants that win but
-    for them (every other check of verdict passed: their own failed tests included), the fastest variant's
-    first, each id once: what the tests phase must still run for those variants to be adopted."""
-    winners = []
-    for name, nodes in (unrun or {}).items():
-        if name in summary.get("variants", {}) and nodes:
-            wins, _, cells = verdict(summary, name, min_gain, min_cells, modes, (failed or {}).get(name, ()))
-            if wins:
-                winners.append((-geomean(cells), name))
-    return list(dict.fromkeys(node for _, name in sorted(winners) for node in unrun[name]))
+    """The node ids of the CUDA tests that did not run (unrun: {variant: node ids}) of the variants that would be
+    adopted if they had (adopt with every test run: their failed tests still count), then of the other winners
+    that one of those could still leave their op to (it has tests unrun, which may fail); the faster variant's
+    first in each group, each id once: what must still run for those variants to be adopted."""
+    unrun = unrun or {}
+    _, rows = adopt(summary, min_gain, min_cells, modes, failed, unrun=None)
+    ops = {row["name"]: {switch_op(k) for k in row["env"]} for row in rows}
+    settled = set().union(*(ops[r["name"]] for r in rows if r["adopted"] and not unrun.get(r["name"])))
+    chosen = [r for r in rows if r["wins"] and unrun.get(r["name"]) and not ops[r["name"]] & settled]
+    chosen.sort(key=lambda r: (not r["adopted"], -r["speedup"]))
+    return list(dict.fromkeys(node for r in chosen for node in unrun[r["name"]]))
 
 
 def env_lines(rows: list[dict]) -> str:
@@ -195,8 +197,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                 "(variant_unrun) are not adopted")
     p.add_argument("--retest-out", type=Path, metavar="FILE",
                    help="with --verdict: instead of judging, write the node ids (one a line; none: empty) of the "
-                        "tests that did not run of the variants that would win if they had (unrun_winner_tests), "
-                        "for the tests phase to run them before the verdict is updated and the variants judged")
+                        "tests that did not run of the variants that would be adopted if they had "
+                        "(unrun_winner_tests), for the campaign to run them before the verdict is updated and the "
+                        "variants judged")
     args = p.parse_args(argv)
     if not (0 <= args.min_gain < 1):
         p.error(f"--min-gain must be in [0, 1), got {args.min_gain}")

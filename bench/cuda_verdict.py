@@ -9,7 +9,7 @@ Usage:
                                   [--failed-before] [--copy-to FILE] [--tests PATH...] [--variant-tests FILE]
   python bench/cuda_verdict.py update VERDICT_FILE --log LOG... [--copy-to FILE]
   python bench/cuda_verdict.py find FILE_OR_DIR... [--any-machine]
-  python bench/cuda_verdict.py digest
+  python bench/cuda_verdict.py digest [--matches VERDICT_FILE]
 
 write: RESULTS_DIR/kernels_verdict.json (atomically; --copy-to: the same file elsewhere too, e.g. the
 machine's work folder) = {"verdict", "sources_sha256" (sources_digest: the files the CUDA tests check),
@@ -46,6 +46,10 @@ a dry run's CPU record is none), a pass or incomplete only on the whole set of t
 counts). Of those: the newest failure, unless a pass is newer (the tests ran again and passed: a later
 "incomplete" does not clear it); with no failure, the newest. Prints "VERDICT PATH DATE" and exits 0 for pass /
 incomplete, 1 for fail, 2 when none applies (prints nothing).
+
+digest: prints the sha256 of the sources and their number; --matches VERDICT_FILE instead says whether that
+verdict was written on these sources (exit 0) or not (1; also an unreadable file): scripts/gpu_campaign.sh runs no
+variant test for a verdict on other sources.
 
 The sources (VERDICT_SOURCES): what the CUDA tests run -- the kernels, their autograd wrappers and dispatch, the
 layers and models that call them, the trainer (precision scopes, CUDA graphs), the package's shared modules
@@ -297,7 +301,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     f = sub.add_parser("find", help="the newest verdict that applies to this code and machine")
     f.add_argument("paths", type=Path, nargs="*", help="verdict files, or folders holding one")
     f.add_argument("--any-machine", action="store_true", help="match the sources only")
-    sub.add_parser("digest", help="print the sources' digest and file count")
+    d = sub.add_parser("digest", help="print the sources' digest and file count")
+    d.add_argument("--matches", type=Path, metavar="VERDICT_FILE",
+                   help="instead, exit 0 when that verdict was written on these sources, 1 when not (or unreadable)")
     return p.parse_args(argv)
 
 
@@ -340,8 +346,17 @@ def main(argv=None) -> int:
                   + (" (not adopted)" if failed or still else ""))
         return 0
     if args.command == "digest":
-        print(*sources_digest())
-        return 0
+        digest, n = sources_digest()
+        if args.matches is None:
+            print(digest, n)
+            return 0
+        try:
+            recorded = json.loads(args.matches.read_text()).get("sources_sha256")
+        except (OSError, ValueError, AttributeError):
+            recorded = None
+        print(f"{args.matches}: {'on these sources' if recorded == digest else 'not on these sources'} "
+              f"({recorded or 'no digest'}; the checkout's {digest})")
+        return 0 if recorded == digest else 1
     hit = find(args.paths, args.any_machine)
     if hit is None:
         return 2

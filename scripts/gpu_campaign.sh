@@ -51,8 +51,8 @@
 #   CAMPAIGN_PHASES     which phases run, comma-separated (default install,tests,bench,runs)
 #   CAMPAIGN_T_TESTS, CAMPAIGN_T_BENCH, CAMPAIGN_T_PROBES   caps in seconds (default 150, 240, 120; T_PROBES
 #                       for each of the three probes)
-#   CAMPAIGN_T_RETESTS  cap in seconds for the winning variants' unrun tests after the bench (default 45; under 15
-#                       left: not started, those variants not adopted)
+#   CAMPAIGN_T_RETESTS  cap in seconds for the winning variants' unrun tests after the bench (default 45; under 15,
+#                       or under 15 s of the budget left: not started, those variants not adopted)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
 #                       "precision:precision:quick:0,1,2 headline:headline:paper:0,1,2" (issue 19's nRMSE per
@@ -64,7 +64,8 @@
 #   CAMPAIGN_PROBES     which probes the bench phase runs after gpu_summary.py, in order: words among stages,
 #                       accuracy, ffn (default all three; empty: none; in a dry run none unless named: they need
 #                       CUDA). They take what the bench leaves (it runs ~15 s past CAMPAIGN_T_BENCH: imports,
-#                       adoption); a probe with under 10 s left is skipped, one stopped at its limit keeps its rows
+#                       adoption; and the winners' retest, up to CAMPAIGN_T_RETESTS + 15 s); a probe with under 10 s
+#                       left is skipped, one stopped at its limit keeps its rows
 #   CAMPAIGN_TREES      where the committed sweep trees are (default results: results/<NAME>; in a dry run none,
 #                       unless set: its smoke preset cannot continue a committed paper or quick sweep)
 #   CAMPAIGN_WORK       where the sweeps train, with checkpoints and data; kept after the script, so that a
@@ -242,7 +243,7 @@ phase_tests() {  # the kernels' tests get 3/4 of T_TESTS, the -m gpu tests the r
 }
 
 phase_bench() {
-    local rc=0 t; t=$(cap "$T_BENCH")  # the bench first: the probes take what it leaves (~15 s past t: its imports)
+    local rc=0 t; t=$(cap "$T_BENCH")  # the bench first: the probes take what it and the retest leave (imports: ~15 s)
     # its own --budget-s starts no part it cannot finish; the timeout (SIGINT: it keeps what finished) stops a
     # part that hangs, e.g. a kernel compiling for the first time, 30 s past it
     timeout -s INT -k 15 "$(( t + 30 ))" "$PY" bench/gpu_summary.py --out "$RESULTS/bench" --budget-s "$t" "${VARIANT_ARGS[@]}" \
@@ -251,7 +252,7 @@ phase_bench() {
         # a variant whose CUDA tests failed on this machine (the tests' verdict: variant_failures) is not adopted,
         # nor one whose tests did not all run (variant_unrun): the winners' run now, if time allows
         local verdict_args=(); [[ -f $WORK/$VERDICT_FILE ]] && verdict_args=(--verdict "$WORK/$VERDICT_FILE")
-        (( ${#verdict_args[@]} )) && { retest_winners || rc=1; }
+        [[ $ADOPT == 1 && ${#verdict_args[@]} -gt 0 ]] && { retest_winners || rc=1; }  # CAMPAIGN_ADOPT=0: no use
         "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --env-out "$ADOPTED" \
             --markdown-out "$RESULTS/bench/adopted.md" ${ADOPT_MODES:+--modes "$ADOPT_MODES"} "${verdict_args[@]}" \
             || { rc=1; [[ -f $ADOPTED ]] && echo "no verdict: the switches an earlier bench adopted are dropped"
@@ -292,12 +293,18 @@ phase_bench() {
 RETESTS_MIN_S=15  # fewer seconds left: the winners' unrun tests are not started (pytest's start, a first compile)
 retest_winners() {  # the tests the tests phase's limit cut off of the variants the bench found faster, then the verdict
     local nodes=$RESULTS/logs/retest_tests.txt log=$RESULTS/logs/tests_retest.log limit prc=0 ids=() copy=() workers
+    # a verdict on other sources (an earlier call's, the code changed since) is not this code's: no test for it
+    "$PY" bench/cuda_verdict.py digest --matches "$WORK/$VERDICT_FILE" > /dev/null || return 0
     "$PY" bench/adopt_variants.py "$RESULTS/bench/summary.json" --verdict "$WORK/$VERDICT_FILE" \
         ${ADOPT_MODES:+--modes "$ADOPT_MODES"} --retest-out "$nodes" || return 1
     [[ -s $nodes ]] || return 0
     limit=$(cap "$T_RETESTS")
-    if (( limit < RETESTS_MIN_S )); then
-        echo "the winning variants' unrun tests not started: ${limit} s left (those variants are not adopted)"; return 0
+    if (( T_RETESTS < RETESTS_MIN_S )); then
+        echo "the winning variants' unrun tests not started: CAMPAIGN_T_RETESTS=$T_RETESTS is under $RETESTS_MIN_S s" \
+             "(those variants are not adopted)"; return 0
+    elif (( limit < RETESTS_MIN_S )); then
+        echo "the winning variants' unrun tests not started: ${limit} s of the budget left (those variants are not" \
+             "adopted)"; return 0
     fi
     mapfile -t ids < "$nodes"
     workers=$(( ${#ids[@]} < TEST_WORKERS ? ${#ids[@]} : TEST_WORKERS ))  # no more workers than tests

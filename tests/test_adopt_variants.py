@@ -180,10 +180,11 @@ def test_the_cuda_tests_verdict_keeps_a_failed_variant_out(tmp_path, capsys):
 
 
 def test_the_unrun_tests_of_would_be_winners_are_listed_for_a_retest(tmp_path, capsys):
-    """--retest-out (with --verdict): the tests that did not run of the variants that would win if they had, the
-    fastest variant's first, each once; nothing of a loser, of a variant with a failed test, or of one that no
-    test cut off, and nothing after a failed verdict (the runs take the reference kernels). Without --verdict it is
-    refused."""
+    """--retest-out (with --verdict): the tests that did not run of the variants that would be adopted if they had,
+    the fastest variant's first, each once, then those of the winners their op could still fall to; nothing of a
+    loser, of a variant with a failed test, of one that no test cut off, or of one whose op a fully tested faster
+    winner takes, and nothing after a failed verdict (the runs take the reference kernels). Without --verdict it
+    is refused."""
     mod = adopt_variants()
     s = summary(DEFAULT, ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(1.2), True, 0),
                 s4d_fma=({"AMG_FAST_S4D_FMA": "1"}, faster(1.5), True, 0),
@@ -196,6 +197,16 @@ def test_the_unrun_tests_of_would_be_winners_are_listed_for_a_retest(tmp_path, c
     assert mod.unrun_winner_tests(s, failed=failed, unrun=unrun) == ["t.py::shared", "t.py::b", "t.py::a"]
     assert mod.unrun_winner_tests(s, failed=failed, unrun={}) == []
     assert mod.unrun_winner_tests(s, modes=("tf32",), unrun={"ffn_gemm": ["t.py::a"]}) == ["t.py::a"]
+    # one op: a faster winner whose tests all ran settles it (nothing of the slower one); one with tests unrun may
+    # still fail them, so the slower one's come after every op's first choice
+    ops = summary(DEFAULT, spectral_fft=({"AMG_FAST_SPECTRAL_TRANSFORM": "fft"}, faster(1.5), True, 0),
+                  spectral_dfttriton=({"AMG_FAST_SPECTRAL_DFT_GEMM": "triton"}, faster(1.3), True, 0),
+                  gate_cublas=({"AMG_FAST_GATE_METHOD": "cublas"}, faster(1.2), True, 0),
+                  ffn_gemm=({"AMG_FAST_FFN_METHOD": "gemm"}, faster(1.4), True, 0),
+                  ffn_persistent=({"AMG_FAST_FFN_PERSISTENT": "1"}, faster(1.25), True, 0))
+    assert mod.unrun_winner_tests(ops, unrun={"spectral_dfttriton": ["t.py::dft"], "gate_cublas": ["t.py::gate"],
+                                              "ffn_gemm": ["t.py::gemm"], "ffn_persistent": ["t.py::persistent"]}) \
+        == ["t.py::gemm", "t.py::gate", "t.py::persistent"]
     path, verdict, out = tmp_path / "summary.json", tmp_path / "kernels_verdict.json", tmp_path / "retest.txt"
     path.write_text(json.dumps(s))
     verdict.write_text(json.dumps({"verdict": "incomplete", "variant_failures": failed, "variant_unrun": unrun}))

@@ -301,3 +301,21 @@ def test_a_later_run_of_unrun_variant_tests_updates_the_verdict(tmp_path, capsys
         work.write_text(text)
         assert verdicts.main(["update", str(work), "--log", str(retest)]) == 2
         assert f"cuda_verdict.py update: {work}: {message}" in capsys.readouterr().err
+
+
+def test_digest_says_whether_a_verdict_is_on_these_sources(tmp_path, capsys):
+    """digest --matches FILE: exit 0 for a verdict written on the checkout's sources, 1 for one on other sources or a
+    file that is none (the campaign runs no variant test for it)."""
+    verdicts.main(["write", str(tmp_path / "s"), "--verdict", "incomplete"])
+    written = tmp_path / "s" / verdicts.VERDICT_FILE
+    capsys.readouterr()
+    assert verdicts.main(["digest", "--matches", str(written)]) == 0
+    assert f"{written}: on these sources" in capsys.readouterr().out
+    written.write_text(json.dumps(dict(json.loads(written.read_text()), sources_sha256="0" * 64)))
+    assert verdicts.main(["digest", "--matches", str(written)]) == 1
+    assert f"{written}: not on these sources ({'0' * 64};" in capsys.readouterr().out
+    for text in ("not json", "[1, 2]"):
+        written.write_text(text)
+        assert verdicts.main(["digest", "--matches", str(written)]) == 1
+        assert "not on these sources (no digest;" in capsys.readouterr().out
+    assert verdicts.main(["digest", "--matches", str(tmp_path / "missing.json")]) == 1
