@@ -16,9 +16,8 @@
 #            (bench/probe_spectral_stages.py at S = 128 and 32, bench/probe_spectral_accuracy.py,
 #            bench/probe_ffn.py) -> RESULTS_DIR/probes/; the variants that beat the default step in every cell they
 #            were timed in (bench/adopt_variants.py -> RESULTS_DIR/bench/adopted.md) are kept in CAMPAIGN_WORK for the
-#            runs;
-#            before they are judged, the tests of those winners that the tests phase's limit cut off (variant tests
-#            run last) run within CAMPAIGN_T_RETESTS (logs/tests_retest.log) and the verdict records them
+#            runs; before they are judged, the tests of those winners that the tests phase's limit cut off (variant
+#            tests run last) run within CAMPAIGN_T_RETESTS (logs/tests_retest.log) and the verdict records them
 #            (bench/cuda_verdict.py update): a winner is adopted only when all its tests ran and passed
 #   runs     for each sweep of CAMPAIGN_SWEEPS, in order: a copy of its committed tree (results/<NAME>: the
 #            runs earlier sessions finished) in CAMPAIGN_WORK, or the sweep an earlier call on this machine
