@@ -202,11 +202,16 @@ def write(results: Path, verdict: str, logs: list[Path] = (), copy_to: Path | No
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "summary": pytest_summary(list(logs)), "tests": tests, "variant_failures": variant_failures(texts),
               "variant_unrun": None if collected is None else variant_unrun(texts, collected)}
+    _store(record, [results / VERDICT_FILE] + ([copy_to] if copy_to else []))
+    return record
+
+
+def _store(record: dict, paths: list[Path]) -> None:
+    """The record as JSON in each of paths (atomically, their folders made)."""
     text = json.dumps(record, indent=2) + "\n"
-    for path in [results / VERDICT_FILE] + ([copy_to] if copy_to else []):
+    for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
-    return record
 
 
 def update(path: Path, logs: list[Path], copy_to: Path | None = None, root: Path = ROOT) -> tuple[dict, dict]:
@@ -224,21 +229,17 @@ def update(path: Path, logs: list[Path], copy_to: Path | None = None, root: Path
     if record.get("sources_sha256") != sources_digest(root)[0]:
         raise ValueError(f"{path}: a verdict on other sources than this checkout's (bench/cuda_verdict.py digest)")
     texts = [read_log(log) for log in logs]
-    ran = {node.strip() for text in texts for node in VARIANT_RAN.findall(text)}
     unrun = record.get("variant_unrun") or {}
-    ran_now = {name: [node for node in nodes if node in ran] for name, nodes in unrun.items()}
+    still = variant_unrun(texts, unrun)  # the same reading of the VARIANT lines as the tests phase's
+    ran_now = {name: [node for node in nodes if node not in still.get(name, ())] for name, nodes in unrun.items()}
     if record.get("variant_unrun") is not None:
-        record["variant_unrun"] = {name: still for name, nodes in unrun.items()
-                                   if (still := [node for node in nodes if node not in ran])}
+        record["variant_unrun"] = still
     failures = record.get("variant_failures") or {}
     for name, nodes in variant_failures(texts).items():
         failures[name] = sorted(set(failures.get(name, [])) | set(nodes))
     record["variant_failures"] = dict(sorted(failures.items()))
     record["summary"] = list(record.get("summary") or []) + pytest_summary(list(logs))
-    text = json.dumps(record, indent=2) + "\n"
-    for target in [path] + ([copy_to] if copy_to else []):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(target, text)
+    _store(record, [path] + ([copy_to] if copy_to else []))
     return record, ran_now
 
 
