@@ -1,5 +1,6 @@
 """How long a run takes: seconds per epoch measured by the sweep's finished runs of the same kind on
-the same machine, else a documented default per preset, device and resolution; plus, when its data
+the same machine (or scaled from another resolution, or bounded by a costlier model's: COSTLIER_MODELS),
+else a documented default per preset, device and resolution; plus, when its data
 set is not there yet, the time to generate it (measured by a run that generated one of its PDE here,
 else a documented default per PDE and device).
 
@@ -20,7 +21,8 @@ from pathlib import Path
 from amg_fast.train.rundir import RunDir
 
 __all__ = ["DEFAULT_SECONDS_PER_EPOCH", "STARTUP_SECONDS", "SETUP_KEY", "DATA_KEY", "GENERATED_KEY", "checkpoints",
-           "DEFAULT_DATA_SECONDS", "Estimator", "machine_of", "kind_of", "where", "device_type", "data_file", "data_work"]
+           "DEFAULT_DATA_SECONDS", "COSTLIER_MODELS", "Estimator", "machine_of", "kind_of", "where", "device_type",
+           "data_file", "data_work"]
 
 # Seconds per epoch at f = 32 when the sweep has no finished run of the same kind on this machine;
 # other resolutions scale linearly with f, other training-set sizes with n_train (measured steps grow about so: 3.9 / 7.4 / 14.4 ms graphed
@@ -105,6 +107,16 @@ DEFAULT_DATA_SECONDS = {
 # The settings DEFAULT_DATA_SECONDS were measured at, for each PDE (generate_dataset's arguments).
 REFERENCE_DATA = {"ks": {"nu": 0.1}, "burgers": {"nu": 0.001},
                   "ns2d": {"nu": 1e-3, "ns2d_options": {"grid": 64, "frames": 11}}}
+# A model whose network is another's with parts taken away costs no more an epoch (training and evaluations) and
+# no more a checkpoint than that one at the same settings: FFNO is S4FFNO's backbone without its S4D memory layer and
+# fusion, S4FFNO AMGFNO with a fixed fusion instead of the gate (models/memory.py; the same blocks, width and modes).
+# So a run of a kind not measured on this machine is estimated at most at such a costlier model's measure (the
+# smallest, when several are measured), before the preset's default: on the H200 (2026-11-30, paper preset, f = 32,
+# fp32, Triton kernels and CUDA graphs, results/gpu/20261130-0054-h200) AMGFNO's epochs took 0.32-0.33 s and
+# S4FFNO's 0.30-0.31 (0.43-0.44 and 0.40 with the code of 2026-11-29), where the default (0.5 s) had the first FFNO
+# run need ~122 s: it did not start in the 72 s left.
+COSTLIER_MODELS = {"ffno": ("s4ffno", "amgfno"), "s4ffno": ("amgfno",),
+                   "ffno2d": ("s4ffno2d", "amgfno2d"), "s4ffno2d": ("amgfno2d",)}
 # The settings that set a run's cost: runs alike in these (and machine) share a seconds-per-epoch
 # (the PDE: its frames, grid and preset batch size; the test set and how often it is evaluated: the
 # evaluations are part of the epochs' time).
@@ -284,17 +296,11 @@ class Estimator:
         seconds per epoch x the epochs left (a partial run resumes after epochs_done of them), plus
         seconds per checkpoint x the checkpoints left (at the run's --checkpoint-every) where measured."""
         startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
-        kind = kind_of(config)
-        measured = self.per_epoch.get(kind)
-        scaled = None if measured else self._scaled(config)
-        per_checkpoint = 0.0
-        if measured:
-            per_epoch = statistics.fmean(measured)
-            per_checkpoint = statistics.fmean(self.per_checkpoint.get(kind, [0.0]))
-            source = f"measured here on {_runs(len(measured))} of its kind"
-        elif scaled:
-            per_epoch, per_checkpoint, source = scaled
+        found = self._per_epoch(config) or self._bounded(config)
+        if found:
+            per_epoch, per_checkpoint, source = found
         else:
+            per_checkpoint = 0.0
             key = (self.preset, self.machine["device"])
             if config.get("pde") == "ns2d":
                 per_epoch = DEFAULT_SECONDS_PER_EPOCH_2D[key] * (config["res"] / 32) ** 2 \
@@ -307,6 +313,27 @@ class Estimator:
         if epochs_done:
             source += f"; resumes with {left} of {config['epochs']} epochs left"
         return startup + per_epoch * left + per_checkpoint * checkpoints(config, epochs_done), source
+
+    def _per_epoch(self, config: dict) -> tuple[float, float, str] | None:
+        """(seconds per epoch, seconds per checkpoint, source) from this machine's finished runs of the kind of
+        config: their mean, else scaled from the nearest other resolution (_scaled); None when there is none."""
+        kind = kind_of(config)
+        measured = self.per_epoch.get(kind)
+        if not measured:
+            return self._scaled(config)
+        return (statistics.fmean(measured), statistics.fmean(self.per_checkpoint.get(kind, [0.0])),
+                f"measured here on {_runs(len(measured))} of its kind")
+
+    def _bounded(self, config: dict) -> tuple[float, float, str] | None:
+        """An upper bound of config's (seconds per epoch, seconds per checkpoint, source): the smallest _per_epoch
+        of the models COSTLIER_MODELS lists for config's model, at config's other settings; None when none of them
+        is measured here."""
+        bounds = [(found, model) for model in COSTLIER_MODELS.get(config.get("model"), ())
+                  if (found := self._per_epoch({**config, "model": model}))]
+        if not bounds:
+            return None
+        (per_epoch, per_checkpoint, source), model = min(bounds, key=lambda bound: bound[0][0])
+        return per_epoch, per_checkpoint, f"at most {model}'s: {source}"
 
     def _scaled(self, config: dict) -> tuple[float, float, str] | None:
         """(seconds per epoch, seconds per checkpoint, source) from this machine's finished runs of the same

@@ -587,6 +587,44 @@ def test_estimates_scale_this_machines_runs_to_other_resolutions(trained):
     assert here.seconds({**grid, "res": 256})[0] == pytest.approx(5.0 + 10.0 * 4 * grid["epochs"])
 
 
+def test_a_model_not_measured_here_is_bounded_by_a_costlier_one(trained):
+    """S4FFNO is AMGFNO without its gate and FFNO S4FFNO without its memory: a run of one not measured on this
+    machine is estimated at most at the smallest measure of those (formerly the preset's default: on the H200 the
+    first FFNO run of the headline sweep needed ~122 s by it and did not start in the 72 s left)."""
+    from amg_fast.experiments.estimate import COSTLIER_MODELS, checkpoints, kind_of
+
+    machine = json.loads((trained / "runs" / AMGFNO / "machine.json").read_text())
+    here = Estimator(machine, "smoke", runner.run_dirs(trained))
+    amgfno = json.loads((trained / "runs" / AMGFNO / "job.json").read_text())["config"]
+    s4ffno = {**amgfno, "model": "s4ffno"}
+    assert here.seconds(s4ffno) == (here.seconds(amgfno)[0], "at most amgfno's: measured here on 1 finished run of "
+                                                             "its kind")
+    ffno = json.loads((trained / "runs" / FFNO / "job.json").read_text())["config"]
+    assert here.seconds(ffno)[1] == "measured here on 1 finished run of its kind"  # its own measure first
+    # the smallest bound: FFNO unmeasured, S4FFNO faster than AMGFNO; a bound scaled from another resolution
+    here.per_epoch = {kind_of(amgfno): [3.0], kind_of(s4ffno): [2.0]}
+    here.per_checkpoint, here.startups = {kind_of(s4ffno): [0.5]}, [5.0]
+    unmeasured = {**amgfno, "model": "ffno"}
+    epochs, written = unmeasured["epochs"], checkpoints(unmeasured)
+    assert here.seconds(unmeasured) == (5.0 + 2.0 * epochs + 0.5 * written,
+                                        "at most s4ffno's: measured here on 1 finished run of its kind")
+    finer = {**unmeasured, "res": 4 * unmeasured["res"]}
+    assert here.seconds(finer) == (5.0 + 4 * 2.0 * epochs + 4 * 0.5 * written, "at most s4ffno's: scaled from 1 "
+                                   f"finished run of its kind at f = {unmeasured['res']} here")
+    # a costlier model is never bounded by a cheaper one, nor any other model; nor across settings
+    assert here.seconds({**amgfno, "model": "amgfno", "width": 2 * amgfno["width"]})[1].startswith("default")
+    here.per_epoch = {kind_of(unmeasured): [1.0]}
+    assert here.seconds(amgfno)[1].startswith("default") and here.seconds(s4ffno)[1].startswith("default")
+    assert here.seconds({**amgfno, "model": "factformer"})[1].startswith("default")
+    # the 2D models alike; every model named is one the registry builds
+    grid = {**amgfno, "pde": "ns2d", "model": "amgfno2d"}
+    here.per_epoch = {kind_of(grid): [7.0]}
+    assert here.seconds({**grid, "model": "ffno2d"})[1] == "at most amgfno2d's: measured here on 1 finished run of " \
+                                                            "its kind"
+    from amg_fast.models import MODELS
+    assert {m for pair in COSTLIER_MODELS.items() for m in (pair[0], *pair[1])} <= set(MODELS)
+
+
 def test_machine_json_records_the_code_that_trained_the_run(trained):
     """A sweep several GPU sessions continue trains with each session's code: machine.json says which
     (commit, versions, the AMG_FAST_* kernel switches set: those of this process, which started the sweep)."""
