@@ -37,7 +37,11 @@
 #            (with the switches that session's bench adopted, on a fresh machine) -- else the reference kernels,
 #            unless CAMPAIGN_TRUST_KERNELS=1. With the
 #            kernel switches the latest bench on this machine adopted (unless CAMPAIGN_ADOPT=0; a variant whole or
-#            not at all: not when one of its switches is set already)
+#            not at all: not when one of its switches is set already); when they are two or more variants, their
+#            step together is timed first (bench/gpu_summary.py --parts triton,profile at S = 32 and 128 in the
+#            adopted modes -> RESULTS_DIR/bench-adopted/, within CAMPAIGN_T_ADOPTED; not again for the same
+#            switches on this machine): the bench timed each alone, the runs train with all of them, which a
+#            failure there (a check against float64 missed, a part failed) drops in this and later calls here
 # After every phase RESULTS_DIR (no checkpoints, rollouts or data) is packed into
 # $CAMPAIGN_EXPORT/campaign.tgz, with campaign.log beside it.
 #
@@ -52,6 +56,8 @@
 #                       for each of the three probes)
 #   CAMPAIGN_T_RETESTS  cap in seconds for the winning variants' unrun tests after the bench (default 45; under 15,
 #                       or under 15 s of the budget left: not started, those variants not adopted)
+#   CAMPAIGN_T_ADOPTED  cap in seconds for timing the adopted switches' step before the runs (default 45; under 30,
+#                       or under 30 s of the budget left: not timed)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
 #                       "precision:precision:quick:0,1,2 headline:headline:paper:0,1,2" (issue 19's nRMSE per
@@ -97,7 +103,7 @@ START=$(date +%s)
 BUDGET=${CAMPAIGN_BUDGET_S:-540} RESERVE=${CAMPAIGN_RESERVE_S:-30}
 PHASES=${CAMPAIGN_PHASES:-install,tests,bench,runs}
 T_TESTS=${CAMPAIGN_T_TESTS:-150} T_BENCH=${CAMPAIGN_T_BENCH:-240} T_PROBES=${CAMPAIGN_T_PROBES:-120}
-T_RETESTS=${CAMPAIGN_T_RETESTS:-45}
+T_RETESTS=${CAMPAIGN_T_RETESTS:-45} T_ADOPTED=${CAMPAIGN_T_ADOPTED:-45}
 SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:paper:0,1,2}
 # the variants, the most informative first (a bench budget that ends early drops the last). The H200 of
 # 2026-11-30 (results/gpu/20261130-0050-h200/bench) timed eight against the defaults of 2026-11-29; one won
@@ -141,7 +147,7 @@ done
 [[ $TRUST == 0 || $TRUST == 1 ]] || { echo "CAMPAIGN_TRUST_KERNELS: '$TRUST' is not 0 or 1" >&2; exit 2; }
 [[ -z $ADOPT_MODES || $ADOPT_MODES =~ ^(fp32|tf32|bf16)(,(fp32|tf32|bf16))*$ ]] \
     || { echo "CAMPAIGN_ADOPT_MODES: '$ADOPT_MODES' is not a comma-separated list of fp32, tf32, bf16" >&2; exit 2; }
-for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES" "$T_RETESTS"; do
+for n in "$BUDGET" "$RESERVE" "$T_TESTS" "$T_BENCH" "$T_PROBES" "$T_RETESTS" "$T_ADOPTED"; do
     [[ $n =~ ^[0-9]+$ ]] || { echo "CAMPAIGN_*_S / CAMPAIGN_T_*: '$n' is not a whole number of seconds" >&2; exit 2; }
 done
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
@@ -361,7 +367,9 @@ adopt_switches() {  # export the switches the latest bench on this machine adopt
         done
         if [[ -n $why ]]; then skipped+=("variant ${words[0]:-?} not adopted: $why"); continue; fi
         for pair in "${words[@]:1}"; do export "$pair"; taken+=("$pair"); done
+        ADOPTED_VARIANTS=$(( ADOPTED_VARIANTS + 1 ))
     done < "$ADOPTED"
+    ADOPTED_PAIRS=("${taken[@]}")
     (( ${#taken[@]} + ${#skipped[@]} )) || return 0
     ADOPTED_NOTE="the runs adopt the kernel switches the bench found faster in every cell it judged: ${taken[*]:-none}"
     (( ${#skipped[@]} )) && ADOPTED_NOTE+=$(printf '; %s' "${skipped[@]}")
@@ -369,9 +377,50 @@ adopt_switches() {  # export the switches the latest bench on this machine adopt
     echo "gpu_campaign: $ADOPTED_NOTE"
 }
 
+ADOPTED_MIN_S=30  # fewer seconds left: the adopted switches' step is not timed (its first cell: ~25 s by the prior)
+time_adopted_step() {  # the graphed Triton step with all the adopted switches at once, before the runs train with it
+    local timed=$WORK/adopted_step_timed.env failed=$WORK/adopted_step_failed.env limit rc=0
+    local modes=${ADOPT_MODES:-fp32,tf32,bf16} log=$RESULTS/logs/bench_adopted.log out=$RESULTS/bench-adopted
+    (( ADOPTED_VARIANTS > 1 )) || return 0  # one variant's step the bench timed itself
+    # the same switches timed in an earlier call on this machine (the same sources: a committed session's record may
+    # be of other sources, and a fresh machine times them again)
+    if [[ -f $failed ]] && cmp -s "$failed" "$ADOPTED"; then
+        drop_adopted "their step failed in an earlier call on this machine ($failed)"; return 0
+    fi
+    [[ -f $timed ]] && cmp -s "$timed" "$ADOPTED" && return 0
+    limit=$(cap "$T_ADOPTED")
+    if (( T_ADOPTED < ADOPTED_MIN_S )); then
+        echo "the adopted switches' step not timed: CAMPAIGN_T_ADOPTED=$T_ADOPTED is under $ADOPTED_MIN_S s"; return 0
+    elif (( limit < ADOPTED_MIN_S )); then
+        echo "the adopted switches' step not timed: ${limit} s of the budget left"; return 0
+    fi
+    echo "the adopted switches' step at S = 32 and 128 in ${modes//,/ }, with its profile, within ${limit} s ($out)"
+    # the switches are this process's environment (adopt_switches): the summary records them (kernel_switches), and
+    # checks each step against the float64 reference: the bench checked each variant alone, this their combination
+    timeout -s INT -k 15 "$(( limit + 15 ))" "$PY" bench/gpu_summary.py --out "$out" \
+        --budget-s "$limit" --parts triton,profile --sizes 32,128 --modes "$modes" "${BENCH_FLAGS[@]}" > "$log" 2>&1 \
+        || rc=$?
+    tail -n 3 "$log"
+    mkdir -p "$out"  # the switches it timed beside the summary (which records them too: kernel_switches)
+    case $rc in
+        0) cp "$ADOPTED" "$timed"; cp "$ADOPTED" "$out/adopted_switches.env" ;;
+        124|130|137) echo "the adopted switches' step: stopped at its limit, kept what it measured" ;;
+        *) cp "$ADOPTED" "$failed"; cp "$ADOPTED" "$out/adopted_switches_failed.env"
+           drop_adopted "their step failed (exit $rc: a check missed or a part failed, $log)"; return 1 ;;
+    esac
+}
+drop_adopted() {  # drop_adopted WHY: this call's runs take the code's defaults, not the adopted switches
+    local pair
+    for pair in "${ADOPTED_PAIRS[@]}"; do unset "${pair%%=*}"; done
+    ADOPTED_PAIRS=()
+    ADOPTED_NOTE+="; dropped, the runs take the code's defaults: $1"
+    echo "gpu_campaign: the adopted switches are dropped, the runs take the code's defaults: $1"
+}
+
 phase_runs() {
     local word rc=0 name exp preset seeds settings
     adopt_switches
+    time_adopted_step || rc=1  # its failure is the runs phase's, and the runs still train
     for word in $SWEEPS; do
         IFS=: read -r name exp preset seeds settings <<< "$word"
         [[ -n $name && -n $exp && -n $preset && -n $seeds ]] || { echo "CAMPAIGN_SWEEPS: '$word' is not NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]"; rc=1; continue; }
@@ -387,6 +436,7 @@ phase_runs() {
 declare -A STATUS=()
 FALLBACK="" KERNELS_FAILED=$WORK/cuda_tests_failed.txt  # kept in WORK: a later call without the tests phase reads it
 ADOPTED=$WORK/adopted_switches.env ADOPTED_NOTE=""  # "NAME KEY=VALUE ..." lines: the latest bench's winners here
+ADOPTED_VARIANTS=0 ADOPTED_PAIRS=()  # the variants (and their KEY=VALUE) this call's runs take (adopt_switches)
 VERDICT_FILE=kernels_verdict.json VERDICT_NOTE=""  # the tests phase's verdict (bench/cuda_verdict.py), here and in RESULTS
 reference_kernels() {  # reference_kernels WHY: the runs of this call drop --fast-kernels
     [[ " ${RUN_FLAGS[*]} " == *" --fast-kernels "* ]] || return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -219,17 +220,25 @@ def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp
         in cut_off.stdout
 
 
-def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3, probe_s: int = 0) -> Path:
+def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3, probe_s: int = 0,
+                    adopted_exit: int = 0) -> Path:
     """An interpreter for the campaign that records reproduce.py run's AMG_FAST_FFN_* / _SPECTRAL_* environment in
-    dump and exits run_exit (3: runs left) instead of training, with a summary writes it as gpu_summary.py's
-    output instead of benchmarking (and its warm-up as nothing), and runs a bench/probe_*.py as probe_s seconds of
-    sleep; everything else runs in this python."""
+    dump and exits run_exit (3: runs left) instead of training; times the adopted switches' step (gpu_summary.py
+    --out .../bench-adopted) as recording its environment and arguments in dump.adopted, writing an empty summary
+    and exiting adopted_exit; with a summary writes it as gpu_summary.py's output instead of benchmarking (and its
+    warm-up as nothing), and runs a bench/probe_*.py as probe_s seconds of sleep; everything else runs in this
+    python."""
     canned = tmp_path / "canned_summary.json"
     if summary is not None:
         canned.write_text(json.dumps(summary))
     python = tmp_path / "python"
+    adopted = f"{dump}.adopted"
     python.write_text(f"""#!/usr/bin/env bash
 if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit {run_exit}; fi
+if [[ $1 == bench/gpu_summary.py && $2 == --out && $3 == */bench-adopted ]]; then
+    {{ env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort; echo "$@"; }} > {adopted}
+    mkdir -p "$3" && echo '{{}}' > "$3/summary.json"; echo "timed (stand-in)"; exit {adopted_exit}
+fi
 if [[ $1 == bench/gpu_summary.py && $2 == --out && -f {canned} ]]; then mkdir -p "$3" && cp {canned} "$3/summary.json"; exit 0; fi
 if [[ $1 == bench/gpu_summary.py && $2 == --warm-up && -f {canned} ]]; then echo "warm-up (stand-in)"; exit 0; fi
 if [[ $1 == bench/probe_*.py ]]; then echo "probe $1 started"; exec sleep {probe_s}; fi
@@ -261,6 +270,60 @@ def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
     reference = campaign(tmp_path, "ref", **dict(same_machine, CAMPAIGN_RUN_FLAGS="--device cpu"))
     assert reference.returncode == 0 and dump.read_text().split() == ["AMG_FAST_SPECTRAL_MIX=four"]
     assert "(the reference kernels: no switch adopted)" in reference.stdout
+
+
+def test_the_adopted_switches_step_is_timed_once_and_a_failure_drops_them(tmp_path):
+    """Two or more adopted variants: their step together is timed (and checked against float64) before the runs, in
+    the adopted modes, once on a machine for the same switches; a failure drops them (the runs take the code's
+    defaults) in this and later calls with the same switches. One variant, or too little time: not timed."""
+    work, dump = tmp_path / "work", tmp_path / "run_env.txt"
+    work.mkdir()
+    adopted = work / "adopted_switches.env"
+    adopted.write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\nspectral_fft AMG_FAST_SPECTRAL_TRANSFORM=fft\n")
+    both = ["AMG_FAST_FFN_METHOD=gemm", "AMG_FAST_SPECTRAL_TRANSFORM=fft"]
+    same_machine = {"CAMPAIGN_WORK": str(work), "CAMPAIGN_BUDGET_S": "120", "CAMPAIGN_TRUST_KERNELS": "1",
+                    "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu", "CAMPAIGN_ADOPT_MODES": "fp32",
+                    "PYTHON": str(stand_in_python(tmp_path, dump))}
+    timed = campaign(tmp_path, "timed", **same_machine)
+    assert timed.returncode == 0, timed.stdout[-3000:] + timed.stderr[-3000:]
+    assert "the adopted switches' step at S = 32 and 128 in fp32, with its profile" in timed.stdout, timed.stdout
+    *env, args = Path(f"{dump}.adopted").read_text().splitlines()
+    assert env == both and dump.read_text().split() == both  # timed with the switches the runs then take
+    assert args.split()[3:] == ["--budget-s", args.split()[4], "--parts", "triton,profile", "--sizes", "32,128",
+                                "--modes", "fp32", "--dry-run"], args
+    assert (tmp_path / "timed" / "results" / "bench-adopted" / "summary.json").is_file()
+    Path(f"{dump}.adopted").unlink()
+    again = campaign(tmp_path, "again", **same_machine)  # the same switches on this machine: not timed again
+    assert again.returncode == 0 and "adopted switches' step" not in again.stdout, again.stdout[-3000:]
+    assert not Path(f"{dump}.adopted").exists() and dump.read_text().split() == both
+    short = campaign(tmp_path, "short", **{**same_machine, "CAMPAIGN_T_ADOPTED": "10",
+                                            "CAMPAIGN_WORK": str(copy_work(work, tmp_path / "work2"))})
+    assert "the adopted switches' step not timed: CAMPAIGN_T_ADOPTED=10 is under 30 s" in short.stdout, short.stdout
+    assert dump.read_text().split() == both
+    assert (tmp_path / "timed" / "results" / "bench-adopted" / "adopted_switches.env").read_text() == \
+        adopted.read_text()  # what it timed, beside the summary
+    adopted.write_text(adopted.read_text() + "s4d_fma AMG_FAST_S4D_FMA=1\n")  # other switches: timed, and fail
+    failing = {**same_machine, "PYTHON": str(stand_in_python(tmp_path, dump, adopted_exit=1))}
+    failed = campaign(tmp_path, "failed", **failing)
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    note = "the adopted switches are dropped, the runs take the code's defaults: their step failed (exit 1"
+    assert note in failed.stdout and dump.read_text().split() == [], failed.stdout[-3000:]
+    assert "dropped, the runs take the code's defaults" in (tmp_path / "failed" / "results" / "phases.md").read_text()
+    Path(f"{dump}.adopted").unlink()
+    later = campaign(tmp_path, "later", **failing)  # a later call on this machine: dropped again, not timed again
+    assert f"their step failed in an earlier call on this machine ({work}/adopted_step_failed.env)" in later.stdout
+    assert dump.read_text().split() == [] and not Path(f"{dump}.adopted").exists()
+    assert (tmp_path / "failed" / "results" / "bench-adopted" / "adopted_switches_failed.env").is_file()
+    adopted.write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\n")  # one variant: the bench timed its step
+    single = campaign(tmp_path, "single", **failing)
+    assert "adopted switches' step" not in single.stdout and dump.read_text().split() == both[:1]
+
+
+def copy_work(work: Path, dest: Path) -> Path:
+    """A fresh machine's CAMPAIGN_WORK with the same adopted switches (and nothing timed)."""
+    dest.mkdir()
+    shutil.copy(work / "adopted_switches.env", dest)
+    return dest
 
 
 @pytest.mark.parametrize("run_exit, passed", [(3, True), (4, True), (1, False)], ids=["left", "diverged", "failed"])
