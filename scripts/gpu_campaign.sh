@@ -39,9 +39,10 @@
 #            kernel switches the latest bench on this machine adopted (unless CAMPAIGN_ADOPT=0; a variant whole or
 #            not at all: not when one of its switches is set already); when they are two or more variants, their
 #            step together is timed first (bench/gpu_summary.py --parts triton,profile at S = 32 and 128 in the
-#            adopted modes -> RESULTS_DIR/bench-adopted/, within CAMPAIGN_T_ADOPTED; not again for the same
-#            switches on this machine): the bench timed each alone, the runs train with all of them, which a
-#            failure there (a check against float64 missed, a part failed) drops in this and later calls here
+#            adopted modes -> RESULTS_DIR/bench-adopted/, its budget CAMPAIGN_T_ADOPTED; not again on this machine
+#            once complete for the same sources, modes and switches): the bench timed each alone, the runs train
+#            with all of them, which a failure there (a step's float64 check missed, a step failed, no summary)
+#            drops in this and later calls here (parts skipped or a profile failed: they stay, timed again later)
 # After every phase RESULTS_DIR (no checkpoints, rollouts or data) is packed into
 # $CAMPAIGN_EXPORT/campaign.tgz, with campaign.log beside it.
 #
@@ -56,8 +57,8 @@
 #                       for each of the three probes)
 #   CAMPAIGN_T_RETESTS  cap in seconds for the winning variants' unrun tests after the bench (default 45; under 15,
 #                       or under 15 s of the budget left: not started, those variants not adopted)
-#   CAMPAIGN_T_ADOPTED  cap in seconds for timing the adopted switches' step before the runs (default 45; under 30,
-#                       or under 30 s of the budget left: not timed)
+#   CAMPAIGN_T_ADOPTED  gpu_summary.py's budget for the adopted switches' step before the runs (default 45; its
+#                       imports and a 15-s grace come on top; under 30, or under 30 s of the budget left: not timed)
 #   CAMPAIGN_SWEEPS     sweeps in priority order, words NAME:EXPERIMENT:PRESET:SEEDS[:KEY=VALUE,...]
 #                       (SEEDS comma-separated; the KEY=VALUE pairs go to --set); default
 #                       "precision:precision:quick:0,1,2 headline:headline:paper:0,1,2" (issue 19's nRMSE per
@@ -378,16 +379,38 @@ adopt_switches() {  # export the switches the latest bench on this machine adopt
 }
 
 ADOPTED_MIN_S=30  # fewer seconds left: the adopted switches' step is not timed (its first cell: ~25 s by the prior)
+adopted_step_key() {  # adopted_step_key MODES: what a timing of the adopted switches' step holds for
+    local digest; digest=$("$PY" bench/cuda_verdict.py digest 2>/dev/null) || digest=unknown
+    printf 'sources %s; modes %s; switches %s\n' "$digest" "$1" "$(printf '%s\n' "${ADOPTED_PAIRS[@]}" | sort | xargs)"
+}
+adopted_step_outcome() {  # adopted_step_outcome SUMMARY_JSON: "failed WHY", "partial WHY" or "complete"
+    "$PY" - "$1" << 'EOF'
+import json, sys
+try:
+    summary = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as err:
+    sys.exit(print(f"failed no summary ({err})"))
+missed = [f"{c.get('what')} missed its float64 check" for c in summary.get("checks", []) if not c.get("ok")]
+broken = [f"{e.get('part')} failed" for e in summary.get("errors", []) if str(e.get("part")).startswith("triton_graph")]
+skipped, errors = summary.get("skipped", []), summary.get("errors", [])
+if missed or broken:
+    print("failed " + "; ".join(missed + broken))
+elif skipped or errors:
+    print(f"partial {len(skipped)} parts skipped, {len(errors)} failed (none of them a step)")
+else:
+    print("complete")
+EOF
+}
 time_adopted_step() {  # the graphed Triton step with all the adopted switches at once, before the runs train with it
-    local timed=$WORK/adopted_step_timed.env failed=$WORK/adopted_step_failed.env limit rc=0
+    local timed=$WORK/adopted_step_timed.key failed=$WORK/adopted_step_failed.key limit rc=0 key outcome
     local modes=${ADOPT_MODES:-fp32,tf32,bf16} log=$RESULTS/logs/bench_adopted.log out=$RESULTS/bench-adopted
     (( ADOPTED_VARIANTS > 1 )) || return 0  # one variant's step the bench timed itself
-    # the same switches timed in an earlier call on this machine (the same sources: a committed session's record may
-    # be of other sources, and a fresh machine times them again)
-    if [[ -f $failed ]] && cmp -s "$failed" "$ADOPTED"; then
+    # a timing holds for these sources, modes and switches (an earlier call on this machine may have had others)
+    key=$(adopted_step_key "$modes")
+    if [[ -f $failed && $(< "$failed") == "$key" ]]; then
         drop_adopted "their step failed in an earlier call on this machine ($failed)"; return 0
     fi
-    [[ -f $timed ]] && cmp -s "$timed" "$ADOPTED" && return 0
+    [[ -f $timed && $(< "$timed") == "$key" ]] && return 0
     limit=$(cap "$T_ADOPTED")
     if (( T_ADOPTED < ADOPTED_MIN_S )); then
         echo "the adopted switches' step not timed: CAMPAIGN_T_ADOPTED=$T_ADOPTED is under $ADOPTED_MIN_S s"; return 0
@@ -401,12 +424,13 @@ time_adopted_step() {  # the graphed Triton step with all the adopted switches a
         --budget-s "$limit" --parts triton,profile --sizes 32,128 --modes "$modes" "${BENCH_FLAGS[@]}" > "$log" 2>&1 \
         || rc=$?
     tail -n 3 "$log"
-    mkdir -p "$out"  # the switches it timed beside the summary (which records them too: kernel_switches)
-    case $rc in
-        0) cp "$ADOPTED" "$timed"; cp "$ADOPTED" "$out/adopted_switches.env" ;;
-        124|130|137) echo "the adopted switches' step: stopped at its limit, kept what it measured" ;;
-        *) cp "$ADOPTED" "$failed"; cp "$ADOPTED" "$out/adopted_switches_failed.env"
-           drop_adopted "their step failed (exit $rc: a check missed or a part failed, $log)"; return 1 ;;
+    outcome=$(adopted_step_outcome "$out/summary.json")
+    mkdir -p "$out" && echo "$key" > "$out/adopted_step.key"  # what it timed, beside the summary
+    case $outcome in
+        complete) echo "$key" > "$timed" ;;
+        partial*) echo "the adopted switches' step (exit $rc): ${outcome#partial }; the switches stay, and a later" \
+                       "call on this machine times them again" ;;
+        *) echo "$key" > "$failed"; drop_adopted "their step failed (exit $rc: ${outcome#failed }; $log)"; return 1 ;;
     esac
 }
 drop_adopted() {  # drop_adopted WHY: this call's runs take the code's defaults, not the adopted switches

@@ -221,23 +221,25 @@ def test_a_fresh_machine_takes_the_verdict_committed_on_these_kernel_sources(tmp
 
 
 def stand_in_python(tmp_path: Path, dump: Path, summary=None, run_exit: int = 3, probe_s: int = 0,
-                    adopted_exit: int = 0) -> Path:
+                    adopted_exit: int = 0, adopted_summary: dict | None = None) -> Path:
     """An interpreter for the campaign that records reproduce.py run's AMG_FAST_FFN_* / _SPECTRAL_* environment in
     dump and exits run_exit (3: runs left) instead of training; times the adopted switches' step (gpu_summary.py
-    --out .../bench-adopted) as recording its environment and arguments in dump.adopted, writing an empty summary
-    and exiting adopted_exit; with a summary writes it as gpu_summary.py's output instead of benchmarking (and its
+    --out .../bench-adopted) as recording its environment and arguments in dump.adopted, writing adopted_summary
+    (default: nothing skipped, failed or missed) and exiting adopted_exit; with a summary writes it as
+    gpu_summary.py's output instead of benchmarking (and its
     warm-up as nothing), and runs a bench/probe_*.py as probe_s seconds of sleep; everything else runs in this
     python."""
     canned = tmp_path / "canned_summary.json"
     if summary is not None:
         canned.write_text(json.dumps(summary))
     python = tmp_path / "python"
-    adopted = f"{dump}.adopted"
+    adopted, adopted_json = f"{dump}.adopted", tmp_path / "adopted_summary.json"
+    adopted_json.write_text(json.dumps(adopted_summary or {"checks": [], "errors": [], "skipped": []}))
     python.write_text(f"""#!/usr/bin/env bash
 if [[ $1 == scripts/reproduce.py && $2 == run ]]; then env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort > {dump}; exit {run_exit}; fi
 if [[ $1 == bench/gpu_summary.py && $2 == --out && $3 == */bench-adopted ]]; then
     {{ env | grep -E '^AMG_FAST_(FFN|SPECTRAL)_' | sort; echo "$@"; }} > {adopted}
-    mkdir -p "$3" && echo '{{}}' > "$3/summary.json"; echo "timed (stand-in)"; exit {adopted_exit}
+    mkdir -p "$3" && cp {adopted_json} "$3/summary.json"; echo "timed (stand-in)"; exit {adopted_exit}
 fi
 if [[ $1 == bench/gpu_summary.py && $2 == --out && -f {canned} ]]; then mkdir -p "$3" && cp {canned} "$3/summary.json"; exit 0; fi
 if [[ $1 == bench/gpu_summary.py && $2 == --warm-up && -f {canned} ]]; then echo "warm-up (stand-in)"; exit 0; fi
@@ -274,48 +276,62 @@ def test_the_runs_take_the_switches_the_bench_adopted_on_this_machine(tmp_path):
 
 def test_the_adopted_switches_step_is_timed_once_and_a_failure_drops_them(tmp_path):
     """Two or more adopted variants: their step together is timed (and checked against float64) before the runs, in
-    the adopted modes, once on a machine for the same switches; a failure drops them (the runs take the code's
-    defaults) in this and later calls with the same switches. One variant, or too little time: not timed."""
+    the adopted modes, and not again on the machine once complete for the same sources, modes and switches; skipped
+    parts or a failed profile keep the switches (timed again later); a step's missed check or failure, also behind a
+    timeout, drops them (the runs take the code's defaults) in this and later calls. One variant, or too little
+    time: not timed."""
     work, dump = tmp_path / "work", tmp_path / "run_env.txt"
     work.mkdir()
     adopted = work / "adopted_switches.env"
     adopted.write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\nspectral_fft AMG_FAST_SPECTRAL_TRANSFORM=fft\n")
     both = ["AMG_FAST_FFN_METHOD=gemm", "AMG_FAST_SPECTRAL_TRANSFORM=fft"]
+    timed_note = "the adopted switches' step at S = 32 and 128 in fp32, with its profile"
     same_machine = {"CAMPAIGN_WORK": str(work), "CAMPAIGN_BUDGET_S": "120", "CAMPAIGN_TRUST_KERNELS": "1",
-                    "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu", "CAMPAIGN_ADOPT_MODES": "fp32",
-                    "PYTHON": str(stand_in_python(tmp_path, dump))}
-    timed = campaign(tmp_path, "timed", **same_machine)
-    assert timed.returncode == 0, timed.stdout[-3000:] + timed.stderr[-3000:]
-    assert "the adopted switches' step at S = 32 and 128 in fp32, with its profile" in timed.stdout, timed.stdout
-    *env, args = Path(f"{dump}.adopted").read_text().splitlines()
-    assert env == both and dump.read_text().split() == both  # timed with the switches the runs then take
+                    "CAMPAIGN_RUN_FLAGS": "--fast-kernels --device cpu", "CAMPAIGN_ADOPT_MODES": "fp32"}
+
+    def call(name, modes="fp32", timed=True, kept=True, rc=0, **stand_in):
+        times = Path(f"{dump}.adopted")
+        times.unlink(missing_ok=True)
+        result = campaign(tmp_path, name, **{**same_machine, "CAMPAIGN_ADOPT_MODES": modes},
+                          PYTHON=str(stand_in_python(tmp_path, dump, **stand_in)))
+        assert result.returncode == rc, result.stdout[-3000:] + result.stderr[-3000:]
+        assert times.exists() == timed and (timed_note.replace("fp32", modes.replace(",", " ")) in result.stdout) \
+            == timed, result.stdout[-3000:]
+        assert dump.read_text().split() == (both if kept else []), result.stdout[-3000:]  # what the runs take
+        return result, times.read_text().splitlines() if timed else None
+
+    _, (*env, args) = call("timed")
+    assert env == both  # timed with the switches the runs then take, the summary and its key beside the summary
     assert args.split()[3:] == ["--budget-s", args.split()[4], "--parts", "triton,profile", "--sizes", "32,128",
                                 "--modes", "fp32", "--dry-run"], args
-    assert (tmp_path / "timed" / "results" / "bench-adopted" / "summary.json").is_file()
-    Path(f"{dump}.adopted").unlink()
-    again = campaign(tmp_path, "again", **same_machine)  # the same switches on this machine: not timed again
-    assert again.returncode == 0 and "adopted switches' step" not in again.stdout, again.stdout[-3000:]
-    assert not Path(f"{dump}.adopted").exists() and dump.read_text().split() == both
+    key = (tmp_path / "timed" / "results" / "bench-adopted" / "adopted_step.key").read_text()
+    assert key.startswith("sources ") and key.rstrip().endswith(f"; modes fp32; switches {' '.join(both)}"), key
+    call("again", timed=False)  # complete for these sources, modes and switches: not timed again
+    call("modes", modes="fp32,tf32")  # other modes: timed
     short = campaign(tmp_path, "short", **{**same_machine, "CAMPAIGN_T_ADOPTED": "10",
-                                            "CAMPAIGN_WORK": str(copy_work(work, tmp_path / "work2"))})
+                                            "CAMPAIGN_WORK": str(copy_work(work, tmp_path / "work2"))},
+                     PYTHON=str(stand_in_python(tmp_path, dump)))
     assert "the adopted switches' step not timed: CAMPAIGN_T_ADOPTED=10 is under 30 s" in short.stdout, short.stdout
     assert dump.read_text().split() == both
-    assert (tmp_path / "timed" / "results" / "bench-adopted" / "adopted_switches.env").read_text() == \
-        adopted.read_text()  # what it timed, beside the summary
-    adopted.write_text(adopted.read_text() + "s4d_fma AMG_FAST_S4D_FMA=1\n")  # other switches: timed, and fail
-    failing = {**same_machine, "PYTHON": str(stand_in_python(tmp_path, dump, adopted_exit=1))}
-    failed = campaign(tmp_path, "failed", **failing)
-    assert failed.returncode == 1, failed.stdout[-3000:]
-    note = "the adopted switches are dropped, the runs take the code's defaults: their step failed (exit 1"
-    assert note in failed.stdout and dump.read_text().split() == [], failed.stdout[-3000:]
+    adopted.write_text(adopted.read_text() + "s4d_fma AMG_FAST_S4D_FMA=1\n")  # other switches
+    skipped = {"checks": [{"what": "train_step fp32 triton_graph S=32", "ok": True}],
+               "errors": [{"part": "profile fp32", "message": "CUPTI"}],
+               "skipped": [{"part": "triton_graph fp32 S=128", "reason": "budget"}]}
+    partial, _ = call("partial", adopted_exit=1, adopted_summary=skipped)  # kept, and timed again by a later call
+    assert "(exit 1): 1 parts skipped, 1 failed (none of them a step); the switches stay" in partial.stdout
+    missed = {**skipped, "checks": [{"what": "train_step fp32 triton_graph S=32", "ok": False}]}
+    failed, _ = call("failed", kept=False, rc=1, adopted_exit=124, adopted_summary=missed)  # behind a timeout too
+    note = ("the adopted switches are dropped, the runs take the code's defaults: their step failed (exit 124: "
+            "train_step fp32 triton_graph S=32 missed its float64 check;")
+    assert note in failed.stdout, failed.stdout[-3000:]
     assert "dropped, the runs take the code's defaults" in (tmp_path / "failed" / "results" / "phases.md").read_text()
-    Path(f"{dump}.adopted").unlink()
-    later = campaign(tmp_path, "later", **failing)  # a later call on this machine: dropped again, not timed again
-    assert f"their step failed in an earlier call on this machine ({work}/adopted_step_failed.env)" in later.stdout
-    assert dump.read_text().split() == [] and not Path(f"{dump}.adopted").exists()
-    assert (tmp_path / "failed" / "results" / "bench-adopted" / "adopted_switches_failed.env").is_file()
-    adopted.write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\n")  # one variant: the bench timed its step
-    single = campaign(tmp_path, "single", **failing)
+    later, _ = call("later", timed=False, kept=False)  # a later call on this machine: dropped, not timed again
+    assert f"their step failed in an earlier call on this machine ({work}/adopted_step_failed.key)" in later.stdout
+    crashed = {"checks": [], "errors": [{"part": "triton_graph fp32 S=32", "message": "illegal memory access"}],
+               "skipped": []}
+    call("crashed", modes="fp32,bf16", kept=False, rc=1, adopted_exit=1, adopted_summary=crashed)
+    adopted.write_text("ffn_gemm AMG_FAST_FFN_METHOD=gemm\n")  # one variant: the bench timed its step alone
+    single = campaign(tmp_path, "single", **same_machine, PYTHON=str(stand_in_python(tmp_path, dump)))
     assert "adopted switches' step" not in single.stdout and dump.read_text().split() == both[:1]
 
 

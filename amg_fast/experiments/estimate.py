@@ -191,8 +191,9 @@ def data_work(data: dict, device: str) -> float:
 class Estimator:
     """Seconds a run will take on `machine` (machine_of), from the finished runs of `run_dirs` that
     ran there and are of the same kind, else from those of its kind at another resolution (scaled,
-    see _scaled), else DEFAULT_SECONDS_PER_EPOCH; plus generating its data set when it is missing
-    (data_seconds); observe() adds a run that finished meanwhile."""
+    see _scaled), else at most those of a costlier model (COSTLIER_MODELS, _bounded), else
+    DEFAULT_SECONDS_PER_EPOCH; plus generating its data set when it is missing (data_seconds);
+    observe() adds a run that finished meanwhile."""
 
     def __init__(self, machine: dict, preset: str, run_dirs=()):
         self.machine, self.preset = machine, preset
@@ -294,7 +295,8 @@ class Estimator:
         """(seconds, source) of a run without its data set: start-up (the longest measured here --
         imports, kernels compiled, graph capture, the final evaluation -- else STARTUP_SECONDS) plus
         seconds per epoch x the epochs left (a partial run resumes after epochs_done of them), plus
-        seconds per checkpoint x the checkpoints left (at the run's --checkpoint-every) where measured."""
+        seconds per checkpoint x the checkpoints left (at the run's --checkpoint-every) where measured; the
+        seconds per epoch and checkpoint as the class docstring says (measured, scaled, bounded, default)."""
         startup = max(self.startups) if self.startups else STARTUP_SECONDS[self.machine["device"]]
         found = self._per_epoch(config) or self._bounded(config)
         if found:

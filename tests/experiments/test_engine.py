@@ -601,16 +601,23 @@ def test_a_model_not_measured_here_is_bounded_by_a_costlier_one(trained):
                                                              "its kind")
     ffno = json.loads((trained / "runs" / FFNO / "job.json").read_text())["config"]
     assert here.seconds(ffno)[1] == "measured here on 1 finished run of its kind"  # its own measure first
-    # the smallest bound: FFNO unmeasured, S4FFNO faster than AMGFNO; a bound scaled from another resolution
-    here.per_epoch = {kind_of(amgfno): [3.0], kind_of(s4ffno): [2.0]}
-    here.per_checkpoint, here.startups = {kind_of(s4ffno): [0.5]}, [5.0]
+    # the smallest bound, not the first listed: FFNO unmeasured, AMGFNO (listed last) measured faster than S4FFNO;
+    # a bound scaled from another resolution
+    here.per_epoch = {kind_of(amgfno): [2.0], kind_of(s4ffno): [3.0]}
+    here.per_checkpoint, here.startups = {kind_of(amgfno): [0.5]}, [5.0]
     unmeasured = {**amgfno, "model": "ffno"}
     epochs, written = unmeasured["epochs"], checkpoints(unmeasured)
+    assert COSTLIER_MODELS["ffno"][-1] == "amgfno"
     assert here.seconds(unmeasured) == (5.0 + 2.0 * epochs + 0.5 * written,
-                                        "at most s4ffno's: measured here on 1 finished run of its kind")
-    finer = {**unmeasured, "res": 4 * unmeasured["res"]}
-    assert here.seconds(finer) == (5.0 + 4 * 2.0 * epochs + 4 * 0.5 * written, "at most s4ffno's: scaled from 1 "
-                                   f"finished run of its kind at f = {unmeasured['res']} here")
+                                        "at most amgfno's: measured here on 1 finished run of its kind")
+    res = unmeasured["res"]
+    finer = {**unmeasured, "res": 4 * res}
+    assert here.seconds(finer) == (5.0 + 4 * 2.0 * epochs + 4 * 0.5 * written,
+                                   f"at most amgfno's: scaled from 1 finished run of its kind at f = {res} here")
+    # its own kind scaled from another resolution comes before a costlier model's exact measure
+    here.per_epoch[kind_of(finer)] = [9.0]
+    assert here.seconds(unmeasured) == (5.0 + 9.0 * 0.5 * epochs,
+                                        f"scaled from 1 finished run of its kind at f = {4 * res} here")
     # a costlier model is never bounded by a cheaper one, nor any other model; nor across settings
     assert here.seconds({**amgfno, "model": "amgfno", "width": 2 * amgfno["width"]})[1].startswith("default")
     here.per_epoch = {kind_of(unmeasured): [1.0]}
