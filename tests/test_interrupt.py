@@ -1,6 +1,7 @@
 """Ctrl-C in every command-line tool (scripts/*.py, the same mains as the amg-fast-* console
 scripts): SIGINT while it works ends it with exit status 130 and one line saying what was kept and
 how to continue, no traceback, and nothing half-written."""
+import contextlib
 import os
 import re
 import shlex
@@ -29,8 +30,10 @@ class Running:
     """A script in a subprocess, its stdout and stderr collected as they come (tqdm's bar has no newline)."""
 
     def __init__(self, script, *args, cwd=None):
+        # its own process group, so that a failed test kills the workers a tool started too (a reproduce.py
+        # driver killed at the deadline left its worker training 100000 epochs on one of CI's two cores)
         self.proc = subprocess.Popen([sys.executable, str(SCRIPTS / script), *map(str, args)], cwd=cwd,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
         self.out = {"stdout": b"", "stderr": b""}
         self.readers = [threading.Thread(target=self._read, args=(name,), daemon=True) for name in self.out]
         for reader in self.readers:
@@ -56,9 +59,9 @@ class Running:
             self.proc.send_signal(signal.SIGINT)
             code = self.proc.wait(timeout=WAIT_S)
         finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
+            with contextlib.suppress(ProcessLookupError):  # the group is gone once its last process has exited
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
         for reader in self.readers:
             reader.join(timeout=10)
         return code, self.text(), self.text("stderr")
