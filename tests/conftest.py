@@ -17,9 +17,9 @@ import torch  # noqa: E402
 
 # The Ctrl-C tests (tests/test_interrupt.py; the campaign's and the benches' time limits) signal processes they
 # start, and a child inherits an ignored SIGINT, which the tools keep ignored on purpose (amg_fast._entry). A suite
-# started in the background by a script (`pytest ... &` without job control: SIGINT and SIGQUIT ignored) failed
-# 10 of them after minutes of waiting. With Python's handler here (as in a foreground run, in the controller and
-# in each xdist worker) every child starts with SIGINT's default action.
+# started in the background by a script (`pytest ... &` without job control: SIGINT and SIGQUIT ignored) had failed
+# 13 tests, each after minutes of waiting, when it was stopped. With Python's handler here (as in a foreground run;
+# in the controller and in each xdist worker) every child starts with SIGINT's default action.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
