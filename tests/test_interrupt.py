@@ -1,7 +1,6 @@
 """Ctrl-C in every command-line tool (scripts/*.py, the same mains as the amg-fast-* console
 scripts): SIGINT while it works ends it with exit status 130 and one line saying what was kept and
 how to continue, no traceback, and nothing half-written."""
-import contextlib
 import os
 import re
 import shlex
@@ -31,7 +30,7 @@ class Running:
 
     def __init__(self, script, *args, cwd=None):
         # its own process group, so that a failed test kills the workers a tool started too (a reproduce.py
-        # driver killed at the deadline left its worker training 100000 epochs on one of CI's two cores)
+        # driver killed at the deadline left its worker training 100000 epochs on one of the two cores)
         self.proc = subprocess.Popen([sys.executable, str(SCRIPTS / script), *map(str, args)], cwd=cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
         self.out = {"stdout": b"", "stderr": b""}
@@ -58,13 +57,22 @@ class Running:
                 time.sleep(0.02)
             self.proc.send_signal(signal.SIGINT)
             code = self.proc.wait(timeout=WAIT_S)
-        finally:
-            with contextlib.suppress(ProcessLookupError):  # the group is gone once its last process has exited
-                os.killpg(self.proc.pid, signal.SIGKILL)
+        finally:  # the tool and its workers where the test failed; else what the tool left running
+            left_running = kill_group(self.proc.pid)
             self.proc.wait()
         for reader in self.readers:
             reader.join(timeout=10)
+        assert not left_running, f"the tool exited and left processes of its own running (killed now):\n{self.text()}"
         return code, self.text(), self.text("stderr")
+
+
+def kill_group(group: int) -> bool:
+    """SIGKILL to every process of the process group; False when none was left."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def the_line(code: int, stdout: str, stderr: str) -> str:
