@@ -390,9 +390,9 @@ try:
     summary = json.load(open(sys.argv[1]))
 except (OSError, ValueError) as err:
     sys.exit(print(f"failed no summary ({err})"))
-missed = [f"{c.get('what')} missed its float64 check" for c in summary.get("checks", []) if not c.get("ok")]
-broken = [f"{e.get('part')} failed" for e in summary.get("errors", []) if str(e.get("part")).startswith("triton_graph")]
 skipped, errors = summary.get("skipped", []), summary.get("errors", [])
+missed = [f"{c.get('what')} missed its float64 check" for c in summary.get("checks", []) if not c.get("ok")]
+broken = [f"{e.get('part')} failed" for e in errors if str(e.get("part")).startswith("triton_graph")]
 if missed or broken:
     print("failed " + "; ".join(missed + broken))
 elif skipped or errors:
