@@ -303,7 +303,7 @@ def ffn_tile_cases(quick: bool):
     def run(mode, config):
         with _policy_entry(k.LAUNCH_POLICY["cuda"], "x3" if mode == "fp32" else "default", config):
             x, w1, b1, w2, b2 = _t(102400, 128), _t(512, 128), _t(512), _t(128, 512), _t(128)
-            y, h, _, w_planes = k.feed_forward_gemm_fwd(x, w1, b1, w2, b2, x)
+            y, h, w_planes = k.feed_forward_gemm_fwd(x, w1, b1, w2, b2, x)
             k.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, "cublas", w_planes)
 
     sweep = _sweep_module()
@@ -348,9 +348,8 @@ def spectral_tile_cases(quick: bool):
 def ffn_cases(quick: bool):
     """The row GEMMs of the feed-forward's method="gemm" (kernels/ffn_gemm.py, fp32 mode with the weights'
     TF32 planes) at x [B*T*S, 128], F = 512, forward and backward with the residual, one program a tile and as
-    persistent programs (AMG_FAST_FFN_PERSISTENT=1), in fp32 mode also with the weight gradients of the planes
-    kernel (AMG_FAST_FFN_WGRAD_PLANES=1: the row GEMMs writing x^T's and dy^T's planes) and with an fp64 residual
-    against fp32 x (dy in fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512], or its
+    persistent programs (AMG_FAST_FFN_PERSISTENT=1), in fp32 mode also with an fp64 residual against fp32 x (dy in
+    fp64); the epilogue path's ReLU backward (kernels/relu_grad.py) at [B*T*S, 512], or its
     dh as one row GEMM (AMG_FAST_FFN_DH=triton: masked_hidden_grad); in bf16
     mode the weights' casts (kernels/_tf32.cast_weights: fp32 -> bf16 forward, bf16 -> fp32 gradients); in fp32 mode
     the S4D memory readout's Linear H -> 2H as row GEMMs (AMG_FAST_READOUT_GEMM=1: linear_split_fwd, _dx)."""
@@ -363,12 +362,9 @@ def ffn_cases(quick: bool):
         H, F = x.shape[-1], 4 * x.shape[-1]
         w1, b1, w2, b2 = (_t(*shape, dtype=x.dtype) for shape in ((F, H), (F,), (H, F), (H,)))
         res = _t(*x.shape, dtype=res_dtype or (torch.float64 if x.dtype == torch.float64 else torch.float32))
-        y, h, _, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
+        y, h, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res)
         for wgrad in ("triton", "cublas"):  # Triton's split-K kernel or cuBLAS (db1 in dh's epilogue)
             ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), x, h, w1, w2, True, wgrad, w_planes)
-        if ffn_gemm._splits(x.dtype):  # fp32 mode: the planes kernel, the row GEMMs writing x^T's and dy^T's planes
-            y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, res, True)
-            ffn_gemm.feed_forward_gemm_bwd(torch.empty_like(y), xt, h, w1, w2, True, "planes", w_planes)
 
     def run_dh(dy, h):  # the epilogue path's dh with AMG_FAST_FFN_DH=triton: one row GEMM, mask and sums
         H, F = dy.shape[-1], h.shape[-1]

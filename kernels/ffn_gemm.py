@@ -30,7 +30,9 @@ its K); the backward's W is not, and triton 3.6 then loads it 4 bytes at a time;
 backward reads W1^T and W2^T row-major (one launch; in fp32 mode their TF32 planes, split by the forward's
 launch with W1's and W2's and kept), and every dot operand is K-major: bench/compile_sm90.py --ops ffn
 --quick shows 16-byte cp.async only. The weight
-gradients' operands dh, x, dy, h cannot be (the reduction runs over their rows), hence cuBLAS for them.
+gradients' operands dh, x, dy, h cannot be (the reduction runs over their rows), hence cuBLAS for them. (Their
+3xTF32 kernel on K-major TF32 planes of x^T and dy^T, which the row GEMMs wrote as they read x and dy, was removed
+after the H200's session of 2026-11-30: its fp32 step 0.87x the default's, and its dW1 wrong on the GPU.)
 The H200's step with method="gemm" (2026-11-29, before the transposed weights and cuBLAS weight gradients)
 was 0.97x / 0.66x / 0.98x the epilogue's in fp32 / TF32 / bf16 at S = 128.
 """
@@ -42,13 +44,12 @@ import triton.language as tl
 
 from amg_fast.kernels._common import (acc_dtype, cdiv, dot_operand, dot_precision, for_device, new_output,
                                      next_pow2, wrap_triton)
-from amg_fast.kernels._tf32 import split_dot, split_tf32, store_split, transposed_weights
+from amg_fast.kernels._tf32 import split_dot, split_tf32, transposed_weights
 from amg_fast.kernels.gate_fusion import weight_grads
-from amg_fast.kernels.limits import ffn_persistent, ffn_wgrad_planes
+from amg_fast.kernels.limits import ffn_persistent
 
 __all__ = ["split_tf32", "row_gemm", "feed_forward_gemm_fwd", "feed_forward_gemm_bwd", "gemm_weight_grads",
-           "planes_weight_grads", "wgrad_planes", "masked_hidden_grad", "linear_split_fwd", "linear_split_dx",
-           "WGRAD_PLANES_POLICY", "LAUNCH_POLICY"]
+           "masked_hidden_grad", "linear_split_fwd", "linear_split_dx", "LAUNCH_POLICY"]
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -77,18 +78,16 @@ def _plus_residual(acc, res):
 
 @triton.jit
 def _row_gemm_tile(
-    tile, a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, at_ptr, M, N, K, stride_bk, stride_bn,
-    lo_offset, BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr,
-    SPLIT: tl.constexpr, COLUMN_SUMS: tl.constexpr, INPUT_SUMS: tl.constexpr, A_PLANES: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    tile, a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, M, N, K, stride_bk, stride_bn, lo_offset,
+    BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr, SPLIT: tl.constexpr,
+    COLUMN_SUMS: tl.constexpr, INPUT_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     """Tile number `tile` of C: [BLOCK_M, BLOCK_N] (the N tiles of a row block adjacent in tile order, so the A
     rows they share come from L2), and with COLUMN_SUMS its rows' sum per column (before the residual, in the
     accumulation dtype) at sums' columns [0, N); with INPUT_SUMS the first tile of each row block also sums its
-    A tiles' rows (as cast, in the accumulation dtype) into the K columns after those; with A_PLANES it writes
-    those A tiles' TF32 planes transposed, hi at at_ptr [K, M] and lo M K values further (A^T's K-major planes,
-    which the weight gradients read: _planes_wgrad_kernel). A is cast to B's dtype (an fp32 dy against bf16
-    weights)."""
+    A tiles' rows (as cast, in the accumulation dtype) into the K columns after those. A is cast to B's dtype
+    (an fp32 dy against bf16 weights)."""
     n_tiles = tl.cdiv(N, BLOCK_N)
     row_block = (tile // n_tiles).to(tl.int64)
     input_sums_ptr = sums_ptr + row_block * sums_width + (N if COLUMN_SUMS else 0)
@@ -104,10 +103,6 @@ def _row_gemm_tile(
         if INPUT_SUMS:  # A's rows past M are 0
             if tile % n_tiles == 0:
                 tl.store(input_sums_ptr + ks, tl.sum(a.to(acc_t), axis=0), mask=k_mask)
-        if A_PLANES:
-            if tile % n_tiles == 0:
-                at = at_ptr + ks[None, :].to(tl.int64) * M + rows[:, None]
-                store_split(at, at + M * K, a, row_mask[:, None] & k_mask[None, :])
         b = _tile(b_ptr, ks, k_mask, cols, col_mask, stride_bk, stride_bn)
         b_lo = _tile(b_ptr + lo_offset, ks, k_mask, cols, col_mask, stride_bk, stride_bn) if SPLIT else b
         acc = split_dot(a, b, b_lo, acc, SPLIT, DOT_PRECISION)  # 3xTF32 with SPLIT: B's planes from memory
@@ -130,11 +125,10 @@ def _row_gemm_tile(
 def _row_gemm_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr,   # A [M, K], C / aux [M, N] row-major; B [K, N] at b_ptr + k sbk + n sbn
     sums_ptr, sums_width,                      # [cdiv(M, BLOCK_M), sums_width] partial column sums: C's, then A's
-    at_ptr,                                    # A_PLANES: A^T's TF32 planes [2, K, M]
     M, N, K, stride_bk, stride_bn, lo_offset,  # SPLIT: B's TF32 hi plane at b_ptr, its lo plane lo_offset further
     BIAS: tl.constexpr, RELU: tl.constexpr, MASK: tl.constexpr, RESIDUAL: tl.constexpr, SPLIT: tl.constexpr,
-    COLUMN_SUMS: tl.constexpr, INPUT_SUMS: tl.constexpr, A_PLANES: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PERSISTENT: tl.constexpr,
+    COLUMN_SUMS: tl.constexpr, INPUT_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PERSISTENT: tl.constexpr,
 ):
     """C's tiles (_row_gemm_tile): one a program, or with PERSISTENT tiles pid, pid + grid, ... of a fixed grid,
     the loop nest flattened (tl.range flatten) so that the pipeliner can load the next tile's first A and B
@@ -142,66 +136,13 @@ def _row_gemm_kernel(
     if PERSISTENT:
         n_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
         for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
-            _row_gemm_tile(tile, a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, at_ptr, M, N, K,
-                           stride_bk, stride_bn, lo_offset, BIAS, RELU, MASK, RESIDUAL, SPLIT, COLUMN_SUMS, INPUT_SUMS,
-                           A_PLANES, DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)
+            _row_gemm_tile(tile, a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, M, N, K, stride_bk,
+                           stride_bn, lo_offset, BIAS, RELU, MASK, RESIDUAL, SPLIT, COLUMN_SUMS, INPUT_SUMS,
+                           DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)
     else:  # the default: the code compiled and timed before the persistent form
-        _row_gemm_tile(tl.program_id(0), a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, at_ptr, M, N,
-                       K, stride_bk, stride_bn, lo_offset, BIAS, RELU, MASK, RESIDUAL, SPLIT, COLUMN_SUMS, INPUT_SUMS,
-                       A_PLANES, DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)
-
-
-@triton.jit
-def _planes_wgrad_kernel(
-    a1_ptr, bt1_ptr, a2_ptr, bt2_ptr,  # product p: A_p [R, M_p] row-major (fp32), B_p^T's TF32 planes [2, N_p, R]
-    part_ptr, part_stride,             # part[group]: product p's partial C_p = A_p^T B_p at off_p, strides (s_m, s_n)
-    R, M1, N1, M2, N2, off1, off2, s_m1, s_n1, s_m2, s_n2, tiles1, rows_per_group,
-    sa1, sb1, sa2, sb2,                # product p's column sums of A_p at sa_p, of B_p at sb_p (-1: none)
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):
-    """One [BLOCK_M, BLOCK_N] tile of C_p = A_p^T B_p summed over the rows [group * rows_per_group, +rows_per_group)
-    of R, 3xTF32: A's [BLOCK_K, BLOCK_M] tiles split in registers, B's planes read K-major (R contiguous), the
-    operand layout a TF32 wgmma takes from shared memory (row-major B would not be). Grid (tiles1 + tiles of
-    product 2, groups): a group's tiles launch next to each other, so the rows they share come from L2. The first
-    tile of each tile row (column) also sums its A (B) tiles over the group's rows, at part offset sa_p (sb_p) when
-    that is >= 0: a bias gradient from the operand the product reads anyway (B's planes summed as hi + lo, exactly
-    B). One compiled kernel either way (the sums are runtime branches: the feed-forward always takes them)."""
-    pid, group = tl.program_id(0), tl.program_id(1)
-    second = pid >= tiles1
-    a_ptr, bt_ptr = tl.where(second, a2_ptr, a1_ptr), tl.where(second, bt2_ptr, bt1_ptr)
-    M, N = tl.where(second, M2, M1), tl.where(second, N2, N1)
-    off, s_m, s_n = tl.where(second, off2, off1), tl.where(second, s_m2, s_m1), tl.where(second, s_n2, s_n1)
-    tile = tl.where(second, pid - tiles1, pid)
-    n_tiles = tl.cdiv(N, BLOCK_N)
-    ms = (tile // n_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
-    ns = (tile % n_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
-    m_mask, n_mask = ms < M, ns < N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    sa, sb = tl.where(second, sa2, sa1), tl.where(second, sb2, sb1)
-    a_sums = (sa >= 0) & (tile % n_tiles == 0)   # this tile row's first tile sums A's columns
-    b_sums = (sb >= 0) & (tile // n_tiles == 0)  # this tile column's first tile sums B's
-    a_acc = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    b_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    first = group * rows_per_group
-    last = tl.minimum(first + rows_per_group, R)
-    lo = bt_ptr + N.to(tl.int64) * R
-    for r0 in range(first, last, BLOCK_K):
-        rs = (r0 + tl.arange(0, BLOCK_K)).to(tl.int64)
-        r_mask = rs < last
-        a = _tile(a_ptr, rs, r_mask, ms, m_mask, M, 1)                              # [BLOCK_K, BLOCK_M]
-        b_hi = _tile(bt_ptr, ns, n_mask, rs, r_mask, R, 1)                          # [BLOCK_N, BLOCK_K]
-        b_lo = _tile(lo, ns, n_mask, rs, r_mask, R, 1)
-        if a_sums:
-            a_acc += tl.sum(a, axis=0)
-        if b_sums:
-            b_acc += tl.sum(b_hi + b_lo, axis=1)
-        acc = split_dot(tl.trans(a), tl.trans(b_hi), tl.trans(b_lo), acc, True, "tf32")
-    part = part_ptr + group.to(tl.int64) * part_stride
-    tl.store(part + off + ms[:, None] * s_m + ns[None, :] * s_n, acc, mask=m_mask[:, None] & n_mask[None, :])
-    if a_sums:
-        tl.store(part + sa + ms, a_acc, mask=m_mask)
-    if b_sums:
-        tl.store(part + sb + ns, b_acc, mask=n_mask)
+        _row_gemm_tile(tl.program_id(0), a_ptr, b_ptr, c_ptr, bias_ptr, aux_ptr, sums_ptr, sums_width, M, N, K,
+                       stride_bk, stride_bn, lo_offset, BIAS, RELU, MASK, RESIDUAL, SPLIT, COLUMN_SUMS, INPUT_SUMS,
+                       DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -285,7 +226,7 @@ def _backward_operands(w1: torch.Tensor, w2: torch.Tensor, planes: torch.Tensor 
 
 def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, relu: bool = False, mask=None,
              residual=None, out_dtype: torch.dtype | None = None, column_sums: bool = False,
-             input_sums: bool = False, a_planes: torch.Tensor | None = None):
+             input_sums: bool = False):
     """C [M, N] = a [M, K] @ (w^T if transpose_w else w) (+ bias [N]) (ReLU) (0 where mask [M, N] <= 0)
     (+ residual [M, N]), in out_dtype (default a's). w: a 2-D weight ([N, K] transposed, else [K, N]), or its
     TF32 planes [2, *shape] (split_tf32): then three TF32 products per dot (a split in registers). a, mask
@@ -293,8 +234,7 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
     column sums before the residual in the accumulation dtype (per row tile in the kernel's epilogue, then
     one torch sum). input_sums: a's column sums [K] (as cast to w's dtype) as well, appended: (C, sums [N + K])
     with column_sums, else (C, sums [K]) (the feed-forward's db2 = dy's sums from the dh kernel, which reads dy
-    anyway). a_planes: an fp32 [2, K, M] buffer that the kernel fills with a^T's TF32 planes (hi, lo; store_split),
-    K-major operands of the weight gradients (planes_weight_grads)."""
+    anyway)."""
     split = w.dim() == 3
     rows, cols = w.shape[-2:]
     K, N = (cols, rows) if transpose_w else (rows, cols)
@@ -303,10 +243,6 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
         raise ValueError(f"row_gemm: a must be [M, {K}] for this weight, got {tuple(a.shape)}")
     if mask is not None and residual is not None:
         raise ValueError("row_gemm: mask and residual share one epilogue input; give one of them")
-    if a_planes is not None and (a_planes.shape != (2, K, M) or a_planes.dtype != torch.float32
-                                 or not a_planes.is_contiguous() or w.dtype != torch.float32):
-        raise ValueError(f"row_gemm: a_planes must be a contiguous float32 [2, {K}, {M}] buffer beside float32 "
-                         f"weights, got {a_planes.dtype} {tuple(a_planes.shape)} with {w.dtype} weights")
     c = new_output((M, N), dtype=out_dtype or a.dtype, device=a.device)
     tiles = _tiles(a.device, w.dtype, split, M, N, K)  # the dots' dtype is w's
     persistent, programs = ffn_persistent(tiles.pop("persistent", False)), tiles.pop("programs", 132)
@@ -319,32 +255,24 @@ def row_gemm(a: torch.Tensor, w: torch.Tensor, *, transpose_w: bool, bias=None, 
         aux = mask if mask is not None else residual
         wrap_triton(_row_gemm_kernel)[(min(n_tiles, programs) if persistent else n_tiles,)](
             a, w, c, c if bias is None else bias, c if aux is None else aux, c if sums is None else sums, sums_width,
-            c if a_planes is None else a_planes, M, N, K, *strides, rows * cols if split else 0, BIAS=bias is not None,
-            RELU=relu, MASK=mask is not None, RESIDUAL=residual is not None, SPLIT=split, COLUMN_SUMS=column_sums,
-            INPUT_SUMS=input_sums, A_PLANES=a_planes is not None, PERSISTENT=persistent,
-            DOT_PRECISION=dot_precision(w.dtype), **tiles)
+            M, N, K, *strides, rows * cols if split else 0, BIAS=bias is not None, RELU=relu, MASK=mask is not None,
+            RESIDUAL=residual is not None, SPLIT=split, COLUMN_SUMS=column_sums, INPUT_SUMS=input_sums,
+            PERSISTENT=persistent, DOT_PRECISION=dot_precision(w.dtype), **tiles)
     return c if sums is None else (c, sums.sum(0))
 
 
-def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None, x_planes: bool = False):
-    """(y, h, x^T's TF32 planes or None, the backward's weight planes or None) for contiguous x [M, H_in] and
-    weights in x's dtype: y [M, H_out] = h W2^T + b2 (+ residual [M, H_out]) in the residual's dtype when given,
-    else x's; h = relu(x W1^T + b1) [M, F] in x's dtype, kept for the backward. In fp32 mode (tf32x3 dots) the
-    weights are split into TF32 planes first, in one launch with the planes of their transposes, which the
-    backward takes (feed_forward_gemm_bwd's w_planes). x_planes (fp32 mode only: wgrad_planes): x^T's TF32
-    planes [2, H_in, M], written by h's kernel as it reads x, which the backward's weight gradients take instead
-    of x (planes_weight_grads)."""
-    split = _splits(x.dtype)
-    if x_planes and not split:
-        raise ValueError(f"feed_forward_gemm_fwd: x_planes is for fp32 mode's split dots (float32 x with TF32 "
-                         f"off), got {x.dtype} x with dot precision {dot_precision(x.dtype)!r}")
-    planes, backward_planes = _forward_planes(w1, w2) if split else (x.new_empty((0,)), None)
+def feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual=None):
+    """(y, h, the backward's weight planes or None) for contiguous x [M, H_in] and weights in x's dtype:
+    y [M, H_out] = h W2^T + b2 (+ residual [M, H_out]) in the residual's dtype when given, else x's;
+    h = relu(x W1^T + b1) [M, F] in x's dtype, kept for the backward. In fp32 mode (tf32x3 dots) the weights are
+    split into TF32 planes first, in one launch with the planes of their transposes, which the backward takes
+    (feed_forward_gemm_bwd's w_planes)."""
+    planes, backward_planes = _forward_planes(w1, w2) if _splits(x.dtype) else (x.new_empty((0,)), None)
     w1_op, w2_op = _operands(w1, w2, planes)
-    xt = new_output((2, x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device) if x_planes else None
-    h = row_gemm(x, w1_op, transpose_w=True, bias=b1, relu=True, a_planes=xt)
+    h = row_gemm(x, w1_op, transpose_w=True, bias=b1, relu=True)
     y = row_gemm(h, w2_op, transpose_w=True, bias=b2, residual=residual,
                  out_dtype=x.dtype if residual is None else residual.dtype)
-    return y, h, xt, backward_planes
+    return y, h, backward_planes
 
 
 def linear_split_fwd(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -379,70 +307,6 @@ def masked_hidden_grad(dy: torch.Tensor, h: torch.Tensor, w1: torch.Tensor, w2: 
                     column_sums=True, input_sums=True)
 
 
-def wgrad_planes(dtype: torch.dtype) -> bool:
-    """Whether the row-GEMM feed-forward on activations of dtype forms its weight gradients by planes_weight_grads
-    (kernels.limits.ffn_wgrad_planes, off by default: untimed) -- fp32 mode's split dots only."""
-    return _splits(dtype) and ffn_wgrad_planes(False)
-
-
-# [BLOCK_M, BLOCK_N] tiles of C = A^T B (A's columns x B's), BLOCK_K rows a step; "programs" programs in all (the row
-# groups: programs // tiles, at least one). GPU: one program an SM (132 on an H100 / H200): at the paper's shapes
-# (A [R, 512], B [R, 128], two products: 8 tiles) 16 groups, 128 programs. Untimed (2026-11-30).
-WGRAD_PLANES_POLICY = {
-    "cuda": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=8, num_stages=3, programs=132),
-    "cpu": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, num_warps=4, programs=2),
-}
-
-
-def planes_weight_grads(products, size: int) -> torch.Tensor:
-    """flat [size] fp32 = the sum over rows of one or two products C = a^T b, each (a [R, M] fp32 contiguous,
-    bt [2, N, R]: b^T's TF32 planes, offset, (stride over M, stride over N)) written at flat[offset + m s_m +
-    n s_n] (a transposed C by its strides), optionally followed by (a_sums, b_sums): offsets of a's column sums
-    [M] and of b's [N] in flat, or None (bias gradients from the operands read anyway); between them the
-    products must cover flat's size entries once. 3xTF32 dots (fp32-accurate); partial sums over row groups in
-    one launch, then one torch sum."""
-    if not 1 <= len(products) <= 2:
-        raise ValueError(f"planes_weight_grads takes 1 or 2 products, got {len(products)}")
-    if any(len(p) not in (4, 6) for p in products):
-        raise ValueError(f"planes_weight_grads: a product is (a, bt, offset, strides) or that and (a_sums, b_sums), "
-                         f"got {[len(p) for p in products]} items")
-    products = [tuple(p) + (None, None) * (len(p) == 4) for p in products]
-    a0 = products[0][0]
-    R = a0.shape[0]
-    for a, bt, *_ in products:
-        if a.dim() != 2 or a.dtype != torch.float32 or not a.is_contiguous() or a.shape[0] != R or bt.dim() != 3 \
-                or bt.shape[0] != 2 or bt.shape[2] != R or bt.dtype != torch.float32 or not bt.is_contiguous():
-            raise ValueError(f"planes_weight_grads: a must be contiguous float32 [{R}, M] and bt float32 [2, N, "
-                             f"{R}] planes, got a {a.dtype} {tuple(a.shape)}, bt {bt.dtype} {tuple(bt.shape)}")
-    shapes = [(a.shape[1], bt.shape[1]) for a, bt, *_ in products]
-    covered = sum(m * n + (m if a_sums is not None else 0) + (n if b_sums is not None else 0)
-                  for (m, n), (*_, a_sums, b_sums) in zip(shapes, products))
-    if covered != size:
-        raise ValueError(f"planes_weight_grads: the products' {shapes} elements (and their sums) must cover size = "
-                         f"{size}, cover {covered}")
-    policy = dict(for_device(WGRAD_PLANES_POLICY, a0.device))
-    programs = policy.pop("programs")
-    if a0.device.type == "cpu":  # the interpreter: no larger than the shapes need (tl.dot dims >= 16)
-        for name, n in (("BLOCK_M", max(a.shape[1] for a, *_ in products)),
-                        ("BLOCK_N", max(bt.shape[1] for _, bt, *_ in products)), ("BLOCK_K", R)):
-            policy[name] = min(policy[name], next_pow2(n, 16))
-    full = list(products) + [products[0]] * (2 - len(products))
-    tiles = [cdiv(a.shape[1], policy["BLOCK_M"]) * cdiv(bt.shape[1], policy["BLOCK_N"]) for a, bt, *_ in full]
-    tiles[1] *= len(products) - 1
-    groups = max(1, min(cdiv(R, policy["BLOCK_K"]), programs // sum(tiles)))
-    rows_per_group = cdiv(cdiv(R, groups), policy["BLOCK_K"]) * policy["BLOCK_K"]
-    groups = cdiv(R, rows_per_group) if R else 1
-    part = new_output((groups, size), dtype=torch.float32, device=a0.device)
-    if R == 0:
-        return part.zero_().sum(0)
-    (a1, bt1, off1, (sm1, sn1), sa1, sb1), (a2, bt2, off2, (sm2, sn2), sa2, sb2) = full
-    sums = [-1 if s is None else s for s in (sa1, sb1, sa2, sb2)]
-    wrap_triton(_planes_wgrad_kernel)[(sum(tiles), groups)](
-        a1, bt1, a2, bt2, part, size, R, a1.shape[1], bt1.shape[1], a2.shape[1], bt2.shape[1], off1, off2,
-        sm1, sn1, sm2, sn2, tiles[0], rows_per_group, *sums, **policy)
-    return part.sum(0)
-
-
 def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) -> tuple[torch.Tensor, ...]:
     """feed_forward_gemm_bwd's flat [dW1 | db1 | dW2 | db2] -> (dw1 [F, H_in], db1 [F], dw2 [H_out, F],
     db2 [H_out]) views."""
@@ -450,7 +314,7 @@ def gemm_weight_grads(flat: torch.Tensor, hidden: int, h_in: int, h_out: int) ->
     return dw1.view(hidden, h_in), db1, dw2.view(h_out, hidden), db2
 
 
-WGRAD_KINDS = ("triton", "cublas", "planes")
+WGRAD_KINDS = ("triton", "cublas")
 
 
 def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "triton", w_planes=None
@@ -460,33 +324,17 @@ def feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx: bool = True, wgrad: str = "
     without need_dx); flat = [dW1 | db1 | dW2 | db2] in w1's dtype (gemm_weight_grads takes it apart; one tensor:
     a custom op's outputs may not alias each other). The weight gradients by wgrad: "triton", weight_grads'
     split-K kernel (bias sums folded in, summed in the accumulation dtype); "cublas", two torch GEMMs, and db1 (its
-    epilogue) and db2 (its dy tiles) from the dh kernel, concatenated (kernels.limits.wgrad_method); "planes"
-    (fp32 mode; x is then the forward's x^T planes, feed_forward_gemm_fwd(x_planes=True)): planes_weight_grads
-    on dh against x^T's planes and on h against dy^T's, which the dh kernel writes as it reads dy; db1 and db2 from
-    the same kernel (dh's and dy^T's planes' sums), flat from its one sum: 4 launches a backward. db2 was a torch
-    sum over dy before: with the sum of db1's partials, 0.55 ms of the H200's fp32 step (four layers,
-    2026-11-30)."""
+    epilogue) and db2 (its dy tiles) from the dh kernel, concatenated (kernels.limits.wgrad_method). w_planes: the
+    forward's planes of the transposed weights (feed_forward_gemm_fwd), or None. db2 was a torch sum over dy
+    before: with the sum of db1's partials, 0.55 ms of the H200's fp32 step (four layers, 2026-11-30)."""
     if wgrad not in WGRAD_KINDS:
         raise ValueError(f"feed_forward_gemm_bwd: wgrad must be one of {WGRAD_KINDS}, got {wgrad!r}")
-    planes = wgrad == "planes"
-    x_dtype = h.dtype if planes else x.dtype  # x: its planes (fp32) with "planes", where h is in x's dtype
-    if planes and x_dtype != torch.float32:  # (any TF32 setting: it may change between a forward and its backward)
-        raise ValueError(f"feed_forward_gemm_bwd: wgrad='planes' is for float32 activations (fp32 mode's), got "
-                         f"{x_dtype}")
     w1_op, w2_op, transposed = _backward_operands(w1, w2, w_planes)
-    dy = dot_operand(dy, x_dtype)
+    dy = dot_operand(dy, x.dtype)
     sums = wgrad == "cublas"
-    dyt = new_output((2, dy.shape[1], dy.shape[0]), dtype=torch.float32, device=dy.device) if planes else None
-    dh = row_gemm(dy, w2_op, transpose_w=transposed, mask=h, out_dtype=x_dtype, column_sums=sums, input_sums=sums,
-                  a_planes=dyt)
+    dh = row_gemm(dy, w2_op, transpose_w=transposed, mask=h, out_dtype=x.dtype, column_sums=sums, input_sums=sums)
     dh, bias_sums = dh if sums else (dh, None)
-    dx = row_gemm(dh, w1_op, transpose_w=transposed) if need_dx else h.new_empty((0,))
-    if planes:  # [dW1 = dh^T x [F, H_in] | db1 = dh's sums | dW2 = dy^T h [H_out, F], formed as h^T dy and stored
-        (hidden, h_in), h_out = w1.shape, w2.shape[0]  # transposed | db2 = dy's sums, from its planes], one sum
-        n1, n2 = hidden * h_in, h_out * hidden
-        return dx, planes_weight_grads([(dh, x, 0, (h_in, 1), n1, None),
-                                        (h, dyt, n1 + hidden, (1, hidden), None, n1 + hidden + n2)],
-                                       n1 + hidden + n2 + h_out)
+    dx = row_gemm(dh, w1_op, transpose_w=transposed) if need_dx else x.new_empty((0,))
     if not sums:
         return dx, weight_grads([(dh, x, None), (dy, h, None)]).to(w1.dtype)
     db1, db2 = bias_sums.split((h.shape[1], dy.shape[1]))

@@ -16,8 +16,8 @@ __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRAN
            "READOUT_MAX_H", "WGRAD_METHODS", "WGRAD_AUTO_METHOD", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
            "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "GATE_METHODS",
-           "gate_method", "gate_bwd_wgmma", "s4d_channels_first", "s4d_fma", "ffn_persistent", "ffn_wgrad_planes",
-           "FFN_DH_METHODS", "ffn_dh_method", "readout_gemm", "KERNEL_SWITCHES", "reread_switches"]
+           "gate_method", "gate_bwd_wgmma", "s4d_channels_first", "s4d_fma", "ffn_persistent", "FFN_DH_METHODS",
+           "ffn_dh_method", "readout_gemm", "KERNEL_SWITCHES", "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
 # a kernel-built K; T <= TOEPLITZ_DOT_MAX_T: the [T, T] matrices live on chip), "toeplitz_loop" (the
@@ -117,7 +117,7 @@ FFN_AUTO_METHOD = {"fp32": "gemm", "tf32": "epilogue", "bf16": "epilogue", "fp16
 # Every environment switch of the kernels (docs/kernels.md). The functions below read theirs at each call; the
 # spectral conv's (and AMG_FAST_SPECTRAL_TRANSFORM) are read into module settings at import, and read again by
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
-KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_WGRAD_PLANES", "AMG_FAST_FFN_DH",
+KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_DH",
                    "AMG_FAST_READOUT_GEMM",
                    "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_S4D_FMA", "AMG_FAST_WGRAD",
                    "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_GATE_BWD_WGMMA", "AMG_FAST_MEMORY_READOUT",
@@ -217,13 +217,6 @@ def ffn_persistent(default: bool) -> bool:
     """Whether the feed-forward's row GEMMs run a fixed grid of persistent programs (kernels.ffn_gemm):
     $AMG_FAST_FFN_PERSISTENT ("1" yes, "0" no) when set, else default (the launch policy's)."""
     return _env_flag("AMG_FAST_FFN_PERSISTENT", default)
-
-
-def ffn_wgrad_planes(default: bool) -> bool:
-    """Whether fp32 mode's row-GEMM feed-forward forms its weight gradients in kernels.ffn_gemm's planes kernel
-    (3xTF32 against K-major TF32 planes of x^T and dy^T, written by the row GEMMs that read x and dy) instead of
-    by kernels.limits.wgrad_method: $AMG_FAST_FFN_WGRAD_PLANES ("1" yes, "0" no) when set, else default."""
-    return _env_flag("AMG_FAST_FFN_WGRAD_PLANES", default)
 
 
 # How the epilogue feed-forward's backward forms dh = (dy W2) masked by the ReLU, and the bias gradients:

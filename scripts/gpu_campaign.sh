@@ -110,8 +110,8 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # 2026-11-30 (results/gpu/20261130-0050-h200/bench) timed eight against the defaults of 2026-11-29; one won
 # where it counts: the feed-forward's row GEMMs in fp32 (1.12x / 1.14x), fp32 mode's default since. These time
 # that default against the epilogue it replaced (fp32 only), then the row GEMMs as persistent programs (new,
-# fp32 only: the other modes run the epilogue), their weight gradients by the planes kernel (new, fp32 only),
-# the epilogue path's dh by one Triton row GEMM with the ReLU mask and bias sums (new; TF32 and bf16 only),
+# fp32 only: the other modes run the epilogue), the epilogue path's dh by one Triton row GEMM with the ReLU mask
+# and bias sums (new; TF32 and bf16 only),
 # the S4D Toeplitz product on the CUDA cores (new, every mode), the S4D memory readout's forward and dx as
 # 3xTF32 row GEMMs (new, fp32 only: cuBLAS's fp32 GEMMs run them on the CUDA cores), the Triton weight gradients (the row GEMMs' now too), the spectral conv's DFT GEMMs in Triton (1.02x / 1.05x
 # at S = 32, slower at 128; the transform kernel's input tile the register operand since), the plain gate on
@@ -124,9 +124,10 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # register operand and fp32 mode's forward mixing reads W's split planes K-major).
 # Dropped, slower or even in every cell on 2026-11-29 and 2026-11-30: the fused readout (0.86-0.92x), the gate's split weights (1.00x), the S4D kernels' channel blocks
 # first (1.00x); before: the fused feed-forward, the mixing's four products, W read in place, its plain tf32x3
-# and x3 dots, the S4D lag loop.
+# and x3 dots, the S4D lag loop. Removed after the H200 of 2026-11-30 (results/gpu/20261130-2354-h200): the row
+# GEMMs' weight gradients by a 3xTF32 planes kernel (0.87x in fp32; its CUDA test failed).
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue ffn_persistent:AMG_FAST_FFN_PERSISTENT=1 \
-ffn_wgrad_planes:AMG_FAST_FFN_WGRAD_PLANES=1 ffn_dh_triton:AMG_FAST_FFN_DH=triton s4d_fma:AMG_FAST_S4D_FMA=1 \
+ffn_dh_triton:AMG_FAST_FFN_DH=triton s4d_fma:AMG_FAST_S4D_FMA=1 \
 readout_gemm:AMG_FAST_READOUT_GEMM=1 \
 wgrad_triton:AMG_FAST_WGRAD=triton \
 spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton gate_cublas:AMG_FAST_GATE_METHOD=cublas \

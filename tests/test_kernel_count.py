@@ -70,11 +70,8 @@ STEP_KERNEL_FLOOR = 120  # the forward alone runs 90: near that, the backward we
 # Triton spectral conv 104 (117) and 108 (121). 2026-11-30 (night): the row GEMMs' forward splits the
 # backward's transposed weight planes in its own launch (fp32 mode), one launch a layer fewer: gemm 108 (121),
 # with the Triton spectral conv 104 (117).
-# The row GEMMs with the planes weight gradients (AMG_FAST_FFN_WGRAD_PLANES=1, fp32 mode; untimed), which sum db1
-# and db2 in the planes kernel (no bias sums in dh's epilogue, no concatenation): 4 launches a backward against
-# cuBLAS's 7 + 2 split-K reductions: 100 (105), with the Triton spectral conv 96 (101).
-TRITON_STEP_KERNEL_CEILING = {("cublas", "epilogue"): 113, ("cublas", "gemm"): 113, ("cublas", "gemm+planes"): 105,
-                              ("triton", "epilogue"): 109, ("triton", "gemm"): 109, ("triton", "gemm+planes"): 101}
+TRITON_STEP_KERNEL_CEILING = {("cublas", "epilogue"): 113, ("cublas", "gemm"): 113,
+                              ("triton", "epilogue"): 109, ("triton", "gemm"): 109}
 TRITON_STEP_KERNEL_FLOOR = 60
 B, T, S = 2, 4, 20  # rows B*T*S = 160: no weight's dimension (16, 64, 128) equals it
 
@@ -134,19 +131,18 @@ def test_amgfno_reference_train_step_kernel_count():
 
 
 @interpreter_only
-@pytest.mark.parametrize("ffn", ["epilogue", "gemm", "gemm+planes"])
+@pytest.mark.parametrize("ffn", ["epilogue", "gemm"])
 @pytest.mark.parametrize("spectral", ["cublas", "triton"])
 def test_amgfno_triton_train_step_kernel_count(spectral, ffn, monkeypatch):
     """The Triton backend's step (kernels run by the interpreter on CPU) stays at or below its ceiling, with
-    each feed-forward path (the row GEMMs also with the planes weight gradients) and the spectral conv on cuBLAS
-    (what "auto" picks for this fp32 step on a GPU) or on our kernels."""
+    each feed-forward path and the spectral conv on cuBLAS (what "auto" picks for this fp32 step on a GPU) or on
+    our kernels."""
     from amg_fast.kernels import spectral_conv
 
     for name, value in (("MIX_METHOD", "torch"), ("DFT_GEMM", "torch")) if spectral == "cublas" else (
             ("MIX_METHOD", "gauss"), ("DFT_GEMM", "triton")):
         monkeypatch.setattr(spectral_conv, name, value)
-    monkeypatch.setenv("AMG_FAST_FFN_METHOD", ffn.removesuffix("+planes"))
-    monkeypatch.setenv("AMG_FAST_FFN_WGRAD_PLANES", "1" if ffn.endswith("+planes") else "0")
+    monkeypatch.setenv("AMG_FAST_FFN_METHOD", ffn)
     step, rows, tensors = amgfno_step("triton")
     estimate = load_kernel_count().estimate_cuda_kernels(step, rows=rows, tensor_lists=tensors)
     count, ceiling = estimate["kernels"], TRITON_STEP_KERNEL_CEILING[spectral, ffn]

@@ -20,7 +20,6 @@ ROOT = Path(__file__).parents[1]
 RESOLVERS = {
     "AMG_FAST_FFN_METHOD": "L.ffn_method('auto', torch.float32)",
     "AMG_FAST_FFN_PERSISTENT": "L.ffn_persistent(False)",
-    "AMG_FAST_FFN_WGRAD_PLANES": "L.ffn_wgrad_planes(False)",
     "AMG_FAST_FFN_DH": "L.ffn_dh_method()",
     "AMG_FAST_READOUT_GEMM": "L.readout_gemm(False)",
     "AMG_FAST_S4D_METHOD": "L.s4d_method('auto', 25)",

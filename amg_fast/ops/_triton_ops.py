@@ -153,20 +153,19 @@ def _memory_gate_bwd_op(h: torch.Tensor, a: torch.Tensor, w_out: torch.Tensor, b
 
 @triton_op("amg_fast::feed_forward_gemm_fwd", mutates_args=())
 def _feed_forward_gemm_fwd_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
-                              b2: torch.Tensor, residual: torch.Tensor | None = None, x_planes: bool = False
-                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """x [M, H_in] -> (y [M, H_out] (+ residual), the hidden activation h [M, F], x^T's TF32 planes [2, H_in, M]
-    with x_planes, the backward's weight planes (fp32 mode), each absent one an empty tensor)."""
-    y, h, xt, w_planes = _ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual, x_planes)
-    empty = [x.new_empty((0,), dtype=torch.float32) for _ in range(2)]  # two: a custom op's outputs may not alias
-    return y, h, empty[0] if xt is None else xt, empty[1] if w_planes is None else w_planes
+                              b2: torch.Tensor, residual: torch.Tensor | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x [M, H_in] -> (y [M, H_out] (+ residual), the hidden activation h [M, F], the backward's weight planes
+    (fp32 mode), else an empty tensor)."""
+    y, h, w_planes = _ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, residual)
+    return y, h, x.new_empty((0,), dtype=torch.float32) if w_planes is None else w_planes
 
 @triton_op("amg_fast::feed_forward_gemm_bwd", mutates_args=())
 def _feed_forward_gemm_bwd_op(dy: torch.Tensor, x: torch.Tensor, h: torch.Tensor, w1: torch.Tensor,
                               w2: torch.Tensor, need_dx: bool, wgrad: str, w_planes: torch.Tensor
                               ) -> tuple[torch.Tensor, torch.Tensor]:
     """dy [M, H_out] -> (dx (empty without need_dx), [dW1 | db1 | dW2 | db2] flat; the weight gradients by wgrad:
-    "triton", "cublas" or "planes", where x is the forward's x^T planes; w_planes: the forward's, or empty)."""
+    "triton" or "cublas"; w_planes: the forward's, or empty)."""
     return _ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, need_dx, wgrad, w_planes)
 
 

@@ -127,23 +127,19 @@ class GemmFeedForwardFn(torch.autograd.Function):
     there is one, else x's. Four Triton row GEMMs with the bias,
     ReLU, the ReLU's backward mask and the residual in their epilogues (kernels/ffn_gemm.py; in fp32 mode
     3xTF32 dots against the weights' TF32 planes, made once per pass), the weight gradients by
-    kernels.limits.wgrad_method (cuBLAS for fp32 activations), or in fp32 mode with $AMG_FAST_FFN_WGRAD_PLANES=1
-    by kernels.ffn_gemm.planes_weight_grads. Saves x (or, for the planes kernel, x^T's TF32 planes, written by
-    the forward's first GEMM), the hidden activation, the weights and in fp32 mode the TF32 planes of their
-    transposes (split in the forward's launch); the residual's gradient is dy itself."""
+    kernels.limits.wgrad_method (cuBLAS for fp32 activations). Saves x, the hidden activation, the weights and in
+    fp32 mode the TF32 planes of their transposes (split in the forward's launch); the residual's gradient is dy
+    itself."""
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, residual=None):
-        from amg_fast.kernels.ffn_gemm import wgrad_planes  # imports triton: Triton path only
-
         ctx.param_dtypes = [t.dtype for t in (w1, b1, w2, b2)]
         w1, b1, w2, b2 = _in_dtype(x.dtype, w1, b1, w2, b2)
         x, w1, w2 = x.contiguous(), w1.contiguous(), w2.contiguous()
-        planes = wgrad_planes(x.dtype)
-        y, hidden, xt, w_planes = triton_ops().feed_forward_gemm_fwd(
-            x, w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous(), planes)
-        ctx.save_for_backward(xt if planes else x, hidden, w1, w2, w_planes)
-        ctx.wgrad = "planes" if planes else wgrad_method("auto", x.dtype)
+        y, hidden, w_planes = triton_ops().feed_forward_gemm_fwd(
+            x, w1, b1.contiguous(), w2, b2.contiguous(), None if residual is None else residual.contiguous())
+        ctx.save_for_backward(x, hidden, w1, w2, w_planes)
+        ctx.wgrad = wgrad_method("auto", x.dtype)
         return y
 
     @staticmethod

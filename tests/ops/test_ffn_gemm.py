@@ -232,7 +232,7 @@ def test_backward_takes_dy_of_another_dtype(x_dtype, dy_dtype, cublas, gen, kdev
         return torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, dtype)
 
     x, w1, b1, w2, b2 = rand(M, h_in), rand(hidden, h_in), rand(hidden), rand(h_out, hidden), rand(h_out)
-    y, h, _, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    y, h, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
     dy = rand(M, h_out, dtype=dy_dtype)
     dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, x, h, w1, w2, True, "cublas" if cublas else "triton", w_planes)
     got = (dx, *ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out))
@@ -275,7 +275,7 @@ def test_fp32_forward_splits_the_backward_weights_too(gen, kdev, monkeypatch, al
     launches = []
     record_launches(_tf32, launches, monkeypatch)
     record_launches(ffn_gemm, launches, monkeypatch)
-    y, h, _, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    y, h, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
     assert [name for name, *_ in launches] == ["_weight_planes_kernel", "_row_gemm_kernel", "_row_gemm_kernel"]
     own = ffn_gemm._backward_operands(w1, w2)
     for got, want in zip(ffn_gemm._backward_operands(w1, w2, w_planes), own):
@@ -283,9 +283,9 @@ def test_fp32_forward_splits_the_backward_weights_too(gen, kdev, monkeypatch, al
     launches.clear()
     ffn_gemm.feed_forward_gemm_bwd(_rand32(gen, kdev, M, h_out), x, h, w1, w2, True, "cublas", w_planes)
     assert "_weight_planes_kernel" not in [name for name, *_ in launches]
-    assert ffn_gemm.feed_forward_gemm_fwd(x.double(), *(t.double() for t in (w1, b1, w2, b2)))[3] is None
+    assert ffn_gemm.feed_forward_gemm_fwd(x.double(), *(t.double() for t in (w1, b1, w2, b2)))[2] is None
     allow_tf32(True)
-    assert ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)[3] is None
+    assert ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)[2] is None
 
 
 
@@ -293,147 +293,10 @@ def _rand32(gen, kdev, *shape):
     return torch.randn(*shape, generator=gen, dtype=torch.float64).to(kdev, torch.float32)
 
 
-@pytest.mark.variant("ffn_wgrad_planes")  # a_planes: only the planes weight gradients take them
-@pytest.mark.parametrize("persistent", [False, pytest.param(True, marks=pytest.mark.variant("ffn_persistent"))],
-                         ids=["tile-a-program", "persistent"])
-def test_row_gemm_writes_the_transposed_planes_of_a(persistent, gen, kdev, monkeypatch, poisoned):
-    """a_planes: the kernel fills [2, K, M] with a^T's TF32 planes, hi = round_to_tf32(a^T) and hi + lo = a^T
-    bit for bit (from the first N tile of each row block: two N tiles, a partial last row block, two K steps;
-    every element written: the buffer starts as NaN), and C is still the product (3xTF32)."""
-    policy = {kind: dict(entry, programs=4) for kind, entry in ffn_gemm.LAUNCH_POLICY["cuda"].items()}
-    monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, policy)
-    monkeypatch.setenv("AMG_FAST_FFN_PERSISTENT", "1" if persistent else "0")
-    M, K, N = 300, 48, 168
-    a, w = _rand32(gen, kdev, M, K), _rand32(gen, kdev, N, K)
-    planes = torch.full((2, K, M), float("nan"), device=kdev)
-    c = ffn_gemm.row_gemm(a, split_tf32(w).view(2, N, K), transpose_w=True, a_planes=planes)
-    assert torch.equal(planes[0], round_to_tf32(a.t()))
-    assert torch.equal(planes[0].double() + planes[1].double(), a.t().double())
-    assert rel_err(c, expected(a, w, True)) <= 1e-5
-
-
-@pytest.mark.variant("ffn_wgrad_planes")
-def test_planes_weight_grads_match_the_formula(gen, kdev, monkeypatch, poisoned, tf32_mma):
-    """Two products C = a^T b over R = 300 rows on the GPU's tiles (128 x 128 x 32) with 8 programs: 4 tiles
-    (partial M and N tiles), 2 row groups of 5 steps, the last partial; the second C stored transposed (its
-    strides); 3xTF32 with the interpreter's dots truncating their operands as Hopper's MMA (tf32_mma): a term
-    left out or an unsplit operand shows as ~1e-4, against ~1e-7 here."""
-    monkeypatch.setitem(ffn_gemm.WGRAD_PLANES_POLICY, kdev.type, dict(ffn_gemm.WGRAD_PLANES_POLICY["cuda"], programs=8))
-    R, (m1, n1), (m2, n2) = 300, (160, 72), (140, 40)
-    a1, b1, a2, b2 = (_rand32(gen, kdev, R, n) for n in (m1, n1, m2, n2))
-    launches = []
-    record_launches(ffn_gemm, launches, monkeypatch)
-    flat = ffn_gemm.planes_weight_grads([(a1, split_tf32(b1, transpose=True).view(2, n1, R), 0, (n1, 1)),
-                                         (a2, split_tf32(b2, transpose=True).view(2, n2, R), m1 * n1, (1, m2))],
-                                        m1 * n1 + m2 * n2)
-    assert [(name, grid) for name, grid, _ in launches] == [("_planes_wgrad_kernel", (4, 2))]
-    got1, got2 = flat.split((m1 * n1, m2 * n2))
-    assert rel_err(got1.view(m1, n1), a1.double().T @ b1.double()) <= 1e-5
-    assert rel_err(got2.view(n2, m2), (a2.double().T @ b2.double()).T) <= 1e-5
-    one = ffn_gemm.planes_weight_grads([(a2, split_tf32(b2, transpose=True).view(2, n2, R), 0, (n2, 1))], m2 * n2)
-    assert rel_err(one.view(m2, n2), a2.double().T @ b2.double()) <= 1e-5
-
-
-@pytest.mark.variant("ffn_wgrad_planes")
-def test_planes_weight_grads_sum_the_operands_columns(gen, kdev, monkeypatch, poisoned, tf32_mma):
-    """(a_sums, b_sums): the planes kernel also writes a's and b's column sums (the feed-forward's db1 and db2) at
-    their offsets, from the first tile of each tile row / column only (2 x 2 tiles of the first product, 2 x 1
-    of the second), over 2 row groups, summed with the products in the one torch sum; every entry of flat
-    written (poisoned buffers), the sums to fp32 rounding, the products 3xTF32."""
-    policy = dict(ffn_gemm.WGRAD_PLANES_POLICY["cuda"], programs=12)
-    monkeypatch.setitem(ffn_gemm.WGRAD_PLANES_POLICY, kdev.type, policy)
-    R, (m1, n1), (m2, n2) = 300, (160, 200), (140, 40)
-    a1, b1, a2, b2 = (_rand32(gen, kdev, R, n) for n in (m1, n1, m2, n2))
-    launches = []
-    record_launches(ffn_gemm, launches, monkeypatch)
-    c1, c2 = m1 * n1, m2 * n2
-    flat = ffn_gemm.planes_weight_grads(
-        [(a1, split_tf32(b1, transpose=True).view(2, n1, R), 0, (n1, 1), c1, c1 + m1),
-         (a2, split_tf32(b2, transpose=True).view(2, n2, R), c1 + m1 + n1, (1, m2), None, c1 + m1 + n1 + c2)],
-        c1 + m1 + n1 + c2 + n2)
-    assert [(name, grid) for name, grid, _ in launches] == [("_planes_wgrad_kernel", (6, 2))]
-    got = flat.split((c1, m1, n1, c2, n2))
-    want = (a1.double().T @ b1.double(), a1.double().sum(0), b1.double().sum(0), (a2.double().T @ b2.double()).T,
-            b2.double().sum(0))
-    for name, g, w in zip(("C1", "a1 sums", "b1 sums", "C2", "b2 sums"), got, want):
-        assert rel_err(g.view(w.shape), w) <= 1e-5, f"{name}: rel err {rel_err(g.view(w.shape), w):.2e}"
-
-
-def test_planes_weight_grads_name_bad_arguments(kdev):
-    a, bt = torch.zeros(8, 4, device=kdev), torch.zeros(2, 3, 8, device=kdev)
-    with pytest.raises(ValueError, match="takes 1 or 2 products, got 0"):
-        ffn_gemm.planes_weight_grads([], 0)
-    with pytest.raises(ValueError, match=r"elements \(and their sums\) must cover size = 13, cover 12"):
-        ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1))], 13)
-    with pytest.raises(ValueError, match=r"must cover size = 12, cover 19"):
-        ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1), 12, 16)], 12)
-    with pytest.raises(ValueError, match=r"a product is \(a, bt, offset, strides\) or that and \(a_sums, b_sums\), "
-                                         r"got \[5\] items"):
-        ffn_gemm.planes_weight_grads([(a, bt, 0, (3, 1), 12)], 15)
-    for bad in (bt[0], bt[:, 0]):  # a 2-D bt, one with 2 rows too
-        with pytest.raises(ValueError, match=r"bt float32 \[2, N, 8\] planes, got a torch.float32 \(8, 4\), bt "
-                                             r"torch.float32 \((3|2), 8\)"):
-            ffn_gemm.planes_weight_grads([(a, bad, 0, (3, 1))], 12)
-    with pytest.raises(ValueError, match=r"a_planes must be a contiguous float32 \[2, 4, 8\] buffer"):
-        ffn_gemm.row_gemm(a, torch.zeros(5, 4, device=kdev), transpose_w=True, a_planes=bt)
-
-
-@pytest.mark.variant("ffn_wgrad_planes")
-@pytest.mark.parametrize("dy_dtype", [torch.float32, torch.float64], ids=["dy32", "dy64"])
-def test_backward_with_planes_weight_grads(dy_dtype, gen, kdev, monkeypatch, poisoned, tf32_mma):
-    """fp32 mode's wgrad="planes": the forward (x_planes) returns x^T's TF32 planes with y and h, the backward
-    takes them for x and writes dy^T's in the dh kernel; dx and every weight gradient against the explicit
-    formula in fp64, on the GPU's tiles (the planes kernel with 8 programs: two row groups). The backward's
-    launches: dh, dx and the planes kernel, which also sums db1 and db2 (no column sums in dh's epilogue)."""
-    monkeypatch.setitem(ffn_gemm.LAUNCH_POLICY, kdev.type, ffn_gemm.LAUNCH_POLICY["cuda"])
-    monkeypatch.setitem(ffn_gemm.WGRAD_PLANES_POLICY, kdev.type, dict(ffn_gemm.WGRAD_PLANES_POLICY["cuda"], programs=8))
-    M, h_in, hidden, h_out = 200, 40, 136, 24
-    x, w1, b1, w2, b2 = (_rand32(gen, kdev, *s) for s in ((M, h_in), (hidden, h_in), (hidden,), (h_out, hidden),
-                                                          (h_out,)))
-    y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
-    assert rel_err(y, torch.relu(x.double() @ w1.double().T + b1.double()) @ w2.double().T + b2.double()) <= 1e-5
-    assert torch.equal(xt[0].double() + xt[1].double(), x.t().double())
-    dy = torch.randn(M, h_out, generator=gen, dtype=torch.float64).to(kdev, dy_dtype)
-    launches = []
-    record_launches(ffn_gemm, launches, monkeypatch)
-    dx, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes", w_planes)
-    assert [(name, kw["COLUMN_SUMS"] or kw["INPUT_SUMS"]) for name, _, kw in launches[:2]] == [
-        ("_row_gemm_kernel", False)] * 2
-    assert [name for name, *_ in launches[2:]] == ["_planes_wgrad_kernel"]
-    got = (dx, *ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out))
-    dy64, h64 = dy.double(), h.double()
-    dh = (dy64 @ w2.double()) * (h64 > 0)
-    want = (dh @ w1.double(), dh.T @ x.double(), dh.sum(0), dy64.T @ h64, dy64.sum(0))
-    for name, a, b in zip(("dx", "dw1", "db1", "dw2", "db2"), got, want):
-        assert a.dtype == torch.float32 and rel_err(a, b) <= 1e-5, f"{name}: rel err {rel_err(a, b):.2e}"
-
-
-@pytest.mark.variant("ffn_wgrad_planes")
-def test_planes_backward_takes_a_tf32_setting_changed_since_the_forward(gen, kdev, allow_tf32, tf32_mma):
-    """TF32 allowed between the forward (fp32 mode: x^T's planes written) and the backward: the backward still
-    takes the planes (its dh and dx then in plain TF32, its weight gradients 3xTF32), within TF32's error."""
-    M, h_in, hidden, h_out = 64, 16, 32, 16
-    x, w1, b1, w2, b2 = (_rand32(gen, kdev, *s) for s in ((M, h_in), (hidden, h_in), (hidden,), (h_out, hidden),
-                                                          (h_out,)))
-    allow_tf32(False)
-    y, h, xt, w_planes = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
-    allow_tf32(True)
-    dy = _rand32(gen, kdev, M, h_out)
-    _, flat = ffn_gemm.feed_forward_gemm_bwd(dy, xt, h, w1, w2, True, "planes", w_planes)
-    dh = (dy.double() @ w2.double()) * (h.double() > 0)
-    dw1, _, dw2, _ = ffn_gemm.gemm_weight_grads(flat, hidden, h_in, h_out)
-    assert rel_err(dw1, dh.T @ x.double()) <= 3e-3 and rel_err(dw2, dy.double().T @ h.double()) <= 1e-5
-
-
-def test_planes_path_names_bad_arguments(gen, kdev):
-    """x_planes and wgrad="planes" only where the dots split (fp32 mode); wgrad one of three."""
+def test_backward_names_a_bad_wgrad(kdev):
+    """wgrad: "triton" or "cublas"."""
     x, w1, b1, w2, b2 = (torch.ones(*s, dtype=torch.float64, device=kdev) for s in ((4, 2), (3, 2), (3,), (2, 3),
                                                                                       (2,)))
-    with pytest.raises(ValueError, match="x_planes is for fp32 mode's split dots .*torch.float64 x"):
-        ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2, None, True)
-    y, h, _, _ = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
-    with pytest.raises(ValueError, match=r"wgrad='planes' is for float32 activations \(fp32 mode's\), got "
-                                         r"torch.float64"):
-        ffn_gemm.feed_forward_gemm_bwd(y, x, h, w1, w2, True, "planes")
-    with pytest.raises(ValueError, match=r"wgrad must be one of \('triton', 'cublas', 'planes'\), got True"):
+    y, h, _ = ffn_gemm.feed_forward_gemm_fwd(x, w1, b1, w2, b2)
+    with pytest.raises(ValueError, match=r"wgrad must be one of \('triton', 'cublas'\), got True"):
         ffn_gemm.feed_forward_gemm_bwd(y, x, h, w1, w2, True, True)
