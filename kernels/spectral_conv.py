@@ -89,7 +89,7 @@ MIX_METHODS = ("auto", "gauss", "four", "torch")
 
 # The "dft" transforms' GEMMs: "triton" (this file's transform kernel; fp32 at tf32x3) or "torch"
 # (torch.matmul: cuBLAS, precision as torch's matmul setting: fp32, TF32 or bf16). AMG_FAST_SPECTRAL_DFT_GEMM;
-# "auto" (the default) as cublas_by_default says.
+# "auto" (the default): "triton" (_dft_gemm; cuBLAS for fp32 work on CUDA until 2026-12-01).
 DFT_GEMMS = ("auto", "triton", "torch")
 
 # W's real and imaginary parts as two contiguous planes [2, K, H_in, H_out] (one copy of W per forward, kept
@@ -642,8 +642,8 @@ def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:
 
 
 def cublas_by_default(work: torch.dtype | None, device: torch.device | str | None) -> bool:
-    """What MIX_METHOD and DFT_GEMM "auto" choose for an op of this work dtype (work_dtype of its input) on
-    device: cuBLAS ("torch") for fp32 work on CUDA -- the fp32 and TF32 modes, where the H200's graphed
+    """What MIX_METHOD "auto" chooses (DFT_GEMM's did too until 2026-12-01) for an op of this work dtype
+    (work_dtype of its input) on device: cuBLAS ("torch") for fp32 work on CUDA -- the fp32 and TF32 modes, where the H200's graphed
     training step was 1.03x / 1.07x (fp32) and 1.07x / 1.26x (TF32) faster at S = 32 / 128 with both on cuBLAS
     (results/gpu/20261129-1927-h200/bench, variant spectral_cublas) -- else this file's kernels: bf16 work (0.83x
     / 0.99x there), fp64 (untimed) and Triton's interpreter on CPU. Not with REDUCED_PRECISION_DOTS off while TF32
@@ -672,11 +672,12 @@ def _mix_work(spec: torch.Tensor, bf16_operands: bool) -> torch.dtype:
 
 
 def _dft_gemm(work: torch.dtype | None = None, device: torch.device | str | None = None) -> str:
-    """DFT_GEMM, "auto" resolved for work dtype and device (neither given: this file's "triton")."""
+    """DFT_GEMM, "auto" resolved: this file's transform kernel ("triton") for every work dtype and device since
+    2026-12-01. On the H200 (results/gpu/20261130-2354-h200/bench, variant spectral_dfttriton) the graphed step
+    with it against cuBLAS's DFT GEMMs was 1.02x / 1.06x (fp32) and 1.05x / 1.01x (TF32) at S = 32 / 128, 1.00x
+    in bf16 (which ran it already). work and device are taken for the callers' symmetry with _mix_method."""
     method = _choice("AMG_FAST_SPECTRAL_DFT_GEMM (kernels.spectral_conv.DFT_GEMM)", DFT_GEMM, DFT_GEMMS)
-    if method != "auto":
-        return method
-    return "torch" if cublas_by_default(work, device) else "triton"
+    return "triton" if method == "auto" else method
 
 
 # Bases per (S, K, dtype, device), least recently used dropped beyond this many (each is 4 S K values).

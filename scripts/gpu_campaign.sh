@@ -125,15 +125,17 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # Dropped, slower or even in every cell on 2026-11-29 and 2026-11-30: the fused readout (0.86-0.92x), the gate's split weights (1.00x), the S4D kernels' channel blocks
 # first (1.00x); before: the fused feed-forward, the mixing's four products, W read in place, its plain tf32x3
 # and x3 dots, the S4D lag loop. Removed after the H200 of 2026-11-30 (results/gpu/20261130-2354-h200): the row
-# GEMMs' weight gradients by a 3xTF32 planes kernel (0.87x in fp32; its CUDA test failed).
+# GEMMs' weight gradients by a 3xTF32 planes kernel (0.87x in fp32; its CUDA test failed). The same session's
+# spectral_dfttriton (1.02-1.06x in fp32 and TF32, 1.00x in bf16) is the default since 2026-12-01: the old
+# default, cuBLAS's DFT GEMMs, is timed as spectral_dftcublas. Dropped then, slower in every cell of two
+# sessions: s4d_fma (0.65-0.91x) and spectral_fftgauss (0.34-0.71x); their switches stay.
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue ffn_persistent:AMG_FAST_FFN_PERSISTENT=1 \
-ffn_dh_triton:AMG_FAST_FFN_DH=triton s4d_fma:AMG_FAST_S4D_FMA=1 \
+ffn_dh_triton:AMG_FAST_FFN_DH=triton \
 readout_gemm:AMG_FAST_READOUT_GEMM=1 \
 wgrad_triton:AMG_FAST_WGRAD=triton \
-spectral_dfttriton:AMG_FAST_SPECTRAL_DFT_GEMM=triton gate_cublas:AMG_FAST_GATE_METHOD=cublas \
-spectral_fft:AMG_FAST_SPECTRAL_TRANSFORM=fft \
-spectral_fftgauss:AMG_FAST_SPECTRAL_TRANSFORM=fft,AMG_FAST_SPECTRAL_MIX=gauss gate_bwd_wgmma:AMG_FAST_GATE_BWD_WGMMA=1 \
-spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss,AMG_FAST_SPECTRAL_DFT_GEMM=triton}
+spectral_dftcublas:AMG_FAST_SPECTRAL_DFT_GEMM=torch gate_cublas:AMG_FAST_GATE_METHOD=cublas \
+spectral_fft:AMG_FAST_SPECTRAL_TRANSFORM=fft gate_bwd_wgmma:AMG_FAST_GATE_BWD_WGMMA=1 \
+spectral_triton:AMG_FAST_SPECTRAL_MIX=gauss}
 DRY=${CAMPAIGN_DRY_RUN:-0} TREES=${CAMPAIGN_TREES:-results} ADOPT=${CAMPAIGN_ADOPT:-1} ADOPT_MODES=${CAMPAIGN_ADOPT_MODES:-}
 TRUST=${CAMPAIGN_TRUST_KERNELS:-0}
 PROBES=${CAMPAIGN_PROBES-stages accuracy ffn}

@@ -464,22 +464,25 @@ def test_bad_switch_values_are_refused(attr, value, match, dtype, monkeypatch, k
         SpectralConv1dFn.apply(x, w, "dft")
 
 
-def test_auto_takes_cublas_for_fp32_work_on_cuda_only(monkeypatch, allow_tf32):
-    """MIX_METHOD / DFT_GEMM "auto" (the defaults): cuBLAS for fp32 work on CUDA (fp32 and TF32 modes, as the
-    H200 timed faster), our kernels for bf16 / fp16 work, fp64, the CPU and no device; not when
-    REDUCED_PRECISION_DOTS is off under TF32 (cuBLAS would run TF32 where fp32 accuracy is asked); explicit
+def test_auto_takes_cublas_mixing_for_fp32_work_on_cuda_only_and_our_transforms_everywhere(monkeypatch, allow_tf32):
+    """MIX_METHOD "auto" (the default): cuBLAS for fp32 work on CUDA (fp32 and TF32 modes, as the H200 timed
+    faster), our kernels for bf16 / fp16 work, fp64, the CPU and no device; not when REDUCED_PRECISION_DOTS is
+    off under TF32 (cuBLAS would run TF32 where fp32 accuracy is asked). DFT_GEMM "auto": our transform kernel
+    everywhere (since 2026-12-01: 1.02-1.06x the cuBLAS DFT GEMMs' step in fp32 and TF32 on the H200). Explicit
     values win. Decides nothing on the device: the tensors' device only names it."""
     assert (kernels.MIX_METHOD, kernels.DFT_GEMM) == ("auto", "auto")
     for work, device, want in ((torch.float32, "cuda", "torch"), (torch.float32, "cpu", None),
                                (torch.float32, None, None), (torch.bfloat16, "cuda", None),
                                (torch.float16, "cuda", None), (torch.float64, "cuda", None)):
         assert kernels._mix_method(work, device) == (want or "gauss"), (work, device)
-        assert kernels._dft_gemm(work, device) == (want or "triton"), (work, device)
+        assert kernels._dft_gemm(work, device) == "triton", (work, device)
     allow_tf32(True)
     assert kernels._mix_method(torch.float32, "cuda") == "torch"
     monkeypatch.setattr(kernels, "REDUCED_PRECISION_DOTS", False)
     assert (kernels._mix_method(torch.float32, "cuda"), kernels._dft_gemm(torch.float32, "cuda")) == ("gauss", "triton")
     allow_tf32(False)
+    assert kernels._mix_method(torch.float32, "cuda") == "torch"
+    monkeypatch.setattr(kernels, "DFT_GEMM", "torch")
     assert kernels._dft_gemm(torch.float32, "cuda") == "torch"
     monkeypatch.setattr(kernels, "MIX_METHOD", "four")
     monkeypatch.setattr(kernels, "DFT_GEMM", "triton")
