@@ -149,6 +149,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     export.add_argument("--out", type=Path, help="the sweep directory, as the other commands take it")
     export.add_argument("--to", required=True, type=Path, help="the destination tree (created; a sweep of the same "
                                                                "preset, e.g. results/<sweep>)")
+    migrate = sub.add_parser("migrate", help="rename the runs of a sweep made before 2026-12-01 that trained raw "
+                                             "(normalize and increment off, then the default) to names that say so "
+                                             "(+increment=false+normalize=false): the other commands refuse a sweep "
+                                             "that has such runs under their old names")
+    migrate.add_argument("--out", required=True, type=Path, help="the sweep directory (or an exported tree)")
     omega = sub.add_parser("omega", help="omega_f of each named KS data reading (docs/fidelity.md section 2)")
     omega.add_argument("--n", type=int, default=128, help="trajectories per reading (default 128)")
     omega.add_argument("--nu", nargs="+", type=float, default=[0.075, 0.1, 0.125], help="viscosities")
@@ -383,6 +388,15 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_migrate(args) -> int:
+    if not args.out.is_dir():
+        raise runner.SweepError(f"--out {args.out}: not a sweep directory")
+    renamed = runner.migrate_output_parametrisation(args.out)
+    print(f"{args.out}: renamed {renamed} runs" if renamed else f"{args.out}: every run's name says how it trained; "
+          "nothing renamed")
+    return 0
+
+
 def cmd_omega(args) -> int:
     from amg_fast.experiments.readings import omega_rows
 
@@ -429,8 +443,12 @@ def main(argv=None) -> int:
 
 def _command(args) -> int:
     try:
+        if args.command in ("plan", "run", "status", "report", "export"):  # the sweeps they read and write
+            for tree in (getattr(args, "out", None), getattr(args, "sweep", None), getattr(args, "to", None)):
+                if tree is not None and tree.is_dir():
+                    runner.check_output_parametrisation(tree)
         return {"list": cmd_list, "plan": cmd_plan, "run": cmd_run, "status": cmd_status, "report": cmd_report,
-                "export": cmd_export, "omega": cmd_omega}[args.command](args)
+                "export": cmd_export, "migrate": cmd_migrate, "omega": cmd_omega}[args.command](args)
     except (ValueError, runner.SweepError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_REFUSED

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         if f.type == "bool":
             target.add_argument(option, action="store_true", help=meta["help"])
             continue
+        if f.type == "bool | None":  # the preset's value unless given: --name or --no-name
+            target.add_argument(option, action=argparse.BooleanOptionalAction, default=None, help=meta["help"])
+            continue
         choices = meta.get("choices")
         choices = choices() if callable(choices) else choices
         shown = "" if default is None or f.default_factory is not dataclasses.MISSING else f" (default {default})"

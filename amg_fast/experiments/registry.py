@@ -125,19 +125,23 @@ register(Experiment("freq-gate-ablation", "Appendix table: AMGFNO without the fr
 
 
 # -- our studies ------------------------------------------------------------------------------------
+# The output parametrisations, explicit: --normalize --increment (the default on KS and Burgers since
+# 2026-12-01: amg_fast.train.config.OUTPUT_DEFAULTS) and the raw one (the default before).
 NORM_INC = {"normalize": True, "increment": True}
+RAW_OUTPUT = {"normalize": False, "increment": False}
 _FOURIERFLOW = {"share_weights": True, "weight_norm": True, "decoder_input": "last_block"}
-# docs/fidelity.md's variants: name -> (TrainConfig overrides, KS data reading).
+# docs/fidelity.md's variants: name -> (TrainConfig overrides, KS data reading); "base" is the raw
+# parametrisation, as the paper's code trains.
 FIDELITY_VARIANTS = {
-    "base": ({}, None),
+    "base": (RAW_OUTPUT, None),
     "norm-inc": (NORM_INC, None),
-    "base@lpsda5": ({}, "s4ffno-t5"),
-    "norm": ({"normalize": True}, None),
-    "inc": ({"increment": True}, None),
-    "lastblock": ({"decoder_input": "last_block"}, None),
-    "ff": (_FOURIERFLOW, None),
+    "base@lpsda5": (RAW_OUTPUT, "s4ffno-t5"),
+    "norm": ({"normalize": True, "increment": False}, None),
+    "inc": ({"normalize": False, "increment": True}, None),
+    "lastblock": ({"decoder_input": "last_block", **RAW_OUTPUT}, None),
+    "ff": ({**_FOURIERFLOW, **RAW_OUTPUT}, None),
     "ff-norm-inc": ({**_FOURIERFLOW, **NORM_INC}, None),
-    "base@lpsda": ({}, "s4ffno-ic"),
+    "base@lpsda": (RAW_OUTPUT, "s4ffno-ic"),
 }
 # Which model ran which variants (docs/fidelity.md sections 3 and 8), most telling first.
 _FIDELITY_RUNS = (("ffno", "base"), ("ffno", "norm-inc"), ("amgfno", "base"), ("amgfno", "norm-inc"),
@@ -163,11 +167,12 @@ def _variant_run(model: str, variant: str, omega) -> RunSpec:
 
 def _headline(omega):
     """Issue 21's runs in its order: (a) AMGFNO and S4FFNO, (b) FFNO, on KS nu = 0.1 at f = 32 with the
-    defaults and --normalize --increment; (c) the three at f = 128 and (d) on Burgers f = 32, defaults."""
+    raw parametrisation (the default until 2026-12-01) and --normalize --increment; (c) the three at
+    f = 128 and (d) on Burgers f = 32, with the defaults (--normalize --increment since 2026-12-01)."""
     def run(model, pde, nu, res, overrides=None):
         spec = _amgfno(pde, nu, res, omega) if model == "amgfno" else RunSpec(model, pde, nu, res)
         return dataclasses.replace(spec, overrides=overrides or {})
-    pairs = [run(m, "ks", 0.1, 32, o) for m in HEADLINE_MODELS for o in ({}, NORM_INC)]
+    pairs = [run(m, "ks", 0.1, 32, o) for m in HEADLINE_MODELS for o in (RAW_OUTPUT, NORM_INC)]
     return pairs + [run(m, "ks", 0.1, 128) for m in HEADLINE_MODELS] + \
         [run(m, "burgers", BURGERS_NU, 32) for m in HEADLINE_MODELS]
 
@@ -178,16 +183,18 @@ def _headline_stage(spec: RunSpec) -> int:
 
 
 register(Experiment("headline", "The headline comparison (issue 21): AMGFNO and S4FFNO, then FFNO, on KS nu = 0.1, "
-                    "f = 32, the defaults and --normalize --increment, seed by seed; then the three at f = 128 and "
+                    "f = 32, raw and --normalize --increment, seed by seed; then the three at f = 128 and "
                     "on Burgers f = 32 (defaults, first seed); AMGFNO vs S4FFNO reduction", _headline,
                     stage=_headline_stage, first_seed_only=lambda spec: _headline_stage(spec) == 2))
 register(Experiment("fidelity", "docs/fidelity.md's variants on KS nu = 0.1, f = 32: output parametrisation "
                     "(normalize, increment), fourierflow's options, the S4FFNO authors' data readings; one-step "
                     "error, amplitude, train vs test",
                     lambda omega: [_variant_run(model, variant, omega) for model, variant in _FIDELITY_RUNS]))
-register(Experiment("precision", "AMGFNO on KS nu = 0.1, f = 32 in fp32 / tf32 / bf16 (--precision), seed by seed; "
-                    "the GPU campaign runs it with --preset quick",
-                    lambda omega: [dataclasses.replace(_amgfno("ks", 0.1, 32, omega), overrides={"precision": p})
+register(Experiment("precision", "AMGFNO on KS nu = 0.1, f = 32 in fp32 / tf32 / bf16 (--precision), seed by seed, "
+                    "raw parametrisation (as its runs of 2026-11-29 trained); the GPU campaign runs it with "
+                    "--preset quick",
+                    lambda omega: [dataclasses.replace(_amgfno("ks", 0.1, 32, omega),
+                                                       overrides={"precision": p, **RAW_OUTPUT})
                                    for p in PRECISIONS],
                     stage=lambda spec: 0))  # one stage: the three modes of a seed together, a session may stop
 

@@ -25,6 +25,7 @@ from typing import Callable
 
 from amg_fast._files import atomic_path
 from amg_fast.experiments.registry import EXPERIMENTS
+from amg_fast.train.config import output_default
 from amg_fast.train.rundir import DIAGNOSTIC_STEP, GATE_EPOCHS
 
 __all__ = ["REPORTERS", "write_report", "Stats", "Versus", "Table", "Ablation", "Artefact", "DIAGNOSTICS"]
@@ -599,7 +600,8 @@ def _alpha_heatmap_figure(fusion: str, records: list[dict]):
 
 # -- our studies: headline, fidelity, precision, grids ------------------------------------------
 NORM_INC = {"normalize": True, "increment": True}
-PARAMETRISATIONS = {"defaults": {}, "--normalize --increment": NORM_INC}
+RAW_OUTPUT = {"normalize": False, "increment": False}
+PARAMETRISATIONS = {"raw": RAW_OUTPUT, "--normalize --increment": NORM_INC}
 
 
 def _shared_settings(records: list[dict], varied) -> dict:
@@ -614,10 +616,13 @@ def _own_overrides(record: dict, shared: dict) -> dict:
 
 
 def _parametrisation(record: dict, shared: dict) -> str:
-    """The run's output parametrisation (its normalize / increment), besides the shared settings."""
-    output = _own_overrides(record, shared)
-    return next((label for label, o in PARAMETRISATIONS.items() if o == output),
-                _overrides_text({"overrides": output}))
+    """The run's output parametrisation (its normalize / increment: its overrides', else its PDE's default at the
+    time, amg_fast.train.config.output_default), then its other overrides besides the shared settings."""
+    own = _own_overrides(record, shared)
+    output = {k: own.pop(k, output_default(_get(record, "pde"), k)) for k in NORM_INC}
+    label = next((label for label, o in PARAMETRISATIONS.items() if o == output),
+                 _overrides_text({"overrides": output}))
+    return " ".join(filter(None, [label, _overrides_text({"overrides": own})]))
 
 
 def _versus_gate(runs: list[dict], pde: str, nu: float, res: int, model: str) -> list:
@@ -675,7 +680,7 @@ def _headline_tables(records: list[dict]) -> list[Table]:
     groups = _group([{**r, "parametrisation": _parametrisation(r, shared)} for r in runs], "pde", "nu", "res",
                     "model", "parametrisation")
     order = {m: i for i, m in enumerate(("ffno", "s4ffno", "amgfno"))}
-    keys = sorted(groups, key=lambda k: (_sort_key(k[:3]), order.get(k[3], 9), k[4] != "defaults", str(k[4])))
+    keys = sorted(groups, key=lambda k: (_sort_key(k[:3]), order.get(k[3], 9), k[4] != "raw", str(k[4])))
     epochs = _gate_epochs(runs)
     paper_epochs = "" if epochs == str(GATE_EPOCHS) else f": {GATE_EPOCHS}"
     cells = Table("Per cell: nRMSE, ours beside the paper; g-bar; the fidelity diagnostics",
@@ -710,7 +715,7 @@ def _headline_tables(records: list[dict]) -> list[Table]:
         if base.n and ni.n:
             effect_rows.append([PDE_NAMES.get(pde, pde), f"{nu:g}", res, MODEL_NAMES.get(m, m), base, ni,
                                 _pct(_delta_pct(base.mean, ni.mean)), _beyond_spread(ni, base)])
-    effect = Table("--normalize --increment against the defaults", ["PDE", "ν", "f", "Model", "defaults",
+    effect = Table("--normalize --increment against raw", ["PDE", "ν", "f", "Model", "raw",
                                                                    "--normalize --increment", "change",
                                                                    "lower by more than the seed spread"],
                    effect_rows, "seed spread: the larger sample std of the two cells (needs 2+ seeds each; -: a "
@@ -742,7 +747,7 @@ def _default_decision(effect_rows: list[list]) -> str:
         elif missing:
             verdict = "undecided (" + ", ".join(missing) + ": not run, or fewer than 2 seeds)"
         else:
-            verdict = "yes for all three: make it the default"
+            verdict = "yes for all three: the default (since 2026-12-01; raw is --no-normalize --no-increment)"
         lines.append(f"{pde} ν = {nu}, f = {res}: {verdict}")
     return ("Rule (issue 21): --normalize --increment becomes the default if it lowers the mean nRMSE of all three "
             "models by more than the seed spread. " + "; ".join(lines) + ".") if lines else ""
@@ -786,8 +791,8 @@ def _fidelity_tables(records: list[dict]) -> list[Table]:
     return [_diagnostics_table("Fidelity variants (docs/fidelity.md)", ["Model", "variant", "PDE", "ν", "f"],
                                {(m, v, PDE_NAMES.get(pde, pde), f"{nu:g}", res): rs
                                 for (m, v, pde, nu, res), rs in groups.items()},
-                               _DIAGNOSTICS_CAPTION + " Variants: base = defaults; norm / inc / norm-inc = "
-                               "--normalize / --increment / both; lastblock = --decoder-input last_block; ff = "
+                               _DIAGNOSTICS_CAPTION + " Variants: base = raw (--no-normalize --no-increment); "
+                               "norm / inc / norm-inc = --normalize / --increment / both; lastblock = --decoder-input last_block; ff = "
                                "fourierflow's options; @lpsda / @lpsda5 = the S4FFNO authors' KS data readings.")]
 
 

@@ -27,6 +27,7 @@ limit, which is requeued and resumes (amg_fast.experiments.slurm_job).
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -48,7 +49,7 @@ from amg_fast._checks import flag
 from amg_fast._files import atomic_write_text, check_writable_dir
 from amg_fast._interrupt import EXIT_INTERRUPTED, arm_stop_once
 from amg_fast.experiments.specs import PRESETS, RunSpec, check_preset
-from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.config import OUTPUT_DEFAULTS, TrainConfig, output_default, resolve_config
 from amg_fast.train.rundir import ResultsError, RunDir, RunDirError, RunResults
 
 __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job", "read_results", "run_state",
@@ -176,6 +177,66 @@ def check_run_dir(out: Path, spec: RunSpec) -> Path:
         raise SweepError(f"{run_dir} holds another run under this run's name (its job.json: {job['spec']}); move it "
                          "away and run again")
     return run_dir
+
+
+def _unnamed_output(job: dict) -> dict:
+    """The output parametrisation settings a run trained with (its job.json config) that its name no longer
+    says: normalize / increment that its spec does not override and that differ from its PDE's default now
+    (a run of an older sweep trained raw, the default before 2026-12-01)."""
+    overrides = dict(job["spec"].overrides)
+    return {k: getattr(job["config"], k) for k in OUTPUT_DEFAULTS if k not in overrides
+            and getattr(job["config"], k) != output_default(job["spec"].pde, k)}
+
+
+def _migrated(run_dir: Path) -> tuple[RunSpec, dict] | None:
+    """(the run's spec with the output settings its name lacks, those settings), or None when it needs none."""
+    job = read_job(run_dir)
+    missing = _unnamed_output(job) if job is not None else {}
+    if not missing:
+        return None
+    return dataclasses.replace(job["spec"], overrides={**dict(job["spec"].overrides), **missing}), missing
+
+
+def check_output_parametrisation(out: Path) -> None:
+    """Refuse (SweepError) a sweep with runs whose names no longer say how they trained: since 2026-12-01
+    --normalize --increment is the default on KS and Burgers, so a run that trained raw under a name without
+    those settings would count as a run with them. migrate_output_parametrisation renames such runs."""
+    stale = [run_dir.name for run_dir in run_dirs(out) if _migrated(run_dir) is not None]
+    if stale:
+        raise SweepError(f"{out}: {len(stale)} runs trained with the raw output parametrisation (normalize and "
+                         f"increment off, the default before 2026-12-01) under names that now mean --normalize "
+                         f"--increment ({', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''}): run `python "
+                         f"scripts/reproduce.py migrate --out {out}` once, which renames them to say so "
+                         "(...+increment=false+normalize=false_seedN)")
+
+
+def migrate_output_parametrisation(out: Path, log: Callable[[str], None] = print) -> int:
+    """Rename each run of sweep out/ that check_output_parametrisation refuses: its job.json spec gets the
+    settings it trained with as overrides, and the directory (and the config paths naming it) the spec's new
+    name. The directory is renamed first, so an interrupted migration is finished by running it again.
+    Returns how many runs it renamed."""
+    renamed = 0
+    for run_dir in run_dirs(out):
+        migrated = _migrated(run_dir)
+        if migrated is None:
+            continue
+        spec, missing = migrated
+        if run_state(run_dir) == "running":
+            raise SweepError(f"{run_dir} is training now; migrate the sweep when it stops")
+        target = run_dir.parent / spec.name
+        if target != run_dir:
+            if target.exists():
+                raise SweepError(f"cannot rename {run_dir.name} to {target.name}: {target} exists; move one away")
+            run_dir.rename(target)
+        job, config = _read_json(target / JOB_FILE), _read_json(target / "config.json")
+        if isinstance(config, dict) and isinstance(config.get("out"), str):
+            _write_json(target / "config.json", {**config, "out": str(Path(config["out"]).parent / spec.name)})
+        renamed_out = str(Path(job["config"]["out"]).parent / spec.name) if job["config"].get("out") else None
+        _write_json(target / JOB_FILE, {**job, "spec": spec.to_dict(),
+                                        "config": {**job["config"], "out": renamed_out}})
+        renamed += 1
+        log(f"{run_dir.name} -> {target.name} ({', '.join(f'{k}={v}' for k, v in missing.items())})")
+    return renamed
 
 
 def job_config(spec: RunSpec, preset: str, *, device: str = "auto", fast_kernels: bool = False,

@@ -27,6 +27,7 @@ from amg_fast.train.rundir import RunDir
 ROOT = Path(__file__).parents[2]
 PAIR = ["--where", "model=ffno,amgfno", "--where", "pde=ks", "nu=0.1", "res=32"]  # repeated --where, 2 runs
 FFNO, AMGFNO = "ffno_ks_nu0.1_f32_seed0", "amgfno_ks_nu0.1_f32_seed0"
+RAW = "+increment=false+normalize=false"  # a run's name tokens of the raw output parametrisation
 
 
 def reproduce(*args, **kw):
@@ -70,7 +71,11 @@ def test_override_names_are_readable_stable_and_defaults_keep_todays_names():
     assert RunSpec("ffno", "ks", 0.1, 32, seed=2, overrides={"lr": 3e-4, "decoder_input": "last_block"}).name == \
         "ffno_ks_nu0.1_f32+decoder_input=last_block+lr=0.0003_seed2"
     # an override equal to TrainConfig's default is no override: today's name, the same run
-    assert RunSpec("ffno", "ks", 0.1, 32, overrides={"normalize": False, "lr": 1e-3}) == RunSpec("ffno", "ks", 0.1, 32)
+    plain = RunSpec("ffno", "ks", 0.1, 32)
+    assert RunSpec("ffno", "ks", 0.1, 32, overrides={"weight_norm": False, "lr": 1e-3}) == plain
+    # the output parametrisation's default is the preset's (by PDE; raw before 2026-12-01): either value is named
+    raw = RunSpec("ffno", "ks", 0.1, 32, overrides={"normalize": False, "increment": False})
+    assert raw.name == "ffno_ks_nu0.1_f32+increment=false+normalize=false_seed0" and raw != plain
     assert RunSpec("ffno", "ks", 0.1, 32).name == FFNO
     assert RunSpec("ffno", "ks", 0.1, 32, overrides={"lr": 1e-3 + 1e-12}).name != FFNO  # exact: no rounding clash
     assert RunSpec.from_dict(spec.to_dict()) == spec and json.loads(json.dumps(spec.to_dict()))["overrides"] == {
@@ -141,7 +146,7 @@ def test_a_sweep_with_overrides_names_trains_and_reports_its_runs(tmp_path, caps
     out = tmp_path / "sweep"
     proc = in_process(capsys, "run", "headline", "--preset", "smoke", "--out", out, "--where", "model=ffno", "res=32", "pde=ks")
     assert proc.returncode == 0, proc.stderr
-    plain, norm_inc = out / "runs" / FFNO, out / "runs" / "ffno_ks_nu0.1_f32+increment+normalize_seed0"
+    plain, norm_inc = (out / "runs" / f"ffno_ks_nu0.1_f32{o}_seed0" for o in (RAW, "+increment+normalize"))
     assert {d.name for d in runner.run_dirs(out)} == {plain.name, norm_inc.name}
     for run_dir, value in ((plain, False), (norm_inc, True)):
         config = json.loads((run_dir / "config.json").read_text())  # what the trainer used
@@ -151,7 +156,7 @@ def test_a_sweep_with_overrides_names_trains_and_reports_its_runs(tmp_path, caps
     md = (out / "reports" / "headline" / "table.md").read_text()
     assert "Sweep preset: smoke, trained far less than the paper preset" in md  # its ratios mean little
     results = {d: json.loads((d / "results.json").read_text())["nrmse"] for d in (plain, norm_inc)}
-    for run_dir, label in ((plain, "defaults"), (norm_inc, "--normalize --increment")):
+    for run_dir, label in ((plain, "raw"), (norm_inc, "--normalize --increment")):
         assert f"| KS | 0.1 | 32 | FFNO | {label} | {results[run_dir]:.4g} | 0.446 |" in md
 
 
@@ -194,13 +199,15 @@ def test_set_adds_settings_to_every_run_and_report_finds_them(tmp_path):
 
     overrides = parse_set(["precision=tf32", "n_train=16"])
     specs = select_runs(["headline"], where=parse_where(["res=32", "model=ffno", "pde=ks"]), overrides=overrides)
-    assert [s.name for s in specs] == ["ffno_ks_nu0.1_f32+n_train=16+precision=tf32_seed0",
-                                       "ffno_ks_nu0.1_f32+increment+n_train=16+normalize+precision=tf32_seed0"]
+    assert [s.name for s in specs] == [
+        "ffno_ks_nu0.1_f32+increment=false+n_train=16+normalize=false+precision=tf32_seed0",
+        "ffno_ks_nu0.1_f32+increment+n_train=16+normalize+precision=tf32_seed0"]
     runner.prepare_sweep(tmp_path, "smoke")
-    for spec in specs + [RunSpec("ffno", "ks", 0.1, 32)]:
+    raw = RunSpec("ffno", "ks", 0.1, 32, overrides={"normalize": False, "increment": False})  # headline's own
+    for spec in specs + [raw]:
         runner.write_job(tmp_path, spec, "smoke")
     assert {r["name"] for r in records_for(tmp_path, "headline", overrides=overrides)} == {s.name for s in specs}
-    assert {r["name"] for r in records_for(tmp_path, "headline")} == {FFNO}
+    assert {r["name"] for r in records_for(tmp_path, "headline")} == {raw.name}
     with pytest.raises(ValueError, match="--set lr: one value per setting, got 2"):
         parse_set(["lr=1e-3,3e-4"])
 
@@ -216,10 +223,10 @@ def test_the_headline_runs_in_issue_21s_order_stage_by_stage_seed_by_seed():
     runs holds a whole paired comparison); (b) FFNO likewise; (c) f = 128 and (d) Burgers f = 32, the
     defaults, first seed only: 24 runs for seeds 0, 1, 2 (formerly 36, f = 128 last and no Burgers)."""
     specs = select_runs(["headline"], seeds=(0, 1, 2))
-    pair = ["amgfno_ks_nu0.1_f32{}_seed{}", "amgfno_ks_nu0.1_f32{}+increment+normalize_seed{}",
-            "s4ffno_ks_nu0.1_f32{}_seed{}", "s4ffno_ks_nu0.1_f32{}+increment+normalize_seed{}"]
-    a = [n.format("", seed) for seed in range(3) for n in pair]
-    b = [f"ffno_ks_nu0.1_f32{o}_seed{seed}" for seed in range(3) for o in ("", "+increment+normalize")]
+    pair = ["amgfno_ks_nu0.1_f32{}_seed{}", "amgfno_ks_nu0.1_f32+increment+normalize_seed{}",
+            "s4ffno_ks_nu0.1_f32{}_seed{}", "s4ffno_ks_nu0.1_f32+increment+normalize_seed{}"]
+    a = [n.format(RAW, seed) if n.count("{}") == 2 else n.format(seed) for seed in range(3) for n in pair]
+    b = [f"ffno_ks_nu0.1_f32{o}_seed{seed}" for seed in range(3) for o in (RAW, "+increment+normalize")]
     c = [f"{m}_ks_nu0.1_f128_seed0" for m in ("amgfno", "s4ffno", "ffno")]
     d = [f"{m}_burgers_nu0.001_f32_seed0" for m in ("amgfno", "s4ffno", "ffno")]
     assert [s.name for s in specs] == a + b + c + d
@@ -231,7 +238,7 @@ def test_the_headline_runs_in_issue_21s_order_stage_by_stage_seed_by_seed():
 def test_the_precision_runs_go_seed_by_seed():
     """fp32 / tf32 / bf16 of a seed together: a GPU session that stops part way leaves whole comparisons."""
     names = [s.name for s in select_runs(["precision"], seeds=(0, 1))]
-    assert names == [f"amgfno_ks_nu0.1_f32{mode}_seed{seed}" for seed in (0, 1)
+    assert names == [f"amgfno_ks_nu0.1_f32{RAW}{mode}_seed{seed}" for seed in (0, 1)  # raw, as its runs trained
                      for mode in ("", "+precision=tf32", "+precision=bf16")]
 
 
@@ -886,6 +893,45 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
         assert json.loads((out / "sweep.json").read_text())["preset"] == ("smoke", "cpu")[said.index("ok")]
 
 
+def _as_before_2026_12_01(run_dir: Path) -> None:
+    """Make a finished run look trained raw under its plain name, as every such run before 2026-12-01."""
+    for name in (runner.JOB_FILE, "config.json"):
+        data = json.loads((run_dir / name).read_text())
+        config = data["config"] if name == runner.JOB_FILE else data
+        config.update(normalize=False, increment=False)
+        (run_dir / name).write_text(json.dumps(data))
+
+
+def test_runs_trained_raw_under_their_old_names_are_refused_until_migrated(tmp_path, capsys, trained):
+    """Since 2026-12-01 a KS run's plain name means --normalize --increment: an older sweep's raw runs under
+    that name would count as such. Every command that reads the sweep refuses it and names `migrate`, which
+    renames them (...+increment=false+normalize=false...) with their job.json spec and config paths; an
+    interrupted migration (renamed, job.json not yet rewritten) finishes when run again."""
+    out = copy(trained, tmp_path / "sweep")
+    for run_dir in runner.run_dirs(out):
+        _as_before_2026_12_01(run_dir)
+    for args in (("status",), ("report", "table2"), ("plan", "table2", "--preset", "smoke", *PAIR)):
+        proc = in_process(capsys, *args, "--out", out)
+        assert proc.returncode == 2 and "2 runs trained with the raw output parametrisation" in proc.stderr
+        assert f"reproduce.py migrate --out {out}" in proc.stderr and FFNO in proc.stderr
+    (out / "runs" / FFNO).rename(out / "runs" / f"ffno_ks_nu0.1_f32{RAW}_seed0")  # a migration stopped half way
+    proc = in_process(capsys, "migrate", "--out", out)
+    assert proc.returncode == 0 and f"{AMGFNO} -> amgfno_ks_nu0.1_f32{RAW}_seed0" in proc.stdout, proc.stderr
+    assert sorted(d.name for d in runner.run_dirs(out)) == [f"amgfno_ks_nu0.1_f32{RAW}_seed0",
+                                                          f"ffno_ks_nu0.1_f32{RAW}_seed0"]
+    for run_dir in runner.run_dirs(out):
+        job = runner.read_job(run_dir)
+        assert job["spec"].name == run_dir.name and job["config"].out == f"runs/{run_dir.name}"
+        assert json.loads((run_dir / "config.json").read_text())["out"].endswith(f"/runs/{run_dir.name}")
+        assert runner.run_state(run_dir) == "done"
+    assert "nothing renamed" in in_process(capsys, "migrate", "--out", out).stdout
+    status = in_process(capsys, "status", "--out", out)
+    assert status.returncode == 0 and "2 runs: 2 done" in status.stdout, status.stderr
+    fidelity = in_process(capsys, "report", "fidelity", "--out", out)  # base: FFNO and AMGFNO raw
+    assert fidelity.returncode == 0 and "| FFNO | base | KS | 0.1 | 32 | 1 |" in \
+        (out / "reports" / "fidelity" / "table.md").read_text(), fidelity.stderr
+
+
 # -- refused before anything is written ---------------------------------------------------------
 @pytest.mark.parametrize("args,message", [
     (["run", "table2", "--where", "nu=0.2"], "--where nu=0.2 matches no run of table2 (their nu values: 0.001, 0.075"),
@@ -910,7 +956,7 @@ def test_one_preset_per_sweep_under_concurrent_starts(tmp_path):
     (["run"], "name at least one experiment (or all, or a --grid)"),
     (["run", "--grid", "lr=1e-3,3e-4", "--set", "lr=1e-4"], "--set lr and a grid axis lr"),  # was one run, not two
     (["run", "precision", "--set", "precision=bf16"],  # was one run: tf32's and fp32's turned into bf16's
-     "--set precision='bf16': run amgfno_ks_nu0.1_f32+precision=tf32_seed0 sets precision='tf32' itself"),
+     f"--set precision='bf16': run amgfno_ks_nu0.1_f32{RAW}+precision=tf32_seed0 sets precision='tf32' itself"),
     (["run", "--grid", "model=multi_input_ffno", "nu=0.10000000000000002", "decoder_input=last_block",
       "lr=0.00031415926535897933", "weight_decay=1.2345678901234567e-05", "share_weights=true", "weight_norm=true",
       "normalize=true", "increment=true", "eval_every=3", "checkpoint_every=7", "batch_size=512", "epochs=1000",
@@ -1024,7 +1070,7 @@ def test_a_reading_run_trains_on_the_data_of_its_reading(tmp_path, capsys):
                       "reading=s4ffno-t5")
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = runner.run_dirs(out)
-    assert run_dir.name == "ffno_ks_nu0.1_f32+reading=s4ffno-t5_seed0"
+    assert run_dir.name == f"ffno_ks_nu0.1_f32{RAW}+reading=s4ffno-t5_seed0"
     data = Path(json.loads((run_dir / "config.json").read_text())["data"])
     assert data.parent == out.resolve() / "data" and data.name.startswith("ks_nu0.1_terms10_kmax7_tend5_dt0.2_")
     assert [p.name for p in (out / "data").glob("*.h5")] == [data.name]  # the default data set never made

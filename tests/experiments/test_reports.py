@@ -90,6 +90,7 @@ RECORDS = {
                            rec("amgfno", "burgers", 0.001, 64, variant="no-freq-gate", **FAILED)],
 }
 NORM_INC = {"normalize": True, "increment": True}
+RAW = {"normalize": False, "increment": False}  # the default before 2026-12-01; since, a KS run without overrides
 
 
 def diag(nrmse, seed):
@@ -105,14 +106,14 @@ def study(model, seed, nrmse, overrides=None, reading=None, res=32, **kw):
                gate=0.5 + seed / 10 if model == "amgfno" else None, diagnostics=diag(nrmse, seed), **kw)
 
 
-# headline: S4FFNO and AMGFNO at f = 32 (defaults and --normalize --increment) over 3 seeds; FFNO one
-# seed; f = 128 AMGFNO only (no reduction row there)
-RECORDS["headline"] = [study(m, seed, base + seed ** 2 / 100 - (0.05 if o else 0.0), o)
-                       for m, base in (("s4ffno", 0.2), ("amgfno", 0.1)) for o in (None, NORM_INC) for seed in SEEDS] \
-    + [study("ffno", 0, 0.5), study("amgfno", 0, 0.05, res=128), rec("ffno", res=128, **FAILED)]
+# headline: S4FFNO and AMGFNO at f = 32 (raw and --normalize --increment) over 3 seeds; FFNO one
+# seed, raw; f = 128 AMGFNO only, the defaults (no reduction row there)
+RECORDS["headline"] = [study(m, seed, base + seed ** 2 / 100 - (0.05 if o == NORM_INC else 0.0), o)
+                       for m, base in (("s4ffno", 0.2), ("amgfno", 0.1)) for o in (RAW, NORM_INC) for seed in SEEDS] \
+    + [study("ffno", 0, 0.5, RAW), study("amgfno", 0, 0.05, res=128), rec("ffno", res=128, **FAILED)]
 RECORDS["fidelity"] = [study("ffno", seed, 0.5 + seed ** 2 / 100, o, reading)
-                       for o, reading in ((None, None), (NORM_INC, None), (None, "s4ffno-t5"),
-                                          ({"decoder_input": "last_block"}, None), ({"lr": 3e-4}, None))
+                       for o, reading in ((RAW, None), (NORM_INC, None), (RAW, "s4ffno-t5"),
+                                          ({"decoder_input": "last_block", **RAW}, None), ({"lr": 3e-4}, None))
                        for seed in SEEDS] + [rec("amgfno", overrides=NORM_INC, **FAILED)]
 RECORDS["precision"] = [study("amgfno", seed, 0.1 * (1 + i) + seed ** 2 / 100, {"precision": p} if p != "fp32" else None)
                         for i, p in enumerate(("fp32", "tf32", "bf16")) for seed in SEEDS] \
@@ -252,11 +253,12 @@ def test_with_the_papers_numbers(tmp_path, monkeypatch):
     assert f"| 0.0249 | {batch / 0.0249:.4g} | {100 * (batch - fixed) / fixed:+.1f}% | +10.1% |" in \
         (tmp_path / "omega-ablation" / "table.md").read_text()
     headline = (tmp_path / "headline" / "table.md").read_text()
-    assert "| KS | 0.1 | 32 | S4FFNO | defaults | " in headline and "| 0.108 |" in headline and "| 0.7036 |" in headline
+    assert "| KS | 0.1 | 32 | S4FFNO | raw | " in headline and "| 0.108 |" in headline and "| 0.7036 |" in headline
     assert "| +78.7% |" in headline  # the paper's reduction at f = 32: 100 (0.108 - 0.023) / 0.108
     # f = 128: 0.005 -> 0.003 prints as 40%, but 3-decimal values allow anything from 22% to 55%
     write_report("headline", RECORDS["headline"] + [study("s4ffno", 0, 0.01, res=128)], tmp_path / "f128")
-    f128 = next(r for r in _rows((tmp_path / "f128" / "table.md").read_text(), "| KS | 0.1 | 128 | defaults |"))
+    f128 = next(r for r in _rows((tmp_path / "f128" / "table.md").read_text(),
+                                 "| KS | 0.1 | 128 | --normalize --increment |"))
     assert f128[-1] == "+40.0% (+22% to +55%: rounding)"
     write_report("headline", RECORDS["headline"] + [study("ffno", 0, 0.2, pde="burgers", nu=0.001)], tmp_path / "b")
     assert "Burgers: our PDEBench-style data (generated" in (tmp_path / "b" / "table.md").read_text()
@@ -346,19 +348,19 @@ def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path
     md = (tmp_path / "table.md").read_text()
     s4 = [0.2 + s ** 2 / 100 for s in SEEDS]
     amg = [0.1 + s ** 2 / 100 for s in SEEDS]
-    cell = next(r for r in _rows(md, "| KS | 0.1 | 32 | AMGFNO | defaults |"))
+    cell = next(r for r in _rows(md, "| KS | 0.1 | 32 | AMGFNO | raw |"))
     assert cell[5] == mean_std(amg) and cell[6] == "0.02"  # ours, the (fake) paper's
     assert cell[8] == mean_std([0.51 + s / 10 for s in SEEDS])  # g-bar of the last 20 epochs (gate + 0.01)
     assert cell[10] == mean_std([v / 10 for v in amg])  # one-step nRMSE, a fidelity diagnostic
     assert cell[11] == "1.5 ± 0 [n=3]"  # amplitude at the last step
     paired = [100 * (a - b) / a for a, b in zip(s4, amg)]
-    reduction = next(r for r in _rows(md, "| KS | 0.1 | 32 | defaults |"))
+    reduction = next(r for r in _rows(md, "| KS | 0.1 | 32 | raw |"))
     assert reduction[4:8] == [mean_std(s4), mean_std(amg),
                               f"{100 * (1 - statistics.fmean(amg) / statistics.fmean(s4)):+.1f}%", mean_std(paired)]
-    assert not _rows(md, "| KS | 0.1 | 128 | defaults |")  # no S4FFNO there: no reduction row
+    assert not _rows(md, "| KS | 0.1 | 128 | --normalize --increment |")  # no S4FFNO there: no reduction row
     effect = {r[3]: r for r in _rows(md, "| KS | 0.1 | 32 |") if len(r) == 8}
     assert effect["AMGFNO"][6] == f"{100 * -0.05 / statistics.fmean(amg):+.1f}%" and effect["AMGFNO"][7] == "yes"
-    assert "FFNO" not in effect  # FFNO ran the defaults only: nothing to compare
+    assert "FFNO" not in effect  # FFNO ran raw only: nothing to compare
     assert "KS ν = 0.1, f = 32: undecided (FFNO: not run, or fewer than 2 seeds)" in md  # issue 21's rule
     one_seed = [r for r in RECORDS["headline"] if r["seed"] == 0]
     write_report("headline", one_seed, tmp_path / "one")
@@ -373,7 +375,7 @@ def test_headline_cells_reduction_and_the_effect_of_normalize_increment(tmp_path
     write_report("headline", with_set, tmp_path / "set")
     md_set = (tmp_path / "set" / "table.md").read_text()
     assert md_set.split("## ", 1)[1] == md.split("## ", 1)[1]
-    assert "| KS | 0.1 | 128 | FFNO | defaults | failed |" in md
+    assert "| KS | 0.1 | 128 | FFNO | --normalize --increment | failed |" in md
     # the records' training g-bar is the final rollout gate + 0.01: the caption says how far the two lie apart
     assert "the final model's test-rollout gate differs from it by at most 0.01 in these runs" in md
     assert "Each seed draws its own data set" in md and "Burgers: our PDEBench-style data" not in md  # KS only
@@ -398,7 +400,8 @@ def test_fidelity_table_names_the_variants_with_the_diagnostics(tmp_path):
                            mean_std([0.9 * v for v in values])]  # train / test loss, train rollout
     assert "| AMGFNO | norm-inc | KS | 0.1 | 32 | 0 | failed |" in md
     rows = list(csv.DictReader((tmp_path / "table.csv").read_text().splitlines()))
-    assert {r["reading"] for r in rows} == {"", "s4ffno-t5"} and "decoder_input=last_block" in {r["overrides"] for r in rows}
+    assert {r["reading"] for r in rows} == {"", "s4ffno-t5"}
+    assert "decoder_input=last_block increment=False normalize=False" in {r["overrides"] for r in rows}
     # run with docs/reproduce.md's `--set n_train=256 n_test=64` (the fidelity study's scale): the same
     # variant names (formerly "n_test=64 n_train=256", "increment=True n_test=64 ...")
     scaled = [{**r, "overrides": {**r["overrides"], "n_train": 256, "n_test": 64}} for r in RECORDS["fidelity"]]
@@ -449,8 +452,8 @@ def test_the_default_parametrisation_rule_needs_all_three_models_lower_beyond_th
 
     def rows(**verdicts):
         return [["KS", "0.1", 32, name, None, None, "-10%", v] for name, v in verdicts.items()]
-    assert "f = 32: yes for all three: make it the default" in _default_decision(rows(FFNO="yes", S4FFNO="yes",
-                                                                                       AMGFNO="yes"))
+    assert "f = 32: yes for all three: the default (since 2026-12-01" in \
+        _default_decision(rows(FFNO="yes", S4FFNO="yes", AMGFNO="yes"))
     assert "f = 32: no (S4FFNO not lower by more than the spread): keep it opt-in" in \
         _default_decision(rows(FFNO="yes", S4FFNO="no", AMGFNO="-"))
     assert "undecided (AMGFNO: not run" in _default_decision(rows(FFNO="yes", S4FFNO="yes"))

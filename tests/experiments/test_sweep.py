@@ -41,9 +41,10 @@ def test_shared_runs_are_selected_once_and_filters_apply():
     # the paper's six: 195 runs before additive alpha = 1 became Table 2's residual S4FFNO (9 KS settings)
     paper = ["alpha-convex", "alpha-additive", "table2", "table3", "omega-ablation", "freq-gate-ablation"]
     assert len(select_runs(paper)) == 195 - 9
-    # headline: 3 runs of its own (norm-inc at f = 32) + Table 2's; fidelity: 14 - 3 base (Table 2) - 3
-    # norm-inc (headline's); precision: 2 (fp32 is Table 2's AMGFNO); ns2d: 24 of its own
-    assert len(select_runs(["all"])) == 186 + 3 + 8 + 2 + 24
+    # headline: 6 runs of its own (raw and norm-inc at f = 32) + Table 2's (f = 128, Burgers: the defaults);
+    # fidelity: 14 - 3 base and 3 norm-inc (headline's); precision: 2 (fp32 raw is headline's AMGFNO);
+    # ns2d: 24 of its own
+    assert len(select_runs(["all"])) == 186 + 6 + 8 + 2 + 24
     assert len(select_runs(["table2"], seeds=(0, 1, 2))) == 3 * 84
     kept = select_runs(["table2", "alpha-convex"], where=parse_where(["res=32", "nu=0.1", "alpha=0,1"]))
     assert {s.res for s in kept} == {32} and {s.nu for s in kept if s.pde == "ks"} == {0.1}

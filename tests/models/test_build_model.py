@@ -13,7 +13,17 @@ from amg_fast.train.trainer import train
 
 
 def options(**settings) -> TrainConfig:
-    return resolve_config(TrainConfig(width=8, res=32, **settings))
+    """A resolved config; the model bare (raw output parametrisation) unless settings ask otherwise."""
+    return resolve_config(TrainConfig(width=8, res=32, **{"normalize": False, "increment": False, **settings}))
+
+
+def test_the_default_output_parametrisation_wraps_1d_models_and_leaves_ns2d_bare():
+    """--normalize --increment is the preset's default on ks and burgers since 2026-12-01, not on ns2d."""
+    for pde, model in (("ks", "ffno"), ("burgers", "amgfno")):
+        wrapped = build_model(resolve_config(TrainConfig(model=model, pde=pde, width=8, res=32)), omega=0.3)
+        assert isinstance(wrapped, Normalized) and wrapped.increment
+    bare = build_model(resolve_config(TrainConfig(model="ffno2d", pde="ns2d", width=8, res=32)))
+    assert type(bare) is MODELS["ffno2d"]
 
 
 @pytest.mark.parametrize("name", available_models())
@@ -42,7 +52,7 @@ def test_model_settings_reach_the_model():
     wrapped = build_model(options(model="ffno", normalize=True, increment=True), stats=stats)
     assert isinstance(wrapped, Normalized) and wrapped.increment and float(wrapped.out_std) == 0.25
     assert isinstance(wrapped.model, FFNO1d)
-    inc_only = build_model(options(model="gkt", increment=True))
+    inc_only = build_model(options(model="gkt", increment=True))  # normalize off: identity statistics
     assert isinstance(inc_only, Normalized) and float(inc_only.in_std) == 1.0
 
 
@@ -69,4 +79,5 @@ def test_a_newly_registered_model_trains_without_a_trainer_edit(monkeypatch, tmp
                                 n_test=2, batch_size=4, width=8, eval_every=100, device="cpu"), log=lambda *a: None)
     assert results["model"] == "two_block_ffno" and results["nrmse"] > 0
     state = torch.load(out / "checkpoint.pt", weights_only=True)["model"]
-    assert "blocks.1.spectral.weight" in state and "blocks.2.spectral.weight" not in state
+    # wrapped by the default --normalize --increment (Normalized: the model's parameters under "model.")
+    assert "model.blocks.1.spectral.weight" in state and "model.blocks.2.spectral.weight" not in state

@@ -35,7 +35,8 @@ def test_tiny_run_lowers_the_loss_and_writes_the_run_directory(tiny_data, tmp_pa
     out = tmp_path / "run"
     results = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=8, **TINY), log=lambda *a: None)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 8 and rows[-1]["train_loss"] < 0.5 * rows[0]["train_loss"]
+    # the default --normalize --increment (since 2026-12-01) starts lower and ends 0.58x the first epoch's here
+    assert len(rows) == 8 and rows[-1]["train_loss"] < 0.7 * rows[0]["train_loss"]
     assert {"epoch", "train_loss", "lr", "gate_mean", "time_s"} <= set(rows[0]) and "test_nrmse" in rows[-1]
     saved = json.loads((out / "results.json").read_text())
     assert saved["nrmse"] == results["nrmse"] and 0 < saved["nrmse"] < 1 and len(saved["nrmse_per_step"]) == 5
@@ -438,7 +439,7 @@ def test_omega_overrides_the_datas_omega_f(tiny_data, tmp_path):
     out = tmp_path / "run"
     train(TrainConfig(data=str(tiny_data), out=str(out), epochs=1, omega=0.584, **TINY), log=lambda *a: None)
     state = torch.load(out / "checkpoint.pt", weights_only=True)
-    assert float(state["model"]["gate.omega"]) == pytest.approx(0.584)
+    assert float(state["model"]["model.gate.omega"]) == pytest.approx(0.584)  # in Normalized, the default
 
 
 def test_fidelity_options_train_evaluate_and_report_diagnostics(tiny_data, tmp_path):
