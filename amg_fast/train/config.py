@@ -15,8 +15,8 @@ from amg_fast.models.base import DECODER_INPUTS, FFNOBackbone
 from amg_fast.models.memory import AMGFNO1d, S4FFNO1d
 from amg_fast.train.precision import PRECISIONS, check_precision
 
-__all__ = ["TrainConfig", "PRESETS", "OUTPUT_DEFAULTS", "LEGACY_DEFAULTS", "output_default", "resolve_config",
-           "default_cache_dir", "check_device", "setting"]
+__all__ = ["TrainConfig", "PRESETS", "OUTPUT_DEFAULTS", "LEGACY_DEFAULTS", "output_default", "output_parametrisation",
+           "resolve_config", "default_cache_dir", "check_device", "setting"]
 
 OMEGA_MODES = ("fixed", "batch")
 FFNO_FAMILY = tuple(name for name, cls in MODELS.items() if issubclass(cls, FFNOBackbone))  # take the backbone options
@@ -176,6 +176,13 @@ PDE_PRESETS = {
     },
 }
 DEFAULT_NU = {"ks": 0.1, "burgers": 0.001, "ns2d": 1e-3}
+
+
+def output_parametrisation(cfg: TrainConfig) -> str:
+    """A resolved config's output parametrisation in words, as its flags: "--normalize --increment", "raw
+    (--no-normalize --no-increment)" or the one of them that is on."""
+    flags = [f"--{k}" for k in OUTPUT_DEFAULTS if getattr(cfg, k)]
+    return " ".join(flags) if flags else "raw (--no-normalize --no-increment)"
 
 
 def output_default(pde: str, key: str) -> bool:

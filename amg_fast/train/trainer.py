@@ -36,7 +36,7 @@ from amg_fast.data.datasets import TrajectoryDataset
 from amg_fast.models import build_model, count_parameters
 from amg_fast.ops._backend import triton_unavailable_reason
 from amg_fast.train.checkpoint import TRAINING_KEYS, CheckpointError, capture_rng, restore_rng
-from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.config import TrainConfig, output_parametrisation, resolve_config
 from amg_fast.train.data import (TRAIN_EVAL_LIMIT, data_path, eval_batches, normalization_stats, read_data,
                                   settings_the_data_may_set)
 from amg_fast.train.evaluate import EvalResult, evaluate, one_step_loss, predict, unwrap
@@ -324,7 +324,8 @@ def start_in(run: Run, run_dir: RunDir) -> None:
     run.log(f"{cfg.model}: {run.params:,} parameters; {len(run.train_ds)} train / {len(run.test_ds)} test trajectories "
             f"at f={cfg.res}, omega_f={run.train_ds.omega:.4g}"
             + ("" if cfg.omega is None else f" (the gate uses --omega {cfg.omega:g})")
-            + f"; device {run.device}, backend {run.backend}, precision {cfg.precision}, {run.world} process(es)")
+            + f"; output {output_parametrisation(cfg)}; device {run.device}, backend {run.backend}, precision "
+            f"{cfg.precision}, {run.world} process(es)")
 
     def loss_fn(model, u, w):  # (loss, AMGFNO's mean gate of this step or None)
         with autocast(cfg.precision, run.device):

@@ -8,7 +8,7 @@ from helpers import translating_waves
 
 from amg_fast.data.h5 import write_amg_fast
 from amg_fast.models import MODELS, AMGFNO1d, FFNO1d, Normalized, available_models, build_model
-from amg_fast.train.config import TrainConfig, resolve_config
+from amg_fast.train.config import TrainConfig, output_parametrisation, resolve_config
 from amg_fast.train.trainer import train
 
 
@@ -22,8 +22,10 @@ def test_the_default_output_parametrisation_wraps_1d_models_and_leaves_ns2d_bare
     for pde, model in (("ks", "ffno"), ("burgers", "amgfno")):
         wrapped = build_model(resolve_config(TrainConfig(model=model, pde=pde, width=8, res=32)), omega=0.3)
         assert isinstance(wrapped, Normalized) and wrapped.increment
-    bare = build_model(resolve_config(TrainConfig(model="ffno2d", pde="ns2d", width=8, res=32)))
-    assert type(bare) is MODELS["ffno2d"]
+    ns2d = resolve_config(TrainConfig(model="ffno2d", pde="ns2d", width=8, res=32))
+    assert type(build_model(ns2d)) is MODELS["ffno2d"]
+    assert output_parametrisation(ns2d) == "raw (--no-normalize --no-increment)"
+    assert output_parametrisation(options(increment=True)) == "--increment"
 
 
 @pytest.mark.parametrize("name", available_models())

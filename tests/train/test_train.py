@@ -33,7 +33,9 @@ def run_cli(script, *args, env=None, **kw):
 
 def test_tiny_run_lowers_the_loss_and_writes_the_run_directory(tiny_data, tmp_path):
     out = tmp_path / "run"
-    results = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=8, **TINY), log=lambda *a: None)
+    lines = []
+    results = train(TrainConfig(data=str(tiny_data), out=str(out), epochs=8, **TINY), log=lines.append)
+    assert any("; output --normalize --increment; device cpu" in line for line in lines)  # the run says it
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     # the default --normalize --increment (since 2026-12-01) starts lower and ends 0.58x the first epoch's here
     assert len(rows) == 8 and rows[-1]["train_loss"] < 0.7 * rows[0]["train_loss"]
