@@ -643,10 +643,10 @@ def _operand_precision(dtype: torch.dtype, bf16_operands: bool) -> str:
 
 def cublas_by_default(work: torch.dtype | None, device: torch.device | str | None) -> bool:
     """What MIX_METHOD "auto" chooses (DFT_GEMM's did too until 2026-12-01) for an op of this work dtype
-    (work_dtype of its input) on device: cuBLAS ("torch") for fp32 work on CUDA -- the fp32 and TF32 modes, where the H200's graphed
-    training step was 1.03x / 1.07x (fp32) and 1.07x / 1.26x (TF32) faster at S = 32 / 128 with both on cuBLAS
-    (results/gpu/20261129-1927-h200/bench, variant spectral_cublas) -- else this file's kernels: bf16 work (0.83x
-    / 0.99x there), fp64 (untimed) and Triton's interpreter on CPU. Not with REDUCED_PRECISION_DOTS off while TF32
+    (work_dtype of its input) on device: cuBLAS ("torch") for fp32 work on CUDA -- the fp32 and TF32 modes,
+    where the H200's graphed training step was 1.03x / 1.07x (fp32) and 1.07x / 1.26x (TF32) faster at S = 32
+    / 128 with both on cuBLAS (results/gpu/20261129-1927-h200/bench, variant spectral_cublas) -- else this
+    file's kernels: bf16 work (0.83x / 0.99x there), fp64 (untimed) and Triton's interpreter on CPU. Not with REDUCED_PRECISION_DOTS off while TF32
     is allowed: cuBLAS would compute in TF32 (torch's matmul setting), where that switch asks for fp32 accuracy."""
     if work != torch.float32 or device is None or torch.device(device).type != "cuda":
         return False

@@ -792,8 +792,9 @@ def _fidelity_tables(records: list[dict]) -> list[Table]:
                                {(m, v, PDE_NAMES.get(pde, pde), f"{nu:g}", res): rs
                                 for (m, v, pde, nu, res), rs in groups.items()},
                                _DIAGNOSTICS_CAPTION + " Variants: base = raw (--no-normalize --no-increment); "
-                               "norm / inc / norm-inc = --normalize / --increment / both; lastblock = --decoder-input last_block; ff = "
-                               "fourierflow's options; @lpsda / @lpsda5 = the S4FFNO authors' KS data readings.")]
+                               "norm / inc / norm-inc = --normalize / --increment / both; lastblock = "
+                               "--decoder-input last_block; ff = fourierflow's options; @lpsda / @lpsda5 = the "
+                               "S4FFNO authors' KS data readings.")]
 
 
 def _precision_tables(records: list[dict]) -> list[Table]:
