@@ -55,8 +55,8 @@ from amg_fast.experiments.sweep import (Budget, load_grid_file, parse_grid, pars
                                         resolve_experiments, runs_by_experiment, select_runs, summary_lines,
                                         time_column)
 
-__all__ = ["parse_args", "cmd_list", "cmd_plan", "cmd_run", "cmd_status", "cmd_report", "cmd_export", "cmd_omega",
-           "main"]
+__all__ = ["parse_args", "cmd_list", "cmd_plan", "cmd_run", "cmd_status", "cmd_report", "cmd_export", "cmd_migrate",
+           "cmd_omega", "main"]
 
 EXIT_NOT_DONE, EXIT_REFUSED, EXIT_BUDGET, EXIT_DIVERGED = 1, 2, 3, 4
 SHOWN_SKIPPED = 5  # budget-skipped runs named one by one; the rest counted

@@ -56,7 +56,8 @@ __all__ = ["prepare_sweep", "read_sweep", "job_config", "write_job", "read_job",
            "run_job", "run_local", "run_slurm", "check_slurm", "read_record", "STATES", "NOT_DONE", "SweepError",
            "run_dir_of", "run_dirs", "check_run_dir", "visible_gpus", "check_worker_counts", "worker_slots", "slurm_parameters",
            "export_runs", "state_note", "to_train", "EXPORTED_STATES", "DIVERGED_KEY",
-           "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES", "dataset_args"]
+           "epochs_to_resume", "check_max_requeues", "MAX_REQUEUES", "dataset_args", "check_output_parametrisation",
+           "migrate_output_parametrisation"]
 
 STATES = ("done", "diverged", "running", "partial", "failed", "died", "corrupt", "missing")
 # in the order a summary names them
