@@ -156,17 +156,13 @@ def spectral_cases(quick: bool):
 
 
 def s4d_cases(quick: bool):
-    """S4D at u [B, T, S, H] = [32, T, S, 128], N = 32: every method's forward and backward (the Toeplitz
-    product also on the CUDA cores, TOEPLITZ_FMA_POLICY's "use"), the convolution-kernel builders (poles and
-    ZOH), the rollout step; the memory's readout GLU(Linear) backward (kernels/glu_grad.py) on its [rows, 2H]
-    pre-activation."""
+    """S4D at u [B, T, S, H] = [32, T, S, 128], N = 32: every method's forward and backward, the
+    convolution-kernel builders (poles and ZOH), the rollout step; the memory's readout GLU(Linear) backward
+    (kernels/glu_grad.py) on its [rows, 2H] pre-activation."""
     from amg_fast.kernels import glu_grad
     from amg_fast.kernels import s4d_scan as k
 
     def run(u, method, gelu):
-        if method == "toeplitz-fma":
-            with _policy_entry(k.TOEPLITZ_FMA_POLICY, "cuda", dict(k.TOEPLITZ_FMA_POLICY["cuda"], use=True)):
-                return run(u, "toeplitz", gelu)
         H, T, N = u.shape[-1], u.shape[1], 32
         acc = torch.float64 if u.dtype == torch.float64 else torch.float32
         lam, c, d = _t(H, N, 2, dtype=acc), _t(H, N, 2, dtype=acc), _t(H, dtype=torch.float32)
@@ -187,7 +183,7 @@ def s4d_cases(quick: bool):
     shapes = ((25, 128),) if quick else ((25, 32), (25, 128), (25, 1024), (1, 128), (64, 32))
     for (T, S), mode in itertools.product(shapes, MODES):
         u = _t(32, T, S, 128, dtype=MODES[mode])
-        methods = [("toeplitz", True), ("toeplitz", False), ("toeplitz-fma", True), ("toeplitz-fma", False)]
+        methods = [("toeplitz", True), ("toeplitz", False)]
         if T <= 25:
             methods += [("toeplitz_loop", False), ("scan", False)]
         for method, gelu in methods:
@@ -432,10 +428,7 @@ def encoder_cases(quick: bool):
 def test_tile_cases(quick: bool):
     """Configurations the CUDA tests launch beyond the cases above (the tests phase compiles them on the GPU): the
     spectral transform with its input tile as the register operand (X_LEFT) and without, fp64 on 16 x 16 x 16
-    tiles, the dweight split over 3 row ranges (tests/ops/test_spectral_conv_triton.py's several-tiles test); the
-    S4D Toeplitz product on the CUDA cores at the tests' small shapes (H = 16 and 40, T = 7 to 32; fp32, fp64, GELU
-    or not; test_s4d_scan_triton.py's FMA tests)."""
-    from amg_fast.kernels import s4d_scan as k
+    tiles, the dweight split over 3 row ranges (tests/ops/test_spectral_conv_triton.py's several-tiles test)."""
     from amg_fast.kernels import spectral_conv as sc
 
     def spectral(x_left):
@@ -445,19 +438,8 @@ def test_tile_cases(quick: bool):
         with _policy_entry(sc.LAUNCH_POLICY, "cuda", small):
             _spectral_fwd_bwd(_t(45, 20, 20, dtype=torch.float64), 7, "dft-gauss", False, 1)
 
-    def fma(shape, dtype, gelu):
-        B, T, S, H = shape
-        acc = torch.float64 if dtype == torch.float64 else torch.float32
-        with _policy_entry(k.TOEPLITZ_FMA_POLICY, "cuda", dict(k.TOEPLITZ_FMA_POLICY["cuda"], use=True, programs=8)):
-            u, kk, d = _t(B, T, S, H, dtype=dtype), _t(H, T, dtype=acc), _t(H)
-            k.s4d_toeplitz_bwd(torch.empty_like(k.s4d_toeplitz_fwd(u, kk, d, gelu)), u, kk, d, gelu)
-
     for x_left in (True, False):
         yield f"test-tiles spectral fp64 16-tiles X_LEFT={x_left}", lambda x=x_left: spectral(x), "fp64"
-    for shape, mode, gelu in itertools.product(((2, 25, 32, 16), (3, 25, 5, 40), (2, 7, 9, 16), (1, 32, 8, 16)),
-                                               ("fp32", "fp64"), (False, True)):
-        yield (f"test-tiles s4d-fma {'x'.join(map(str, shape))} {mode}{' gelu' if gelu else ''}",
-               lambda s=shape, m=mode, g=gelu: fma(s, MODES[m], g), mode)
 
 
 CASES = {"spectral": spectral_cases, "s4d": s4d_cases, "gate": gate_cases, "ffn": ffn_cases, "decoder": decoder_cases,

@@ -6,8 +6,8 @@ Prints one table per sweep (median ms by triton.testing.do_bench) and writes the
     and the tiles of its three kernels at the paper's shapes in fp32 mode (tf32x3 dots) and under TF32 ->
     kernels.spectral_conv.LAUNCH_POLICY["cuda"];
   - S4D: the Toeplitz kernels' tiling at T = 25 in fp32 mode and under TF32 -> kernels.s4d_scan.
-    TOEPLITZ_DOT_POLICY["cuda"] (the op was 11x its HBM floor on the H200), the CUDA-core Toeplitz
-    kernels' -> TOEPLITZ_FMA_POLICY["cuda"], then "toeplitz" vs "scan" per T -> TOEPLITZ_MAX_T;
+    TOEPLITZ_DOT_POLICY["cuda"] (the op was 11x its HBM floor on the H200), then "toeplitz" vs "scan" per T
+    -> TOEPLITZ_MAX_T;
   - the feed-forward's row GEMMs (method="gemm"): tile configurations in fp32 mode (3xTF32, the
     policy's "x3" entry) and under TF32 ("default"; --quick: fp32 mode only, each tiling also as persistent
     programs) -> kernels.ffn_gemm.LAUNCH_POLICY["cuda"];
@@ -193,12 +193,6 @@ FFN_GEMM_QUICK_MODES = {"fp32": FFN_GEMM_MODES["fp32"]}
 S4D_TOEPLITZ_SPACE = dict(elements=[2048, 4096, 8192], BN=[16, 32, 64], num_warps=[4, 8], programs=[512, 1024, 2048],
                           channels_first=[False, True])
 S4D_TOEPLITZ_QUICK = dict(S4D_TOEPLITZ_SPACE, num_warps=[8], programs=[1024])  # --quick: 18 tilings a mode
-# The CUDA-core Toeplitz kernels' tiling (TOEPLITZ_FMA_POLICY, "use" on): "elements" bounds a program's
-# [T_PAD, BN, BHH] register tile (BN = elements / (T_PAD BHH) columns), BHH channels a tile row (64 B .. 256 B
-# in fp32), "programs" the backward's column groups.
-S4D_FMA_SPACE = dict(use=[True], elements=[2048, 4096, 8192], BHH=[16, 32, 64], num_warps=[4, 8],
-                     programs=[256, 512, 1024])
-S4D_FMA_QUICK = dict(S4D_FMA_SPACE, elements=[4096, 8192], BHH=[32, 64], programs=[512])  # --quick: 8 a mode
 
 
 def sweep_policy_entries(container: dict, entries: dict, space: dict, sizes, make_run, label: str, timer=None,
@@ -252,11 +246,10 @@ def sweep_ffn_gemm_configs(sizes, width=128, rows_per_s=800, space=None, device=
                                 timer, fallback="default")
 
 
-def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device="cuda", timer=None, kind="dot"):
+def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device="cuda", timer=None):
     """s4d_scan(method="toeplitz", activation="gelu") fwd + bwd (the AMGFNO memory's op: u [batch, T, S, width],
-    n poles) under each tiling of space (default S4D_TOEPLITZ_SPACE, with kind "fma" S4D_FMA_SPACE) as
-    kernels.s4d_scan.TOEPLITZ_DOT_POLICY[device] (kind "dot": the batched dots) or TOEPLITZ_FMA_POLICY[device]
-    (kind "fma": the CUDA-core kernels), in fp32 mode and under TF32 (sweep_policy_entries)."""
+    n poles) under each tiling of space (default S4D_TOEPLITZ_SPACE) as kernels.s4d_scan.TOEPLITZ_DOT_POLICY[device]
+    (the batched dots), in fp32 mode and under TF32 (sweep_policy_entries)."""
     from amg_fast.kernels import s4d_scan as kernels
     from amg_fast.ops import s4d_scan
 
@@ -272,9 +265,6 @@ def sweep_s4d_configs(sizes, batch=32, T=25, width=128, n=32, space=None, device
 
     key = torch.device(device).type  # the kernels look their policy up by device type ("cuda:0" -> "cuda")
     entries = {"fp32": (key, False), "tf32": (key, True)}
-    if kind == "fma":
-        return sweep_policy_entries(kernels.TOEPLITZ_FMA_POLICY, entries, space or S4D_FMA_SPACE, sizes, make_run,
-                                    "s4d-fma", timer)
     return sweep_policy_entries(kernels.TOEPLITZ_DOT_POLICY, entries, space or S4D_TOEPLITZ_SPACE, sizes, make_run,
                                 "s4d-toeplitz", timer)
 
@@ -364,8 +354,6 @@ def main(argv=None) -> int:
         "spectral_transform": ("spectral", lambda: sweep_spectral_transform([32, 64, 128, 256, 512, 1024])),
         "s4d_configs": ("s4d", lambda: sweep_s4d_configs([128] if quick else [32, 128],
                                                          space=S4D_TOEPLITZ_QUICK if quick else None)),
-        "s4d_fma_configs": ("s4d", lambda: sweep_s4d_configs([128] if quick else [32, 128], kind="fma",
-                                                             space=S4D_FMA_QUICK if quick else None)),
         "s4d_method": ("s4d", lambda: sweep_s4d([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 1000])),
         "spectral_configs": ("configs", lambda: sweep_spectral_configs([128] if quick else [32, 128, 1024],
                                                                        spaces=SPECTRAL_QUICK if quick else None)),

@@ -16,7 +16,7 @@ __all__ = ["S4D_METHODS", "TOEPLITZ_MAX_T", "TOEPLITZ_DOT_MAX_T", "SPECTRAL_TRAN
            "READOUT_MAX_H", "WGRAD_METHODS", "WGRAD_AUTO_METHOD", "MEMORY_READOUT_METHODS",
            "FFN_METHODS", "FFN_AUTO_METHOD", "s4d_method", "spectral_transform", "ffn_method",
            "precision_mode", "wgrad_method", "memory_readout", "GATE_X3_METHODS", "gate_x3", "GATE_METHODS",
-           "gate_method", "gate_bwd_wgmma", "s4d_channels_first", "s4d_fma", "ffn_persistent", "FFN_DH_METHODS",
+           "gate_method", "gate_bwd_wgmma", "s4d_channels_first", "ffn_persistent", "FFN_DH_METHODS",
            "ffn_dh_method", "readout_gemm", "KERNEL_SWITCHES", "reread_switches"]
 
 # s4d_scan(method=...): "toeplitz" (the causal Toeplitz product per channel as batched tl.dots, with
@@ -119,7 +119,7 @@ FFN_AUTO_METHOD = {"fp32": "gemm", "tf32": "epilogue", "bf16": "epilogue", "fp16
 # reread_switches(): so bench/gpu_summary.py times a variant's switches in its own process.
 KERNEL_SWITCHES = ("AMG_FAST_FFN_METHOD", "AMG_FAST_FFN_PERSISTENT", "AMG_FAST_FFN_DH",
                    "AMG_FAST_READOUT_GEMM",
-                   "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_S4D_FMA", "AMG_FAST_WGRAD",
+                   "AMG_FAST_S4D_METHOD", "AMG_FAST_S4D_CHANNELS_FIRST", "AMG_FAST_WGRAD",
                    "AMG_FAST_GATE_X3", "AMG_FAST_GATE_METHOD", "AMG_FAST_GATE_BWD_WGMMA", "AMG_FAST_MEMORY_READOUT",
                    "AMG_FAST_SPECTRAL_TRANSFORM", "AMG_FAST_SPECTRAL_MIX", "AMG_FAST_SPECTRAL_DFT_GEMM",
                    "AMG_FAST_SPECTRAL_REDUCED_DOTS", "AMG_FAST_SPECTRAL_WEIGHT_PLANES", "AMG_FAST_SPECTRAL_X3")
@@ -205,12 +205,6 @@ def s4d_channels_first(default: bool) -> bool:
     """Whether the batched-dot S4D kernels launch their channel blocks first: $AMG_FAST_S4D_CHANNELS_FIRST ("1" yes,
     "0" no) when set, else default (the launch policy's)."""
     return _env_flag("AMG_FAST_S4D_CHANNELS_FIRST", default)
-
-
-def s4d_fma(default: bool) -> bool:
-    """Whether the S4D Toeplitz product runs on the CUDA cores (kernels.s4d_scan's FMA kernels) instead of batched
-    dots: $AMG_FAST_S4D_FMA ("1" yes, "0" no) when set, else default (TOEPLITZ_FMA_POLICY's "use")."""
-    return _env_flag("AMG_FAST_S4D_FMA", default)
 
 
 def ffn_persistent(default: bool) -> bool:

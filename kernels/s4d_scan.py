@@ -19,10 +19,6 @@ time step of a column block is one coalesced row segment. All kernels are parall
   program's columns, whose diagonals are dKk[h, l] = sum_t P_h[t, t - l] (per-group partial sums).
   GELU can be applied to y in the epilogue (and its derivative in the backward's prologue, y
   recomputed by the same dot), so the S4D layer's activation costs no pass of its own.
-  With AMG_FAST_S4D_FMA=1 (TOEPLITZ_FMA_POLICY) the same product runs on the CUDA cores instead: a program
-  holds a [T_PAD, BN, BHH] tile of y in registers and adds the outer product Kk[t - s] u[s] per input row s
-  (each tile row BHH contiguous channels; fp32 exact); the backward reduces over the tile's rows for du and
-  gathers the columns' sums of g[t] u[s] along the lag (tl.gather) for dKk.
 - toeplitz_loop (the earlier kernels, kept to compare on a GPU): one program per (b, column block,
   time block), a loop over the lag l loading shifted u tiles, y[b, t, col] = sum_{l<=t} Kk[h, l]
   u[b, t-l, col] + d u.
@@ -45,12 +41,12 @@ import triton.language as tl
 from amg_fast.kernels._common import (acc_dtype, cdiv, dot_precision, for_device, new_output, next_pow2,
                                      wrap_triton)
 from amg_fast.kernels._rows import to_acc
-from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T, s4d_channels_first, s4d_fma
+from amg_fast.kernels.limits import TOEPLITZ_DOT_MAX_T, s4d_channels_first
 
 __all__ = [
     "s4d_conv_kernel_fwd", "s4d_conv_kernel_bwd", "s4d_zoh_conv_kernel_fwd", "s4d_zoh_conv_kernel_bwd",
     "s4d_toeplitz_fwd", "s4d_toeplitz_bwd", "s4d_scan_fwd", "s4d_scan_bwd", "s4d_step_fwd",
-    "TOEPLITZ_DOT_POLICY", "TOEPLITZ_FMA_POLICY",
+    "TOEPLITZ_DOT_POLICY",
 ]
 
 # Launch policy per device type. "tile": register budget of one program, in elements per
@@ -78,17 +74,6 @@ LAUNCH_POLICY = {
 TOEPLITZ_DOT_POLICY = {
     "cuda": {"elements": 4096, "BN": 16, "num_warps": 8, "programs": 1024, "channels_first": False},
     "cpu": {"elements": 131072, "BN": 64, "num_warps": 4, "programs": 1, "channels_first": False},
-}
-# The Toeplitz product on the CUDA cores instead ("use", or AMG_FAST_S4D_FMA=1; kernels.limits.s4d_fma): a program
-# holds a [T_PAD, BN, BHH] tile of y (BN = "elements" // (T_PAD BHH) columns, at least 1) in registers and adds
-# the outer product Kk[t - s] u[s] for each input row s: u read once, y written once, every row of the tile BHH
-# contiguous channels (128 B at 32 in fp32, where the batched dots read 16 B of each 512-B row), fp32 mode exact
-# on the CUDA cores (T_PAD BN BHH FMAs a row: 0.84 GFLOP forward at the paper's shape, ~13 us of an H200's fp32
-# rate) instead of tf32x3 dots. The backward's programs each take COLS_PER_GROUP columns of one group ("programs"
-# as above) and write one [H, T] partial sum of dKk a group. Untimed (2026-11-30): the campaign's variant s4d_fma.
-TOEPLITZ_FMA_POLICY = {
-    "cuda": {"use": False, "elements": 4096, "BHH": 32, "num_warps": 8, "programs": 512},
-    "cpu": {"use": False, "elements": 262144, "BHH": 128, "num_warps": 4, "programs": 1},
 }
 
 
@@ -401,92 +386,6 @@ def _s4d_toeplitz_dot_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, 
         tl.store(part + lag, dk.to(part_ptr.dtype.element_ty), mask=hmask)
 
 
-# Toeplitz on the CUDA cores (AMG_FAST_S4D_FMA=1): outer products into [T_PAD, BN, BHH] registers
-
-
-@triton.jit
-def _lag_column(k_ptr, d, hs, hmask, t, s, T):
-    """[T_PAD, BHH]: Kk[h, t - s] for the rows t (the skip d[h] at t = s), 0 where t < s or t >= T; Kk [H, T]
-    (read from L1: the whole of it is H T values)."""
-    lag = t - s
-    lmask = (lag >= 0) & (t < T)
-    col = tl.load(k_ptr + hs[None, :] * T + lag[:, None], mask=lmask[:, None] & hmask[None, :], other=0.0)
-    return col.to(d.dtype) + tl.where((lag == 0)[:, None], d[None, :], 0.0)
-
-
-@triton.jit
-def _fma_tile(n0, hs, hmask, T, S, H, NCOL, T_PAD: tl.constexpr, BN: tl.constexpr):
-    """Offsets [1, BN, BHH] of row t = 0 of the columns n0 .. n0 + BN (n = b S + s) and channels hs of a
-    contiguous [B, T, S, H] tensor (row t is t S H further), the [BN, BHH] mask, and t [T_PAD]."""
-    ns = n0 + tl.arange(0, BN)
-    b = ns // S
-    col = b.to(tl.int64) * T * S * H + (ns - b * S) * H
-    return col[None, :, None] + hs[None, None, :], (ns < NCOL)[:, None] & hmask[None, :], tl.arange(0, T_PAD)
-
-
-@triton.jit
-def _fma_causal_conv(u_ptr, k_ptr, d, base, mask2, hs, hmask, t, T, S, H, FP64: tl.constexpr):
-    """y [T_PAD, BN, BHH] = Kk * u + d u over the tile (_fma_tile): for each input row s, y[t] += Kk[t - s]
-    u[s], one [BN, BHH] load of u and T_PAD BN BHH FMAs in fp32 (fp64) on the CUDA cores."""
-    acc = tl.zeros((t.shape[0], base.shape[1], base.shape[2]), dtype=d.dtype)
-    for s in range(0, T):
-        u_s = to_acc(tl.load(u_ptr + base + s * S * H, mask=mask2[None, :, :], other=0.0), FP64)
-        acc += _lag_column(k_ptr, d, hs, hmask, t, s, T)[:, None, :] * u_s
-    return acc
-
-
-@triton.jit
-def _s4d_toeplitz_fma_fwd_kernel(u_ptr, k_ptr, d_ptr, y_ptr, T, S, H, NCOL, GELU: tl.constexpr,
-                                 FP64: tl.constexpr, BN: tl.constexpr, BHH: tl.constexpr, T_PAD: tl.constexpr):
-    """y = Kk * u + d u (then GELU) for BN columns x BHH channels (grid (column tiles, channel blocks)), all T:
-    u read once and y written once, each row of the tile BHH contiguous channels."""
-    hs = tl.program_id(1) * BHH + tl.arange(0, BHH)
-    hmask = hs < H
-    d = to_acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)
-    base, mask2, t = _fma_tile(tl.program_id(0) * BN, hs, hmask, T, S, H, NCOL, T_PAD, BN)
-    y = _fma_causal_conv(u_ptr, k_ptr, d, base, mask2, hs, hmask, t, T, S, H, FP64)
-    if GELU:
-        y = _gelu(y)
-    tl.store(y_ptr + base + (t * S * H)[:, None, None], y.to(y_ptr.dtype.element_ty),
-             mask=(t < T)[:, None, None] & mask2[None, :, :])
-
-
-@triton.jit
-def _s4d_toeplitz_fma_bwd_kernel(u_ptr, dy_ptr, k_ptr, d_ptr, du_ptr, part_ptr, T, S, H, NCOL, COLS_PER_GROUP,
-                                 GELU: tl.constexpr, FP64: tl.constexpr, BN: tl.constexpr, BHH: tl.constexpr,
-                                 T_PAD: tl.constexpr):
-    """Backward of _s4d_toeplitz_fma_fwd_kernel for the column group tl.program_id(0) (COLS_PER_GROUP columns, BN
-    at a time) and BHH channels: g = dy (times GELU'(y), y recomputed); du[s] = sum_t Kk[t - s] g[t] + d g[s]
-    (a reduction over the tile's rows a row s); part[group, h, l] = sum over the group's columns of
-    sum_t g[t] u[t - l], l = 0 also dd: for each row s of u, sum over the columns of g[t] u[s] [T_PAD, BHH],
-    its rows l + s gathered onto rows l (tl.gather) and added."""
-    group = tl.program_id(0)
-    hs = tl.program_id(1) * BHH + tl.arange(0, BHH)
-    hmask = hs < H
-    d = to_acc(tl.load(d_ptr + hs, mask=hmask, other=0.0), FP64)
-    lags = tl.arange(0, T_PAD)
-    dk = tl.zeros((T_PAD, BHH), dtype=d.dtype)
-    first = group * COLS_PER_GROUP
-    for n0 in range(first, tl.minimum(first + COLS_PER_GROUP, NCOL), BN):
-        base, mask2, t = _fma_tile(n0, hs, hmask, T, S, H, NCOL, T_PAD, BN)
-        rows = (t * S * H)[:, None, None]
-        mask3 = (t < T)[:, None, None] & mask2[None, :, :]
-        g = to_acc(tl.load(dy_ptr + base + rows, mask=mask3, other=0.0), FP64)
-        if GELU:
-            g = g * _gelu_grad(_fma_causal_conv(u_ptr, k_ptr, d, base, mask2, hs, hmask, t, T, S, H, FP64))
-        for s in range(0, T):
-            du_s = tl.sum(_lag_column(k_ptr, d, hs, hmask, t, s, T)[:, None, :] * g, axis=0)
-            tl.store(du_ptr + base + s * S * H, du_s[None, :, :].to(du_ptr.dtype.element_ty),
-                     mask=mask2[None, :, :])
-        for s in range(0, T):  # g[t] u[s] adds to dKk[t - s]: rows t = l + s gathered onto rows l
-            u_s = to_acc(tl.load(u_ptr + base + s * S * H, mask=mask2[None, :, :], other=0.0), FP64)
-            corr = tl.sum(g * u_s, axis=1)  # [T_PAD, BHH]: sum over the tile's columns of g[t] u[s]
-            rows_t = tl.minimum(lags + s, T_PAD - 1)[:, None] + tl.zeros((T_PAD, BHH), dtype=tl.int32)
-            dk += tl.where((lags + s < T)[:, None], tl.gather(corr, rows_t, 0), 0.0)
-    tl.store(part_ptr + (group.to(tl.int64) * H + hs[None, :]) * T + lags[:, None],
-             dk.to(part_ptr.dtype.element_ty), mask=(lags < T)[:, None] & hmask[None, :])
-
-
 # Toeplitz as a loop over the lag ("toeplitz_loop")
 
 
@@ -787,24 +686,6 @@ def _dot_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict:
             "BH": bh, "BN": bn, "T_PAD": t_pad, "CHANNELS_FIRST": channels_first, "num_warps": policy["num_warps"]}
 
 
-def _fma_tiling(B: int, T: int, S: int, H: int, device: torch.device) -> dict | None:
-    """Launch parameters of the CUDA-core Toeplitz kernels (TOEPLITZ_FMA_POLICY), or None when they are not
-    chosen ($AMG_FAST_S4D_FMA, else the policy's "use"): BN columns x BHH channels a tile, the backward's
-    column groups of COLS_PER_GROUP columns (a multiple of BN)."""
-    policy = for_device(TOEPLITZ_FMA_POLICY, device)
-    if not s4d_fma(policy["use"]):
-        return None
-    t_pad = next_pow2(T)
-    bhh = min(policy["BHH"], next_pow2(H))
-    bn = max(1, policy["elements"] // (t_pad * bhh))
-    bn = 1 << (bn.bit_length() - 1)  # a power of two
-    ncol, n_h = B * S, cdiv(H, bhh)
-    groups = max(1, min(cdiv(ncol, bn), cdiv(policy["programs"], n_h)))
-    cols_per_group = cdiv(cdiv(ncol, groups), bn) * bn
-    return {"BN": bn, "BHH": bhh, "T_PAD": t_pad, "NCOL": ncol, "n_h": n_h, "groups": cdiv(ncol, cols_per_group),
-            "COLS_PER_GROUP": cols_per_group, "num_warps": policy["num_warps"]}
-
-
 def _toeplitz_dots(u_dtype: torch.dtype, acc: torch.dtype) -> str:
     """tl.dot precision of the batched-dot kernels, whose operands are in the accumulation dtype: as
     _common.dot_precision for fp32 / fp64; "tf32" for bf16 / fp16 activations (exact on them: their
@@ -835,12 +716,6 @@ def s4d_toeplitz_fwd(u: torch.Tensor, kk: torch.Tensor, d: torch.Tensor, gelu: b
     kk, d = kk.contiguous(), d.contiguous()
     y = new_output(u.shape, dtype=u.dtype, device=u.device)
     acc = acc_dtype(u, kk, d)
-    fma = _fma_tiling(B, T, C // H, H, u.device)
-    if fma is not None:
-        wrap_triton(_s4d_toeplitz_fma_fwd_kernel)[(cdiv(fma["NCOL"], fma["BN"]), fma["n_h"])](
-            u, kk, d, y, T, C // H, H, fma["NCOL"], GELU=gelu, FP64=acc == torch.float64, BN=fma["BN"],
-            BHH=fma["BHH"], T_PAD=fma["T_PAD"], num_warps=fma["num_warps"])
-        return y
     tiling = _dot_tiling(B, T, C // H, H, u.device)
     grid = tiling.pop("grid")
     tiling.pop("groups")
@@ -864,14 +739,6 @@ def s4d_toeplitz_bwd(dy: torch.Tensor, u: torch.Tensor, kk: torch.Tensor, d: tor
     dy, kk, d = dy.contiguous(), kk.contiguous(), d.contiguous()
     acc = acc_dtype(u, dy, kk, d)
     du = new_output(u.shape, dtype=u.dtype, device=u.device)
-    fma = _fma_tiling(B, T, C // H, H, u.device)
-    if fma is not None:
-        part = new_output((fma["groups"], H, T), dtype=acc, device=u.device)
-        wrap_triton(_s4d_toeplitz_fma_bwd_kernel)[(fma["groups"], fma["n_h"])](
-            u, dy, kk, d, du, part, T, C // H, H, fma["NCOL"], fma["COLS_PER_GROUP"], GELU=gelu,
-            FP64=acc == torch.float64, BN=fma["BN"], BHH=fma["BHH"], T_PAD=fma["T_PAD"],
-            num_warps=fma["num_warps"])
-        return du, part
     tiling = _dot_tiling(B, T, C // H, H, u.device)
     grid, groups = tiling.pop("grid"), tiling.pop("groups")
     part = new_output((groups, H, T), dtype=acc, device=u.device)

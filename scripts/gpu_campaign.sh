@@ -128,7 +128,8 @@ SWEEPS=${CAMPAIGN_SWEEPS:-precision:precision:quick:0,1,2 headline:headline:pape
 # GEMMs' weight gradients by a 3xTF32 planes kernel (0.87x in fp32; its CUDA test failed). The same session's
 # spectral_dfttriton (1.02-1.06x in fp32 and TF32, 1.00x in bf16) is the default since 2026-12-01: the old
 # default, cuBLAS's DFT GEMMs, is timed as spectral_dftcublas. Dropped then, slower in every cell of two
-# sessions: s4d_fma (0.65-0.91x) and spectral_fftgauss (0.34-0.71x); their switches stay.
+# sessions: s4d_fma (0.65-0.91x) and spectral_fftgauss (0.34-0.71x); spectral_fftgauss's switches stay, s4d_fma's
+# kernels and its switch AMG_FAST_S4D_FMA were removed since.
 VARIANTS=${CAMPAIGN_VARIANTS:-ffn_epilogue:AMG_FAST_FFN_METHOD=epilogue ffn_persistent:AMG_FAST_FFN_PERSISTENT=1 \
 ffn_dh_triton:AMG_FAST_FFN_DH=triton \
 readout_gemm:AMG_FAST_READOUT_GEMM=1 \

@@ -313,7 +313,7 @@ def test_the_adopted_switches_step_is_timed_once_and_a_failure_drops_them(tmp_pa
                      PYTHON=str(stand_in_python(tmp_path, dump)))
     assert "the adopted switches' step not timed: CAMPAIGN_T_ADOPTED=10 is under 30 s" in short.stdout, short.stdout
     assert dump.read_text().split() == both
-    adopted.write_text(adopted.read_text() + "s4d_fma AMG_FAST_S4D_FMA=1\n")  # other switches
+    adopted.write_text(adopted.read_text() + "gate_cublas AMG_FAST_GATE_METHOD=cublas\n")  # other switches
     skipped = {"checks": [{"what": "train_step fp32 triton_graph S=32", "ok": True}],
                "errors": [{"part": "profile fp32", "message": "CUPTI"}],
                "skipped": [{"part": "triton_graph fp32 S=128", "reason": "budget"}]}

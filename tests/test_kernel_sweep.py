@@ -121,30 +121,6 @@ def test_s4d_sweep_times_each_tiling_in_each_mode_and_restores(capsys, allow_tf3
     assert s4d_scan.TOEPLITZ_DOT_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
 
 
-def test_s4d_fma_sweep_times_each_tiling_then_the_policy_and_restores(capsys, allow_tf32, monkeypatch):
-    """kind="fma": each configuration is TOEPLITZ_FMA_POLICY[device] while it is timed (the CUDA-core kernels
-    launch with its BHH and BN), in fp32 mode and under TF32; then the policy's own (its "use" off: the
-    batched dots, the default the FMA kernels are timed against); the policy and TF32 come back."""
-    sweep, s4d_scan, before, tilings = s4d_sweep_setup(monkeypatch, allow_tf32, "TOEPLITZ_FMA_POLICY", "_fma_tiling")
-    seen = []
-
-    def timer(run):
-        tilings.clear()
-        run()
-        seen.append({None if t is None else (t["BHH"], t["BN"]) for t in tilings})
-        return 1.0
-
-    space = dict(use=[True], elements=[256, 512], BHH=[8], num_warps=[4], programs=[2])
-    rows = sweep.sweep_s4d_configs((4,), batch=2, T=4, width=8, n=2, space=space, device="cpu", timer=timer,
-                                   kind="fma")
-    assert [(r["mode"], r["config"]["elements"]) for r in rows] == [
-        ("fp32", 256), ("fp32", 512), ("tf32", 256), ("tf32", 512)]
-    # T = 4 pads to 16: BN = elements / (16 * 8) columns (2, 4); then the policy's own: no FMA tiling
-    assert seen == [{(8, 2)}, {(8, 4)}, {None}] * 2
-    assert "s4d-fma S=4 tf32: policy" in capsys.readouterr().out
-    assert s4d_scan.TOEPLITZ_FMA_POLICY == before and torch.backends.cuda.matmul.allow_tf32 is False
-
-
 def test_main_writes_the_json_after_each_sweep(tmp_path, monkeypatch):
     """The command line (GPU only; its sweeps stubbed here): the JSON holds each finished sweep as soon as it
     ends, so a run stopped at a time limit keeps them; --quick narrows the S4D tiling space; the sweeps
@@ -157,14 +133,14 @@ def test_main_writes_the_json_after_each_sweep(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stub GPU")
     calls = []
 
-    def s4d_configs(sizes, space=None, kind="dot"):
-        calls.append(("s4d_configs", sizes, space, kind))
-        return [{"S": 128, "kind": kind}]
+    def s4d_configs(sizes, space=None):
+        calls.append(("s4d_configs", sizes, space))
+        return [{"S": 128}]
 
     def s4d_method(lengths):
         saved = json.loads(out.read_text())  # each sweep written before the next
-        assert saved["s4d_configs"] == [{"S": 128, "kind": "dot"}] and saved["s4d_fma_configs"][0]["kind"] == "fma"
-        calls.append(("s4d_method", lengths, None, None))
+        assert saved["s4d_configs"] == [{"S": 128}]
+        calls.append(("s4d_method", lengths, None))
         raise KeyboardInterrupt  # stopped here: the first sweep's results stay
 
     monkeypatch.setattr(sweep, "sweep_s4d_configs", s4d_configs)
@@ -173,8 +149,7 @@ def test_main_writes_the_json_after_each_sweep(tmp_path, monkeypatch):
         monkeypatch.setattr(sweep, name, lambda *a, **k: pytest.fail("a sweep not asked for ran"))
     with pytest.raises(KeyboardInterrupt):
         sweep.main(["--only", "s4d", "--quick", "--out", str(out)])
-    assert calls[0] == ("s4d_configs", [128], sweep.S4D_TOEPLITZ_QUICK, "dot")
-    assert calls[1] == ("s4d_configs", [128], sweep.S4D_FMA_QUICK, "fma") and calls[2][0] == "s4d_method"
+    assert calls[0] == ("s4d_configs", [128], sweep.S4D_TOEPLITZ_QUICK) and calls[1][0] == "s4d_method"
     saved = json.loads(out.read_text())
     assert saved["gpu"] == "stub GPU" and "s4d_method" not in saved
 

@@ -24,7 +24,6 @@ RESOLVERS = {
     "AMG_FAST_READOUT_GEMM": "L.readout_gemm(False)",
     "AMG_FAST_S4D_METHOD": "L.s4d_method('auto', 25)",
     "AMG_FAST_S4D_CHANNELS_FIRST": "L.s4d_channels_first(False)",
-    "AMG_FAST_S4D_FMA": "L.s4d_fma(False)",
     "AMG_FAST_WGRAD": "L.wgrad_method('auto', torch.float32)",
     "AMG_FAST_GATE_X3": "L.gate_x3()",
     "AMG_FAST_GATE_METHOD": "L.gate_method('auto', torch.float32)",

@@ -12,7 +12,7 @@ import math
 import torch.nn.functional as F
 import pytest
 import torch
-from helpers import RTOL, ids, record_launches, rel_err
+from helpers import RTOL, ids, rel_err
 
 from amg_fast.kernels import limits
 from amg_fast.kernels import s4d_scan as s4d_kernels
@@ -109,40 +109,6 @@ def test_gelu_activation_matches_reference(method, dtype, kdev, poisoned, gen):
     assert_matches(ref, gelu_reference_fp64(inputs, dy), RTOL[dtype])
 
 
-# CASES at H = 16 (the interpreter's time grows with the programs), and 15 columns at H = 40: column tiles across
-# batch entries, a full and a partial channel block
-FMA_CASES = [case for case in CASES if case[3] == 16] + [(3, 25, 5, 40, 4)]
-
-
-@pytest.mark.variant("s4d_fma")
-@pytest.mark.parametrize("activation", [None, "gelu"])
-@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-@pytest.mark.parametrize("B,T,S,H,N", FMA_CASES, ids=[ids(B=b, T=t, S=s, H=h, N=n) for b, t, s, h, n in FMA_CASES])
-def test_toeplitz_fma_kernels_match_reference(B, T, S, H, N, dtype, activation, kdev, poisoned, gen, monkeypatch):
-    """AMG_FAST_S4D_FMA=1: the Toeplitz product on the CUDA cores (outer products into [T_PAD, BN, BHH] tiles)
-    forward and backward, with and without GELU, on the GPU's tiling (BHH 32 channels, BN 8 columns at
-    T_PAD 32, column groups of several tiles, partial channel and column blocks) against the fp64 reference;
-    the FMA kernels (not the batched dots) ran."""
-    policy = dict(s4d_kernels.TOEPLITZ_FMA_POLICY["cuda"], programs=8)
-    monkeypatch.setitem(s4d_kernels.TOEPLITZ_FMA_POLICY, kdev.type, policy)
-    monkeypatch.setenv("AMG_FAST_S4D_FMA", "1")
-    launches = []
-    record_launches(s4d_kernels, launches, monkeypatch)
-    inputs = make_inputs(B, T, S, H, N, gen, kdev, dtype)
-    dy = torch.randn(B, T, S, H, generator=gen, dtype=torch.float64).to(kdev)
-    got = value_and_grads(lambda *a: s4d_scan(*a, backend="triton", method="toeplitz", activation=activation),
-                          inputs, dy)
-    want = gelu_reference_fp64(inputs, dy) if activation else reference_fp64(inputs, dy)
-    assert_matches(got, want, RTOL[dtype])
-    names = [name for name, _, _ in launches]
-    assert "_s4d_toeplitz_fma_fwd_kernel" in names and "_s4d_toeplitz_fma_bwd_kernel" in names
-    assert not any("toeplitz_dot" in name for name in names)
-    tiling = s4d_kernels._fma_tiling(B, T, S, H, kdev)  # BN a power of two within the register budget
-    assert tiling["BN"] * tiling["BHH"] * tiling["T_PAD"] <= policy["elements"]
-    assert tiling["COLS_PER_GROUP"] % tiling["BN"] == 0
-    assert B * S <= 8 * tiling["BN"] or tiling["COLS_PER_GROUP"] > tiling["BN"]  # a group loops over several tiles
-
-
 def flag_settings(monkeypatch, policies: dict, key: str, switch: str):
     """Sets a launch policy's flag (its "cuda" entry) and the environment switch over it to each combination
     in turn, yielding the flag the switch should give: the environment's "1" / "0" when set, else the policy's."""
@@ -154,13 +120,6 @@ def flag_settings(monkeypatch, policies: dict, key: str, switch: str):
             else:
                 monkeypatch.setenv(switch, env)
             yield want
-
-
-def test_s4d_fma_switch_overrides_the_policy(monkeypatch):
-    """AMG_FAST_S4D_FMA=1 / 0 picks the CUDA-core Toeplitz kernels or the batched dots whatever
-    TOEPLITZ_FMA_POLICY's "use" says (the campaign's variant s4d_fma); unset, the policy's."""
-    for want in flag_settings(monkeypatch, s4d_kernels.TOEPLITZ_FMA_POLICY, "use", "AMG_FAST_S4D_FMA"):
-        assert (s4d_kernels._fma_tiling(32, 25, 128, 128, torch.device("cuda")) is not None) is want
 
 
 @pytest.mark.parametrize("activation", [None, "gelu"])
@@ -237,20 +196,6 @@ def test_mixed_dtypes_follow_u_and_parameters(kdev, poisoned, gen):
                          ids=["dots", "dots-gelu", "loop"])
 def test_gradcheck_toeplitz_fn(kind, gelu, loop, kdev, poisoned, gen):
     """Through S4DToeplitzFn: u, d and every parameter (the K kernels' backward from partial sums)."""
-    u, lam, c, d = make_inputs(2, 4, 3, 2, 3, gen, kdev)
-    params = (lam, c) if kind == "poles" else make_continuous(2, 3, gen, kdev)
-    inputs = tuple(t.requires_grad_() for t in (u, d, *params))
-    assert torch.autograd.gradcheck(lambda u_, d_, *p: s4d_mod.S4DToeplitzFn.apply(u_, d_, kind, gelu, loop, *p),
-                                    inputs, fast_mode=True)
-
-
-@pytest.mark.variant("s4d_fma")
-@pytest.mark.parametrize("gelu", [False, True], ids=["fma", "fma-gelu"])
-def test_gradcheck_toeplitz_fn_fma(gelu, kdev, poisoned, gen, monkeypatch):
-    """Through S4DToeplitzFn on the CUDA-core Toeplitz kernels (AMG_FAST_S4D_FMA=1), the GPU's tiling."""
-    monkeypatch.setenv("AMG_FAST_S4D_FMA", "1")
-    monkeypatch.setitem(s4d_kernels.TOEPLITZ_FMA_POLICY, kdev.type, s4d_kernels.TOEPLITZ_FMA_POLICY["cuda"])
-    kind, loop = "poles", False
     u, lam, c, d = make_inputs(2, 4, 3, 2, 3, gen, kdev)
     params = (lam, c) if kind == "poles" else make_continuous(2, 3, gen, kdev)
     inputs = tuple(t.requires_grad_() for t in (u, d, *params))
