@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from amg_fast.experiments.specs import OVERRIDABLE, RunSpec
 
 __all__ = ["Experiment", "EXPERIMENTS", "register", "get_experiment", "KS_NUS", "RESOLUTIONS", "BURGERS_NU",
-           "TABLE2_MODELS", "OMEGA_SOURCES", "paper_omega", "NORM_INC", "FIDELITY_VARIANTS", "PRECISIONS",
+           "TABLE2_MODELS", "OMEGA_SOURCES", "paper_omega", "NORM_INC", "RAW_OUTPUT", "FIDELITY_VARIANTS", "PRECISIONS",
            "GRID_KEYS", "grid_experiment", "fidelity_variant", "NS2D_NUS", "NS2D_RESOLUTIONS", "NS2D_MODELS"]
 
 KS_NUS = (0.075, 0.1, 0.125)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from amg_fast._files import atomic_path
-from amg_fast.experiments.registry import EXPERIMENTS
+from amg_fast.experiments.registry import EXPERIMENTS, NORM_INC, RAW_OUTPUT
 from amg_fast.train.config import output_default
 from amg_fast.train.rundir import DIAGNOSTIC_STEP, GATE_EPOCHS
 
@@ -599,8 +599,6 @@ def _alpha_heatmap_figure(fusion: str, records: list[dict]):
 
 
 # -- our studies: headline, fidelity, precision, grids ------------------------------------------
-NORM_INC = {"normalize": True, "increment": True}
-RAW_OUTPUT = {"normalize": False, "increment": False}
 PARAMETRISATIONS = {"raw": RAW_OUTPUT, "--normalize --increment": NORM_INC}
 
 

@@ -202,7 +202,8 @@ def check_output_parametrisation(out: Path) -> None:
     """Refuse (SweepError) a sweep with runs whose names no longer say how they trained: since 2026-12-01
     --normalize --increment is the default on KS and Burgers, so a run that trained raw under a name without
     those settings would count as a run with them. migrate_output_parametrisation renames such runs."""
-    stale = [run_dir.name for run_dir in run_dirs(out) if _migrated(run_dir) is not None]
+    stale = [run_dir.name for run_dir in run_dirs(out)
+             if (job := read_job(run_dir)) is not None and _unnamed_output(job)]
     if stale:
         raise SweepError(f"{out}: {len(stale)} runs trained with the raw output parametrisation (normalize and "
                          f"increment off, the default before 2026-12-01) under names that now mean --normalize "
